@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tuner.config import load_config
+from tuner.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = (ROOT / "studies" / "demo.toml").read_text()
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "study.toml"
+    p.write_text(text)
+    return p
+
+
+def test_demo_loads_into_typed_sections() -> None:
+    cfg = load_config(ROOT / "studies" / "demo.toml")
+    assert cfg.study.name == "demo"
+    assert cfg.study.storage.startswith("sqlite:///")
+    assert [p.name for p in cfg.space.params][:3] == ["algorithm", "budget", "topk"]
+    assert cfg.space.by_name("topk").env == "SGLANG_DDTREE_MAX_TOPK"
+    assert cfg.benchmark.scenarios[0].name == "c1-short"
+    assert cfg.baseline["budget"] == 12 and cfg.baseline["topk"] == 6 and cfg.baseline["draft_window"] == 2048
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "key", "expected"),
+    [
+        ("concurrency = 8", "concurency = 8", "benchmark.scenarios[1].concurency", "a known key"),
+        ("concurrency = 8", 'concurrency = "8"', "benchmark.scenarios[1].concurrency", "an integer"),
+        ("low = 2\n", "low = 40\n", "space.budget.high", "a value >= low (40)"),
+        ('on_exit = "stop"', 'on_exit = "reboot"', "study.on_exit", "one of 'baseline'"),
+        ('op = ">="', 'op = "=>"', "constraints[0].op", "one of '>='"),
+        ('right = "block_size"', 'right = "blok_size"', "constraints[0].right", "a parameter name"),
+        (
+            'when = { algorithm = "DDTREE" }\n\n[space.topk]',
+            'when = { algorithm = "EAGLE" }\n\n[space.topk]',
+            "space.budget.when.algorithm",
+            "values that algorithm can take",
+        ),
+        (
+            'base_url = "http://127.0.0.1:30123"',
+            'base_url = "127.0.0.1:30123"',
+            "target.base_url",
+            "an http://",
+        ),
+        ('absent = "none"', 'absent = "off"', "space.draft_window.absent", "one of this categorical"),
+        (
+            '"--speculative-ddtree-budget", "12",',
+            '"--speculative-ddtree-budget", "99",',
+            "space.budget",
+            "the search space to contain the base command's value",
+        ),
+    ],
+)
+def test_errors_name_file_key_and_expectation(tmp_path: Path, old: str, new: str, key: str, expected: str) -> None:
+    assert old in DEMO, old
+    path = write(tmp_path, DEMO.replace(old, new, 1))
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert str(path) in message
+    assert info.value.key == key
+    assert expected in message
+
+
+def test_toml_syntax_error_names_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, DEMO + "\n[study\n")
+    with pytest.raises(ConfigError, match="valid TOML") as info:
+        load_config(path)
+    assert str(path) in str(info.value)
+
+
+def test_missing_section_and_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"target: expected a value \(this key is required\)"):
+        load_config(write(tmp_path, "[study]\nname = 'x'\n"))
+    with pytest.raises(ConfigError, match="readable TOML file"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_command_as_string_is_split_like_a_shell(tmp_path: Path) -> None:
+    text = DEMO.replace("[target]\n", "[target]\n", 1)
+    start = text.index("command = [")
+    end = text.index("]\n", start) + 2
+    text = (
+        text[:start]
+        + (
+            'command = "python -m tuner.sim --port 30123 --speculative-algorithm DDTREE '
+            "--speculative-dflash-block-size 8 --speculative-ddtree-budget 12 "
+            "--speculative-dflash-draft-window-size 2048 --max-running-requests 64 --mem-fraction-static 0.85 "
+            "--model-path '/models/with space'\"\n"
+        )
+        + text[end:]
+    )
+    cfg = load_config(write(tmp_path, text))
+    assert cfg.target.command[-2:] == ("--model-path", "/models/with space")
+
+
+def test_fingerprint_changes_with_the_space_not_with_study_settings(tmp_path: Path) -> None:
+    a = load_config(write(tmp_path, DEMO))
+    b = load_config(write(tmp_path, DEMO.replace("trials = 30", "trials = 50")))
+    c = load_config(write(tmp_path, DEMO.replace("high = 32", "high = 30")))
+    assert a.fingerprint() == b.fingerprint()
+    assert a.fingerprint() != c.fingerprint()

@@ -1,0 +1,55 @@
+"""Fixtures shared across the suite: a simulated server managed by the real process manager."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tuner.hosts import LocalHost
+from tuner.services import LaunchSpec, ProcessService
+from tuner.sim.testing import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _sim_spec(port: int, *extra: str, env: dict[str, str] | None = None, load_time: float = 0.3) -> LaunchSpec:
+    """The simulator's launch spec, as a study's target command would give it."""
+    argv = (
+        sys.executable, "-u", "-m", "tuner.sim",
+        "--host", "127.0.0.1", "--port", str(port),
+        "--speculative-algorithm", "DDTREE", "--speculative-ddtree-budget", "12",
+        "--speculative-dflash-block-size", "8", "--speculative-dflash-draft-window-size", "2048",
+        "--sim-load-time", str(load_time), "--sim-seed", "1",
+        *extra,
+    )  # fmt: skip
+    return LaunchSpec(argv=argv, env={"SGLANG_DDTREE_MAX_TOPK": "6", **(env or {})})
+
+
+@pytest.fixture
+def sim_spec() -> Callable[..., LaunchSpec]:
+    """``sim_spec(port, *extra_flags, env=..., load_time=...)``: the simulator's launch spec."""
+    return _sim_spec
+
+
+@pytest.fixture
+def port() -> int:
+    return free_port()
+
+
+@pytest.fixture
+def process_service(tmp_path: Path) -> Iterator[Callable[[LaunchSpec], ProcessService]]:
+    """ProcessService factories on this host; every server they started is stopped at teardown."""
+    made: list[ProcessService] = []
+
+    def make(base: LaunchSpec, *, grace: float = 5.0, log_dir: Path | None = None) -> ProcessService:
+        d = log_dir or tmp_path / f"logs-{len(made)}"
+        svc = ProcessService(host=LocalHost(), base=base, log_dir=str(d), stop_grace_s=grace)
+        made.append(svc)
+        return svc
+
+    yield make
+    for svc in made:
+        svc.stop()

@@ -1,0 +1,145 @@
+"""One contract for every service manager: plain process (local, over SSH) and systemd unit over SSH."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from fixtures_sshd import Sshd, free_port, sim_argv, write_sim_unit
+
+from tuner.config import ReadinessSection, SystemdSection
+from tuner.endpoint import Endpoint
+from tuner.hosts import BaseHost, LocalHost
+from tuner.readiness import wait_ready
+from tuner.services import BaseService, LaunchSpec, ProcessService, spec_matches
+from tuner.services._systemd import SystemdService
+
+READY = ReadinessSection(timeout_s=30, poll_interval_s=0.05, request_timeout_s=5)
+
+
+@dataclass
+class Managed:
+    service: BaseService
+    base: LaunchSpec
+    port: int
+    unit_file: Path | None = None
+
+    def spec(self, *extra: str, env: dict[str, str] | None = None) -> LaunchSpec:
+        """The base spec with flags replaced (same port) and environment overrides."""
+        argv = list(self.base.argv)
+        for flag, value in zip(extra[::2], extra[1::2], strict=True):
+            i = argv.index(flag)
+            argv[i + 1] = value
+        return LaunchSpec(argv=tuple(argv), env={**self.base.env, **(env or {})})
+
+
+@pytest.fixture(params=["process-local", "process-ssh", "systemd-ssh"])
+def managed(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Managed]:
+    kind: str = request.param
+    host: BaseHost
+    if kind == "process-local":
+        host = LocalHost()
+    else:
+        server: Sshd = request.getfixturevalue("sshd")
+        host = server.host()  # type: ignore[assignment]
+    unit_file = None
+    if kind == "systemd-ssh":
+        unit = write_sim_unit(server)
+        base = LaunchSpec(argv=unit.argv, env=unit.env)
+        section = SystemdSection(unit=unit.name, unit_dir=str(unit.path.parent))
+        service: BaseService = SystemdService(host=host, section=section, base=base)
+        port, unit_file = unit.port, unit.path
+    else:
+        port = free_port()
+        base = LaunchSpec(argv=sim_argv(port), env={"SGLANG_DDTREE_MAX_TOPK": "6"})
+        service = ProcessService(host=host, base=base, log_dir=str(tmp_path / "logs"), stop_grace_s=5)
+    try:
+        yield Managed(service=service, base=base, port=port, unit_file=unit_file)
+    finally:
+        try:
+            service.stop()
+            service.revert()
+        finally:
+            host.close()
+
+
+def _ready(m: Managed, restarted: object) -> None:
+    wait_ready(
+        service=m.service,
+        restarted=restarted,  # type: ignore[arg-type]
+        endpoint=Endpoint(base_url=f"http://127.0.0.1:{m.port}"),
+        config=READY,
+    )
+
+
+def test_lifecycle(managed: Managed) -> None:
+    m = managed
+    svc = m.service
+    before = hashlib.sha256(m.unit_file.read_bytes()).hexdigest() if m.unit_file else None
+
+    first = svc.restart(label="baseline")
+    _ready(m, first)
+    assert svc.is_alive(first.new)
+    assert svc.state().running
+
+    spec = m.spec("--speculative-ddtree-budget", "7", env={"SGLANG_DDTREE_MAX_TOPK": "3", "TUNE_MARK": "a b$c"})
+    svc.apply(spec)
+    assert svc.is_alive(first.new), "apply must not touch the running server"
+    second = svc.restart(label="trial-1")
+    assert second.old == first.new
+    assert second.new != first.new
+    _ready(m, second)
+    assert not svc.is_alive(first.new)
+    assert svc.is_alive(second.new)
+
+    running = svc.running_spec()
+    assert running is not None
+    assert spec_matches(spec, running) == []
+    assert running.env["SGLANG_DDTREE_MAX_TOPK"] == "3"  # the environment is part of the configuration
+    assert running.env["TUNE_MARK"] == "a b$c"
+
+    log = svc.read_log(second.log_cursor).text
+    assert "Load weight end" in log
+    assert "The server is fired up and ready to roll!" in log
+    # Following the log from its cursor returns only what is new.
+    chunk = svc.read_log(second.log_cursor)
+    later = svc.read_log(chunk.cursor)
+    assert "ready to roll" not in later.text
+
+    svc.stop()
+    assert not svc.is_alive(second.new)
+    assert not svc.state().running
+    assert svc.running_spec() is None
+
+    svc.revert()
+    third = svc.restart(label="restored")
+    _ready(m, third)
+    restored = svc.running_spec()
+    assert restored is not None and spec_matches(m.base, restored) == []
+    svc.stop()
+    if m.unit_file is not None:
+        assert hashlib.sha256(m.unit_file.read_bytes()).hexdigest() == before  # byte-identical unit
+
+
+# Tab/newline are left out: systemd C-unescapes "\t" in ExecStart but systemctl3 (shlex) does not; the
+# systemd quoting of control characters is covered by tests/services/test_systemd_quoting.py.
+METACHARACTERS = ("a;rm -rf x", "it's `id` | cat & 'q'", "two  spaces", "#not-a-comment", ";", "100% > 50%")
+
+
+def test_metacharacters_stay_one_literal_argument(managed: Managed) -> None:
+    # The simulator accepts any string for --served-model-name (the last one wins): every value must reach
+    # the process's argv as one untouched argument.
+    m = managed
+    extra = [a for value in METACHARACTERS for a in ("--served-model-name", value)]
+    spec = LaunchSpec(argv=(*m.base.argv, *extra), env=dict(m.base.env))
+    m.service.apply(spec)
+    restarted = m.service.restart(label="meta")
+    _ready(m, restarted)
+    running = m.service.running_spec()
+    assert running is not None
+    values = [running.argv[i + 1] for i, a in enumerate(running.argv) if a == "--served-model-name"]
+    assert values == list(METACHARACTERS)
+    assert spec_matches(spec, running) == []

@@ -1,0 +1,89 @@
+"""Interruptions of a real `tune start` process: SIGTERM, and kill -9 followed by a second `tune start`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import sqlalchemy.exc
+from optuna.trial import TrialState
+
+from tuner.study import _attrs as attrs
+from tuner.study import counted_trials
+
+
+def tune(config_path: str, trials: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tuner", "start", "--trials", str(trials), "--config", config_path],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def wait_for_running_trial(cfg, proc: subprocess.Popen[str], *, after: int = 1) -> int:  # type: ignore[no-untyped-def]
+    """The number of a trial that is RUNNING with its server launched."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        if not Path(cfg.study.storage.removeprefix("sqlite:///")).exists():
+            time.sleep(0.05)
+            continue
+        try:
+            study = optuna.load_study(study_name=cfg.study.name, storage=cfg.study.storage)
+            for t in study.get_trials(states=(TrialState.RUNNING,)):
+                if t.number >= after and attrs.COMMAND in t.user_attrs:
+                    return t.number
+        except (KeyError, sqlalchemy.exc.SQLAlchemyError):
+            pass  # the study (or its schema) is still being created by tune
+        time.sleep(0.05)
+    raise AssertionError("no trial started")
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_sigterm_marks_the_trial_failed_restores_and_hints(make_config, port) -> None:
+    cfg = make_config(name="term")
+    proc = tune(cfg.source, 4)
+    number = wait_for_running_trial(cfg, proc)
+    os.kill(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Resume with: tune start --trials 4" in err
+    study = optuna.load_study(study_name=cfg.study.name, storage=cfg.study.storage)
+    trial = study.trials[number]
+    assert trial.state == TrialState.FAIL and trial.user_attrs[attrs.INTERRUPTED]
+    waiting = study.get_trials(states=(TrialState.WAITING,))
+    assert [t.user_attrs[attrs.RETRY_OF] for t in waiting] == [number]
+    assert not port_open(port), "on_exit = stop must leave no server behind"
+
+
+def test_kill_9_then_start_again_reaches_the_total(make_config, port, tmp_path: Path) -> None:
+    cfg = make_config(name="kill")
+    proc = tune(cfg.source, 3)
+    number = wait_for_running_trial(cfg, proc)
+    os.killpg(proc.pid, signal.SIGKILL)  # tune and nothing else: the server has its own session
+    proc.wait()
+    second = tune(cfg.source, 3)
+    out, err = second.communicate(timeout=180)
+    assert second.returncode == 0, err
+    study = optuna.load_study(study_name=cfg.study.name, storage=cfg.study.storage)
+    killed = study.trials[number]
+    assert killed.state == TrialState.FAIL
+    assert "stale" in killed.user_attrs[attrs.INTERRUPTED]
+    retries = [t for t in study.trials if t.user_attrs.get(attrs.RETRY_OF) == number]
+    assert len(retries) == 1 and retries[0].params == killed.params
+    assert retries[0].state in (TrialState.COMPLETE, TrialState.PRUNED)
+    assert counted_trials(study) == 3
+    reasons = [t.user_attrs.get(attrs.FAILURE_REASON, "") for t in study.trials]
+    assert not any("address already in use" in r.lower() for r in reasons), reasons

@@ -1,0 +1,99 @@
+"""The whole loop against a real simulator process, real Optuna storage and the real process manager."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from tuner.study import FingerprintMismatch, best_trials, counted_trials, run_study
+from tuner.study import _attrs as attrs
+
+OOM = {
+    "algorithm": "DDTREE", "budget": 32, "topk": 10, "block_size": 8, "draft_window": 2048,
+    "max_running_requests": 128, "mem_fraction_static": 0.92,
+}  # fmt: skip
+CORRUPT = {
+    "algorithm": "DDTREE", "budget": 28, "topk": 9, "block_size": 8, "draft_window": 2048,
+    "max_running_requests": 16, "mem_fraction_static": 0.85,
+}  # fmt: skip
+
+
+def load(cfg) -> optuna.Study:  # type: ignore[no-untyped-def]
+    return optuna.load_study(study_name=cfg.study.name, storage=cfg.study.storage)
+
+
+def seeds(*trials: dict) -> str:  # type: ignore[type-arg]
+    rows = ", ".join("{" + ", ".join(f"{k} = {v!r}" for k, v in t.items()) + "}" for t in trials)
+    return f"seed_trials = [{rows}]".replace("'", '"')
+
+
+def test_short_study_completes_with_baseline_first(make_config) -> None:
+    cfg = make_config()
+    summary = run_study(cfg, trials=3)
+    study = load(cfg)
+    assert summary.counted == counted_trials(study) == 3
+    first = study.trials[0]
+    assert first.user_attrs[attrs.BASELINE] is True
+    assert first.params == cfg.baseline
+    assert first.state == TrialState.COMPLETE
+    assert first.user_attrs[attrs.GATE] == "2/2" and first.user_attrs[attrs.CORRECT] is True
+    assert first.user_attrs["c2.tok_s"] > 0 and first.user_attrs["c2.accept_length"] > 1
+    assert first.user_attrs[attrs.READY_S] > 0
+    assert "--speculative-ddtree-budget 12" in first.user_attrs[attrs.COMMAND]
+    assert best_trials(study)
+    assert study.user_attrs["config_fingerprint"] == cfg.fingerprint()
+
+
+def test_failing_and_incorrect_configs_are_pruned_with_evidence(make_config) -> None:
+    cfg = make_config(search=seeds(OOM, CORRUPT))
+    run_study(cfg, trials=3)
+    study = load(cfg)
+    oom, corrupt = study.trials[1], study.trials[2]
+    assert oom.params == OOM and oom.state == TrialState.PRUNED
+    assert oom.user_attrs[attrs.FAILURE_PHASE] == "ready"
+    assert "out of memory" in oom.user_attrs[attrs.FAILURE_REASON].lower()
+    assert "Traceback" in oom.user_attrs[attrs.LOG_TAIL]
+    assert corrupt.params == CORRUPT and corrupt.state == TrialState.PRUNED
+    assert corrupt.user_attrs[attrs.FAILURE_PHASE] == "gate"
+    assert corrupt.user_attrs[attrs.CORRECT] is False
+    assert corrupt.constraints["correctness"] > 0
+    assert all(t.number not in (1, 2) for t in best_trials(study))
+
+
+def test_resume_continues_to_the_total_and_skips_repeats(make_config) -> None:
+    cfg = make_config(search=seeds(OOM))
+    run_study(cfg, trials=2)
+    study = load(cfg)
+    assert counted_trials(study) == 2
+    study.enqueue_trial(OOM)  # as a sampler might propose it again
+    run_study(cfg, trials=3)
+    study = load(cfg)
+    assert counted_trials(study) == 3
+    repeat = study.trials[2]
+    assert repeat.params == OOM and repeat.user_attrs[attrs.DUPLICATE_OF] == 1
+    assert repeat.state == TrialState.PRUNED  # a failed config is never run again
+    assert attrs.COMMAND not in repeat.user_attrs
+    assert len(study.trials) == 4
+
+
+def test_constraint_violations_cost_no_restart_and_do_not_count(make_config) -> None:
+    bad = dict(OOM, draft_window=8, block_size=16)
+    cfg = make_config(search=seeds(bad))
+    run_study(cfg, trials=2)
+    study = load(cfg)
+    rejected = study.trials[1]
+    assert rejected.user_attrs[attrs.REJECTED] is True
+    assert "draft_window >= block_size" in rejected.user_attrs[attrs.FAILURE_REASON]
+    assert attrs.COMMAND not in rejected.user_attrs
+    assert counted_trials(study) == 2
+
+
+def test_changed_space_is_refused_unless_forced(make_config) -> None:
+    cfg = make_config()
+    run_study(cfg, trials=1)
+    changed = make_config(edit=lambda t: t.replace("high = 32", "high = 28"))
+    with pytest.raises(FingerprintMismatch, match="--force-config"):
+        run_study(changed, trials=2)
+    run_study(changed, trials=2, force_config=True)
+    assert counted_trials(load(changed)) == 2

@@ -1,0 +1,36 @@
+"""How a server is benchmarked: the benchmark seam, the HTTP load generator and its statistics."""
+
+from tuner.bench._base import BaseBenchmark, ScenarioResult
+from tuner.bench._http import HttpBenchmark, RepeatCallback
+from tuner.bench._load import LoadResult, make_client, run_load
+from tuner.bench._prompts import build_prompt
+from tuner.bench._request import RequestRecord, RequestSpec, build_body, stream_request
+from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between, parse_prometheus
+from tuner.bench._sse import SSEDecoder
+from tuner.bench._stats import MAD_TO_SIGMA, bootstrap_ci, is_slower, mad, percentile, robust_score
+
+__all__ = [
+    "MAD_TO_SIGMA",
+    "BaseBenchmark",
+    "HttpBenchmark",
+    "LoadResult",
+    "RepeatCallback",
+    "RequestRecord",
+    "RequestSpec",
+    "SSEDecoder",
+    "ScenarioResult",
+    "ServerProbe",
+    "ServerSnapshot",
+    "acceptance_between",
+    "bootstrap_ci",
+    "build_body",
+    "build_prompt",
+    "is_slower",
+    "mad",
+    "make_client",
+    "parse_prometheus",
+    "percentile",
+    "robust_score",
+    "run_load",
+    "stream_request",
+]

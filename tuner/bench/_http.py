@@ -1,0 +1,262 @@
+"""The HTTP benchmark: OpenAI-compatible streaming load against the live server, one scenario at a time.
+
+A scenario runs as: warm-up (``warmup_requests``, awaited to completion so it cannot overlap the window) ->
+counters snapshot -> ``repeats`` x (``/flush_cache``, measured run) -> counters snapshot -> summary. The sync
+:meth:`HttpBenchmark.run_scenario` runs the whole scenario in one ``asyncio.run``, so its connections live for
+the scenario (the warm-up opens them; measured requests reuse them) and nothing leaks between scenarios.
+
+Any failed request (HTTP error, cut or malformed stream, timeout, a server that dies) raises
+:class:`~tuner.errors.DiedUnderLoad`: a config that cannot survive its own benchmark is a failed config, never
+a low score.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+
+import httpx
+
+from tuner.bench._base import BaseBenchmark, ScenarioResult
+from tuner.bench._load import LoadResult, make_client, run_load
+from tuner.bench._prompts import build_prompt
+from tuner.bench._request import RequestRecord, RequestSpec
+from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between
+from tuner.bench._stats import bootstrap_ci, percentile, robust_score
+from tuner.config import BenchmarkSection, Scenario
+from tuner.endpoint import Endpoint
+from tuner.errors import DiedUnderLoad
+
+__all__ = ["HttpBenchmark", "RepeatCallback"]
+
+RepeatCallback = Callable[[Scenario, int, Sequence[float]], None]
+"""Called after each measured repeat with the scenario, the repeat index and the aggregate tok/s so far.
+
+It may raise (e.g. :class:`~tuner.errors.RegressionPruned`) to stop the scenario early; the exception
+propagates out of :meth:`HttpBenchmark.run_scenario` after connections are closed.
+"""
+
+_MAX_EVIDENCE = 5
+
+
+class HttpBenchmark(BaseBenchmark):
+    """Benchmark a running OpenAI-compatible server over HTTP (see the module docstring).
+
+    ``request_rate`` (requests/s, Poisson arrivals unless ``poisson=False``) turns the closed loop into a
+    rate-limited one, still capped at the scenario's concurrency. ``on_repeat`` lets a pruner watch repeats.
+    """
+
+    def __init__(
+        self,
+        *,
+        endpoint: Endpoint,
+        config: BenchmarkSection,
+        request_rate: float | None = None,
+        poisson: bool = True,
+        abort_grace_s: float = 2.0,
+        ci_confidence: float = 0.95,
+        on_repeat: RepeatCallback | None = None,
+    ) -> None:
+        if request_rate is not None and request_rate <= 0:
+            raise ValueError(f"request_rate must be > 0 requests/s, got {request_rate}")
+        self._endpoint = endpoint
+        self._config = config
+        self._rate = request_rate
+        self._poisson = poisson
+        self._grace = abort_grace_s
+        self._ci = ci_confidence
+        self._on_repeat = on_repeat
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return self._endpoint
+
+    # -- public API -----------------------------------------------------------------------------------------
+
+    def run_scenario(self, scenario: Scenario) -> ScenarioResult:
+        self._resolve_model(scenario)
+        return asyncio.run(self._scenario(scenario))
+
+    def run_all(self, scenarios: Iterable[Scenario] | None = None) -> list[ScenarioResult]:
+        """Run the given scenarios (default: all configured ones) in order."""
+        chosen = self._config.scenarios if scenarios is None else tuple(scenarios)
+        return [self.run_scenario(s) for s in chosen]
+
+    # -- internals ------------------------------------------------------------------------------------------
+
+    def _resolve_model(self, scenario: Scenario) -> None:
+        if self._endpoint.model:
+            return
+        try:
+            with httpx.Client(timeout=10.0, trust_env=False) as client:
+                self._endpoint = self._endpoint.resolve_model(client)
+        except httpx.HTTPError as exc:
+            raise DiedUnderLoad(
+                f"server not answering before scenario {scenario.name}: /v1/models failed ({exc})",
+                evidence=f"{type(exc).__name__}: {exc}",
+            ) from exc
+
+    def _specs(self, scenario: Scenario, *, phase: str, repeat: int, count: int) -> list[RequestSpec]:
+        return [
+            RequestSpec(
+                index=i,
+                prompt=build_prompt(
+                    tokens=scenario.prompt_tokens,
+                    seed=self._config.seed,
+                    scenario=scenario.name,
+                    phase=phase,
+                    repeat=repeat,
+                    index=i,
+                ),
+                max_tokens=scenario.output_tokens,
+            )
+            for i in range(count)
+        ]
+
+    async def _scenario(self, scenario: Scenario) -> ScenarioResult:
+        cfg = self._config
+        ep = self._endpoint
+        assert ep.model is not None
+        url = ep.url("/v1/chat/completions" if cfg.api == "chat" else "/v1/completions")
+        headers = {"Content-Type": "application/json", **ep.headers}
+        t0 = time.perf_counter()
+        async with contextlib.AsyncExitStack() as stack:
+            clients = [make_client(timeout_s=cfg.request_timeout_s) for _ in range(scenario.concurrency)]
+            for c in clients:
+                stack.push_async_callback(c.aclose)
+            control = make_client(timeout_s=min(30.0, cfg.request_timeout_s), connections=2)
+            stack.push_async_callback(control.aclose)
+            probe = ServerProbe(client=control, base_url=ep.base_url, headers=ep.headers)
+
+            async def load(specs: list[RequestSpec], concurrency: int, seed: int) -> LoadResult:
+                return await run_load(
+                    clients=clients,
+                    url=url,
+                    headers=headers,
+                    api=cfg.api,
+                    model=ep.model or "default",
+                    specs=specs,
+                    concurrency=concurrency,
+                    timeout_s=cfg.request_timeout_s,
+                    request_rate=self._rate,
+                    poisson=self._poisson,
+                    seed=seed,
+                    abort_grace_s=self._grace,
+                )
+
+            if cfg.warmup_requests > 0:
+                warm = self._specs(scenario, phase="warmup", repeat=0, count=cfg.warmup_requests)
+                res = await load(warm, min(scenario.concurrency, len(warm)), cfg.seed)
+                if res.failures or res.cancelled:
+                    raise await self._died(scenario, res, probe, during="warm-up")
+
+            before = await probe.snapshot()
+            runs: list[LoadResult] = []
+            repeats_tok_s: list[float] = []
+            flushed: bool | None = None
+            for r in range(cfg.repeats):
+                if cfg.flush_cache:
+                    ok = await probe.flush_cache()
+                    flushed = ok if flushed is None else (flushed and ok)
+                specs = self._specs(scenario, phase="measure", repeat=r, count=scenario.requests)
+                res = await load(specs, scenario.concurrency, cfg.seed + r)
+                if res.failures or res.cancelled or len(res.records) != len(specs):
+                    raise await self._died(scenario, res, probe, during=f"repeat {r + 1}/{cfg.repeats}")
+                runs.append(res)
+                repeats_tok_s.append(_aggregate_tok_s(res.records))
+                if self._on_repeat is not None:
+                    self._on_repeat(scenario, r, tuple(repeats_tok_s))
+            after = await probe.snapshot()
+        return self._summarise(scenario, runs, repeats_tok_s, before, after, flushed, seconds=time.perf_counter() - t0)
+
+    def _summarise(
+        self,
+        scenario: Scenario,
+        runs: list[LoadResult],
+        repeats_tok_s: list[float],
+        before: ServerSnapshot,
+        after: ServerSnapshot,
+        flushed: bool | None,
+        *,
+        seconds: float,
+    ) -> ScenarioResult:
+        cfg = self._config
+        records = [rec for run in runs for rec in run.records]
+        per_stream = []
+        for run in runs:
+            rates = [x for x in (rec.decode_tok_s for rec in run.records) if x is not None]
+            if rates:
+                per_stream.append(statistics.fmean(rates))
+        ttfts = [x for x in (rec.ttft_s for rec in records) if x is not None]
+        itls = [gap for rec in records for gap in rec.itls()]
+        latencies = [rec.latency_s for rec in records]
+        accept, method = acceptance_between(before, after)
+        ci = bootstrap_ci(repeats_tok_s, self._ci)
+        prompt_counts = [rec.prompt_tokens for rec in records if rec.prompt_tokens is not None]
+        return ScenarioResult(
+            name=scenario.name,
+            concurrency=scenario.concurrency,
+            repeats_tok_s=tuple(repeats_tok_s),
+            output_tok_s=statistics.median(repeats_tok_s),
+            score=robust_score(repeats_tok_s, cfg.mad_k),
+            per_stream_tok_s=statistics.median(per_stream) if per_stream else 0.0,
+            ttft_p50_s=percentile(ttfts, 50),
+            ttft_p99_s=percentile(ttfts, 99),
+            itl_p50_s=percentile(itls, 50),
+            itl_p99_s=percentile(itls, 99),
+            accept_length=accept,
+            ci_low=ci[0] if ci else None,
+            ci_high=ci[1] if ci else None,
+            requests=len(records),
+            errors=0,
+            seconds=seconds,
+            repeats_per_stream_tok_s=tuple(per_stream),
+            per_stream_score=robust_score(per_stream, cfg.mad_k) if per_stream else None,
+            accept_method=method,
+            latency_p50_s=percentile(latencies, 50),
+            latency_p99_s=percentile(latencies, 99),
+            output_tokens=sum(rec.output_tokens for rec in records),
+            tokens_from_usage=all(rec.tokens_from_usage for rec in records),
+            short_requests=sum(1 for rec in records if rec.output_tokens < scenario.output_tokens),
+            prompt_tokens=statistics.fmean(prompt_counts) if prompt_counts else None,
+            warmup_requests=cfg.warmup_requests,
+            cache_flushed=flushed,
+        )
+
+    async def _died(self, scenario: Scenario, res: LoadResult, probe: ServerProbe, *, during: str) -> DiedUnderLoad:
+        failed = res.failures
+        kinds = Counter(rec.error_kind or "unknown" for rec in failed)
+        if kinds:
+            kind_text = ", ".join(kind if i == 0 else f"{n} {kind}" for i, (kind, n) in enumerate(kinds.most_common()))
+        else:
+            kind_text = "requests cancelled"
+        alive = await probe.alive()
+        reason = (
+            f"died under load in scenario {scenario.name}: {len(failed)}/{max(res.started, len(failed))} "
+            f"requests failed ({kind_text})"
+        )
+        if not alive:
+            reason += "; the server no longer answers /health"
+        lines = [f"during {during}; {res.cancelled} in-flight request(s) cancelled after the first failure"]
+        first = sorted(failed, key=lambda rec: rec.t_end)[:_MAX_EVIDENCE]
+        for rec in first:
+            lines.append(
+                f"request #{rec.index} failed after {rec.t_end - rec.t_start:.2f} s "
+                f"({rec.output_tokens} tokens): {rec.error}"
+            )
+        lines.append(f"/health after the failures: {'200' if alive else 'no answer'}")
+        return DiedUnderLoad(reason, evidence="\n".join(lines))
+
+
+def _aggregate_tok_s(records: Sequence[RequestRecord]) -> float:
+    """Output tokens of a run over its window: first request sent to last request finished."""
+    if not records:
+        return 0.0
+    span = max(r.t_end for r in records) - min(r.t_start for r in records)
+    tokens = sum(r.output_tokens for r in records)
+    return tokens / span if span > 0 and math.isfinite(span) else 0.0

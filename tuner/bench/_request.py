@@ -1,0 +1,334 @@
+"""One streamed completion: the request body, the timing of every SSE event, and what went wrong.
+
+Timing model
+------------
+* ``t_start`` is taken just before the request is sent; ``t_first`` at the first event that carries output
+  (content, ``reasoning_content``, completion text, or a growing per-chunk usage count); ``t_last`` at the
+  last such event. TTFT = ``t_first - t_start``.
+* A speculative-decoding server emits one event per decode step carrying *several* tokens. Each event's
+  token count comes from per-chunk usage when the server sends it (``stream_options.continuous_usage_stats``,
+  which SGLang and vLLM honour), otherwise the final ``usage.completion_tokens`` is apportioned over the
+  events: one token each, the rest in proportion to the words of their text (exact for the simulator, whose
+  tokens are words; close for prose, where a BPE token is about 0.75 words, and the ratio is what matters).
+  The gap before an event with ``k`` tokens contributes ``k`` inter-token
+  latencies of ``gap / k`` each (as SGLang's and vLLM's own benchmark clients do), so ITL percentiles are per
+  token, not per event.
+* Decode tok/s = tokens after the first event / (``t_last - t_first``). With one token in the first event this
+  is the usual ``(tokens - 1) / (t_last - t_first)``; a speculative server's first event already carries a
+  whole accepted block, and counting those tokens against the decode interval would overstate the pace.
+
+Failure model
+-------------
+A request succeeds only when its stream completes: HTTP 200, every chunk valid JSON, no ``error`` object,
+and a ``finish_reason`` (other than ``abort``) or ``data: [DONE]`` before the connection closes, with at least
+one output token. Anything else is a failure with a short ``error_kind`` (used to summarise many failures)
+and a detailed ``error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from tuner.bench._sse import SSEDecoder
+
+__all__ = ["RequestRecord", "RequestSpec", "StreamError", "build_body", "stream_request"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestSpec:
+    """What one benchmark request asks for."""
+
+    index: int
+    prompt: str
+    max_tokens: int
+
+
+@dataclass(kw_only=True)
+class RequestRecord:
+    """What happened to one request; times are ``time.perf_counter()`` seconds."""
+
+    index: int
+    t_start: float
+    t_end: float = 0.0
+    t_first: float | None = None
+    t_last: float | None = None
+    output_tokens: int = 0
+    tokens_from_usage: bool = False
+    prompt_tokens: int | None = None
+    finish_reason: str | None = None
+    event_times: list[float] = field(default_factory=list)
+    """Arrival time of every output-bearing event."""
+    event_tokens: list[int] = field(default_factory=list)
+    """Tokens attributed to each output-bearing event (same length as ``event_times``)."""
+    error: str | None = None
+    error_kind: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def ttft_s(self) -> float | None:
+        return None if self.t_first is None else self.t_first - self.t_start
+
+    @property
+    def latency_s(self) -> float:
+        return self.t_end - self.t_start
+
+    @property
+    def decode_tok_s(self) -> float | None:
+        """Tokens after the first event over the time from the first to the last event (None if undefined)."""
+        if self.t_first is None or self.t_last is None or len(self.event_tokens) < 2:
+            return None
+        span = self.t_last - self.t_first
+        if span <= 0:
+            return None
+        return (self.output_tokens - self.event_tokens[0]) / span
+
+    def itls(self) -> list[float]:
+        """Per-token inter-token latencies: the gap before an event of ``k`` tokens counts ``k`` x gap/k."""
+        out: list[float] = []
+        times, toks = self.event_times, self.event_tokens
+        for i in range(1, len(times)):
+            k = toks[i]
+            if k <= 0:
+                continue
+            gap = (times[i] - times[i - 1]) / k
+            out.extend([gap] * k)
+        return out
+
+
+class StreamError(Exception):
+    """A stream that cannot count as a completed request."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        self.kind = kind
+        self.detail = detail
+        super().__init__(f"{kind}: {detail}")
+
+
+def build_body(*, api: str, model: str, prompt: str, max_tokens: int, seed: int | None = None) -> bytes:
+    """The JSON body for one streamed request that generates exactly ``max_tokens`` tokens.
+
+    ``ignore_eos`` and ``min_tokens`` are SGLang (and vLLM) extensions that stop the model from ending early,
+    so every config does the same amount of work; ``continuous_usage_stats`` asks for a token count in every
+    chunk, which attributes a multi-token event exactly. Servers that do not know these fields ignore them.
+    """
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": max_tokens,
+        "min_tokens": max_tokens,
+        "ignore_eos": True,
+        "temperature": 0.0,
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
+    if seed is not None:
+        body["seed"] = seed
+    if api == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+    elif api == "completions":
+        body["prompt"] = prompt
+    else:
+        raise ValueError(f"api must be 'chat' or 'completions', got {api!r}")
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def _classify(exc: BaseException) -> tuple[str, str]:
+    """A short kind (for "12/32 requests failed (connection reset)") and a detail line."""
+    detail = f"{type(exc).__name__}: {exc}".strip()
+    if isinstance(exc, StreamError):
+        return exc.kind, exc.detail
+    if isinstance(exc, httpx.ConnectError):
+        text = str(exc).lower()
+        return ("connection refused" if "refused" in text else "connect error"), detail
+    if isinstance(exc, httpx.TimeoutException | TimeoutError):
+        return "timeout", detail or "timed out"
+    if isinstance(exc, httpx.RemoteProtocolError):
+        # httpx's wording for a body cut short: "peer closed connection without sending complete message".
+        return "connection closed mid-stream", detail
+    if isinstance(exc, httpx.ReadError | httpx.WriteError | ConnectionError):
+        return "connection reset", detail
+    if isinstance(exc, httpx.HTTPError):
+        return type(exc).__name__, detail
+    return "client error", detail
+
+
+async def stream_request(
+    client: httpx.AsyncClient,
+    *,
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    index: int,
+    timeout_s: float,
+    api: str,
+) -> RequestRecord:
+    """Send one streamed request and time it; never raises for a request failure (see ``record.error``)."""
+    perf = time.perf_counter
+    loads = json.loads
+    rec = RequestRecord(index=index, t_start=perf())
+    times: list[float] = []
+    weights: list[int] = []  # words of text per output event, for apportioning tokens
+    cums: list[int | None] = []
+    usage_final: int | None = None
+    last_cum = 0  # per-chunk usage count at the last output event
+    done = False
+    finish: str | None = None
+    chat = api == "chat"
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with client.stream("POST", url, content=body, headers=headers) as resp:
+                if resp.status_code != 200:
+                    text = (await resp.aread())[:500].decode("utf-8", "replace")
+                    raise StreamError(f"HTTP {resp.status_code}", text.strip() or resp.reason_phrase)
+                decoder = SSEDecoder()
+                async for chunk in resp.aiter_raw():
+                    now = perf()
+                    for data in decoder.feed(chunk):
+                        if done:
+                            continue  # anything after [DONE] is ignored, as OpenAI clients do
+                        if data == b"[DONE]":
+                            done = True
+                            continue
+                        try:
+                            obj = loads(data)
+                        except ValueError:
+                            raise StreamError("malformed chunk", data[:200].decode("utf-8", "replace")) from None
+                        if type(obj) is not dict:
+                            raise StreamError("malformed chunk", data[:200].decode("utf-8", "replace"))
+                        if "error" in obj:
+                            raise StreamError("server error in stream", json.dumps(obj["error"])[:300])
+                        has_text = False
+                        weight = 0
+                        choices = obj.get("choices")
+                        if choices:
+                            choice = choices[0]
+                            if chat:
+                                delta = choice.get("delta")
+                                if delta:
+                                    c = delta.get("content")
+                                    if c:
+                                        has_text = True
+                                        weight += len(c.split())
+                                    # Reasoning is generated output too; a thinking model spends most of
+                                    # its tokens there. ("reasoning" is vLLM's newer spelling.)
+                                    r = delta.get("reasoning_content") or delta.get("reasoning")
+                                    if r:
+                                        has_text = True
+                                        weight += len(r.split())
+                            else:
+                                t = choice.get("text")
+                                if t:
+                                    has_text = True
+                                    weight += len(t.split())
+                            fr = choice.get("finish_reason")
+                            if fr:
+                                finish = fr
+                        usage = obj.get("usage")
+                        cum = None
+                        if usage:
+                            cum = usage.get("completion_tokens")
+                            if cum is not None:
+                                usage_final = cum
+                                if rec.prompt_tokens is None:
+                                    rec.prompt_tokens = usage.get("prompt_tokens")
+                        if has_text or (choices and cum is not None and cum > last_cum):
+                            times.append(now)
+                            weights.append(weight)
+                            cums.append(cum)
+                            if cum is not None:
+                                last_cum = cum
+                for data in decoder.close():
+                    if data == b"[DONE]":
+                        done = True
+                    # A trailing non-[DONE] event without its blank line is rare; its tokens are in usage.
+        if not done and finish is None:
+            raise StreamError("incomplete stream", "the connection closed without finish_reason or [DONE]")
+        if finish == "abort":
+            raise StreamError("aborted by server", "finish_reason 'abort'")
+    except asyncio.CancelledError:
+        rec.t_end = perf()
+        rec.error_kind, rec.error = "cancelled", "cancelled after another request failed"
+        raise
+    except Exception as exc:
+        rec.t_end = perf()
+        rec.error_kind, rec.error = _classify(exc)
+        return rec
+    rec.t_end = perf()
+    rec.finish_reason = finish
+    _attribute(rec, times=times, weights=weights, cums=cums, usage_final=usage_final)
+    if rec.output_tokens <= 0:
+        # A completed stream with nothing in it is a broken server, not a fast one.
+        rec.error_kind, rec.error = "empty response", f"finish_reason {finish!r} with no output tokens"
+    return rec
+
+
+def _attribute(
+    rec: RequestRecord,
+    *,
+    times: list[float],
+    weights: list[int],
+    cums: list[int | None],
+    usage_final: int | None,
+) -> None:
+    """Fill the record's token counts and per-event attribution (see the module docstring)."""
+    rec.event_times = times
+    if not times:
+        rec.output_tokens = usage_final or 0
+        rec.tokens_from_usage = usage_final is not None
+        return
+    rec.t_first, rec.t_last = times[0], times[-1]
+    if all(c is not None for c in cums):
+        # Exact: per-chunk cumulative counts.
+        prev = 0
+        toks: list[int] = []
+        for c in cums:
+            assert c is not None
+            toks.append(max(0, c - prev))
+            prev = max(prev, c)
+        total = usage_final if usage_final is not None else prev
+        if total > prev:  # tokens reported only by the final usage chunk belong to the last event
+            toks[-1] += total - prev
+        rec.event_tokens = toks
+        rec.output_tokens = total
+        rec.tokens_from_usage = True
+        return
+    if usage_final is not None:
+        total = usage_final
+        rec.tokens_from_usage = True
+    else:
+        # No usage at all: an estimate, flagged by tokens_from_usage=False. One token per event is the floor.
+        total = len(times)
+    rec.event_tokens = _apportion(total, weights)
+    rec.output_tokens = total
+
+
+def _apportion(total: int, weights: list[int]) -> list[int]:
+    """Split ``total`` tokens over events: one each if possible, the rest by words (largest remainder)."""
+    n = len(weights)
+    if total <= 0:
+        return [0] * n
+    if total < n:
+        # Fewer tokens than events (a server that sends empty-ish chunks): give them to the heaviest events.
+        order = sorted(range(n), key=lambda i: -weights[i])[:total]
+        out = [0] * n
+        for i in order:
+            out[i] = 1
+        return out
+    wsum = sum(weights)
+    if wsum == total and all(w > 0 for w in weights):
+        return list(weights)  # the text's words are the tokens (the simulator; whitespace tokenizers)
+    extra = total - n
+    shares = [extra / n] * n if wsum <= 0 else [extra * w / wsum for w in weights]
+    base = [int(s) for s in shares]
+    left = extra - sum(base)
+    for i in sorted(range(n), key=lambda i: base[i] - shares[i])[:left]:
+        base[i] += 1
+    return [1 + b for b in base]

@@ -1,0 +1,161 @@
+"""Statistics for benchmark results: robust scores, confidence intervals, and the regression comparison.
+
+Benchmarks give few samples (2-5 repeats of a scenario), so every function here is defined for tiny inputs and
+says what it does when it cannot estimate something (``None`` or ``False``) instead of inventing a figure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import stats
+
+__all__ = [
+    "MAD_TO_SIGMA",
+    "bootstrap_ci",
+    "is_slower",
+    "mad",
+    "percentile",
+    "robust_score",
+]
+
+#: Scale factor that turns a median absolute deviation into a normal standard deviation estimate.
+MAD_TO_SIGMA = 1.4826
+
+
+def _finite(samples: Sequence[float]) -> np.ndarray:
+    arr = np.asarray(list(samples), dtype=float)
+    return arr[np.isfinite(arr)]
+
+
+def mad(samples: Sequence[float]) -> float:
+    """Median absolute deviation from the median (0.0 for fewer than two samples)."""
+    arr = _finite(samples)
+    if arr.size < 2:
+        return 0.0
+    return float(np.median(np.abs(arr - np.median(arr))))
+
+
+def robust_score(samples: Sequence[float], k: float) -> float:
+    """``median - k * 1.4826 * MAD``: a figure that a noisy lucky repeat cannot inflate.
+
+    The 1.4826 factor makes the MAD a standard-deviation estimate, so ``k`` reads as "sigmas of pessimism".
+    Raises ``ValueError`` on no finite samples: a missing measurement must not turn into a score.
+    """
+    arr = _finite(samples)
+    if arr.size == 0:
+        raise ValueError("robust_score needs at least one finite sample")
+    return float(np.median(arr)) - k * MAD_TO_SIGMA * mad(arr.tolist())
+
+
+def percentile(samples: Sequence[float], q: float) -> float | None:
+    """The ``q``-th percentile (0-100, linear interpolation), or ``None`` for no samples."""
+    arr = _finite(samples)
+    if arr.size == 0:
+        return None
+    return float(np.percentile(arr, q))
+
+
+def bootstrap_ci(
+    samples: Sequence[float],
+    confidence: float = 0.95,
+    *,
+    statistic: str = "median",
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float] | None:
+    """Bootstrap confidence interval of the median (or ``statistic="mean"``) of ``samples``.
+
+    Uses :func:`scipy.stats.bootstrap`. With fewer than two samples there is no spread to resample: returns
+    ``None``. With identical samples the interval is the point itself (scipy would warn about a degenerate
+    distribution). BCa needs enough distinct resamples to estimate its acceleration, so fewer than 8 samples
+    use the percentile method; the interval from 2-3 repeats is crude and is reported as such, not hidden.
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be within (0, 1), got {confidence}")
+    arr = _finite(samples)
+    if arr.size < 2:
+        return None
+    if float(np.ptp(arr)) == 0.0:
+        x = float(arr[0])
+        return (x, x)
+    func = {"median": np.median, "mean": np.mean}.get(statistic)
+    if func is None:
+        raise ValueError(f"statistic must be 'median' or 'mean', got {statistic!r}")
+    method = "BCa" if arr.size >= 8 else "percentile"
+    res = stats.bootstrap(
+        (arr,),
+        func,
+        confidence_level=confidence,
+        n_resamples=n_resamples,
+        method=method,
+        vectorized=True,
+        rng=np.random.default_rng(seed),
+    )
+    low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    if not (math.isfinite(low) and math.isfinite(high)):
+        # BCa can degenerate on pathological inputs; fall back to the plain percentile interval.
+        low, high = (float(v) for v in np.percentile(arr, [50 * (1 - confidence), 50 * (1 + confidence)]))
+    return (low, high)
+
+
+def is_slower(
+    candidate: Sequence[float],
+    reference: Sequence[float],
+    *,
+    margin: float,
+    confidence: float,
+) -> bool:
+    """Is ``candidate`` slower than ``reference`` by more than ``margin`` (a fraction), with ``confidence``?
+
+    The regression pruner calls this with throughput samples (higher is better) to stop benchmarking a config
+    that is confidently worse than the best one so far. Only a *confident* yes is ``True``: too few samples,
+    or a difference within the noise, answer ``False`` (keep measuring).
+
+    Statistic: a one-sided Welch t-test on log throughput.
+    H0: ``mean(log c) >= mean(log r) + log(1 - margin)``; H1: the candidate's (geometric) mean is below
+    ``(1 - margin)`` times the reference's. Logs make the margin a ratio and the noise multiplicative,
+    which is how throughput noise behaves (a busier box slows everything by a fraction). Welch does not
+    assume equal variances, which matters when one side comes from a different server state. Chosen over a
+    ratio bootstrap because with 1-3 samples per side a bootstrap has too few
+    distinct resamples to give a meaningful tail.
+
+    Small samples: when one side has a single sample, its variance is borrowed from the other side (same
+    benchmark, same noise), with that side's degrees of freedom. When neither side has two samples there is no
+    noise estimate and the answer is ``False``. When both sides are noise-free (zero variance, e.g. a
+    deterministic simulator), the comparison is exact.
+    """
+    if not 0.0 <= margin < 1.0:
+        raise ValueError(f"margin must be within [0, 1), got {margin}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be within (0, 1), got {confidence}")
+    c = _finite(candidate)
+    r = _finite(reference)
+    c, r = c[c > 0], r[r > 0]
+    if c.size == 0 or r.size == 0:
+        return False
+    lc = np.log(c)
+    lr = np.log(r) + math.log1p(-margin)  # the threshold the candidate must be confidently below
+    diff = float(lc.mean() - lr.mean())
+    var_c = float(lc.var(ddof=1)) if lc.size >= 2 else None
+    var_r = float(lr.var(ddof=1)) if lr.size >= 2 else None
+    if var_c is None and var_r is None:
+        return False
+    alpha = 1.0 - confidence
+    if var_c is not None and var_r is not None:
+        if var_c == 0.0 and var_r == 0.0:
+            return diff < 0.0
+        result = stats.ttest_ind(lc, lr, equal_var=False, alternative="less")
+        p = float(result.pvalue)
+        return math.isfinite(p) and p < alpha
+    # One side has a single sample: borrow the other side's variance and degrees of freedom.
+    var = var_c if var_c is not None else var_r
+    assert var is not None
+    df = (lc.size if var_c is not None else lr.size) - 1
+    se = math.sqrt(var / lc.size + var / lr.size)
+    if se == 0.0:
+        return diff < 0.0
+    p = float(stats.t.cdf(diff / se, df))
+    return p < alpha

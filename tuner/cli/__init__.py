@@ -1,0 +1,68 @@
+"""The `tune` command line."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+__all__ = ["main"]
+
+# One module per group of subcommands; each exposes register(subparsers).
+_COMMAND_MODULES = ("_study", "_sim", "_bench", "_remote", "_report")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tune",
+        description="Find the fastest correct launch configuration of a speculative-decoding LLM server.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"tuner.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"tuner.cli.{name}":
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def _quiet_optuna() -> None:
+    """Our own progress lines say what matters; Optuna's per-trial INFO logs and experimental-API
+    warnings (``group=True``, metric names) would drown them."""
+    import warnings
+
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from tuner.errors import ConfigError, TuneError
+    from tuner.study import Interrupted
+
+    args_list = sys.argv[1:] if argv is None else argv
+    if args_list[:1] == ["sim"]:
+        # The simulator owns its whole command line (it mimics sglang.launch_server's argparse exactly).
+        from tuner.sim import main as sim_main
+
+        return sim_main(args_list[1:])
+    args = build_parser().parse_args(args_list)
+    _quiet_optuna()
+    try:
+        return int(args.func(args) or 0)
+    except Interrupted as exc:
+        print(f"tune: {exc}", file=sys.stderr)
+        return 130
+    except ConfigError as exc:
+        print(f"tune: config error: {exc}", file=sys.stderr)
+        return 2
+    except TuneError as exc:
+        print(f"tune: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("tune: interrupted", file=sys.stderr)
+        return 130

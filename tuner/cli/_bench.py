@@ -1,0 +1,129 @@
+"""`tune bench`: benchmark the server as it runs now, with the study's scenarios, changing nothing.
+
+It neither restarts nor reconfigures the server: it is the way to see what the benchmark sees (and to check
+the benchmark itself) before starting a study. A scenario whose requests fail prints the failure and makes the
+command exit 1, exactly as a trial would end PRUNED.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register"]
+
+
+def _default_config() -> Path:
+    try:
+        from tuner.cli._common import DEFAULT_CONFIG
+    except ImportError:  # the shared CLI helpers are optional for this command
+        return Path(__file__).resolve().parents[2] / "studies" / "demo.toml"
+    return Path(DEFAULT_CONFIG)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "bench",
+        help="benchmark the running server with the study's scenarios (changes nothing)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--config", metavar="FILE", type=Path, default=None, help="study file (default: studies/demo.toml)")
+    p.add_argument(
+        "--scenario",
+        metavar="NAME",
+        action="append",
+        default=None,
+        help="run only this scenario (repeatable; default: all)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+    p.set_defaults(func=handler)
+
+
+def handler(args: argparse.Namespace) -> int:
+    from tuner.bench import HttpBenchmark, ScenarioResult
+    from tuner.config import load_config
+    from tuner.endpoint import Endpoint
+    from tuner.errors import ConfigError, DiedUnderLoad
+
+    config = load_config(args.config or _default_config())
+    scenarios = config.benchmark.scenarios
+    if args.scenario:
+        known = {s.name: s for s in scenarios}
+        unknown = [n for n in args.scenario if n not in known]
+        if unknown:
+            raise ConfigError(
+                file=config.source,
+                key="--scenario",
+                expected="a [[benchmark.scenarios]] name: " + ", ".join(known),
+                got=unknown[0],
+            )
+        scenarios = tuple(known[n] for n in args.scenario)
+    endpoint = Endpoint(base_url=config.target.base_url, model=config.target.model, api_key=config.target.api_key)
+    bench = HttpBenchmark(endpoint=endpoint, config=config.benchmark)
+    results: list[ScenarioResult] = []
+    failure: DiedUnderLoad | None = None
+    try:
+        for scenario in scenarios:
+            if not args.json:
+                print(f"running {scenario.name} ...", file=sys.stderr, flush=True)
+            results.append(bench.run_scenario(scenario))
+    except DiedUnderLoad as exc:
+        failure = exc
+    finally:
+        bench.close()
+    if args.json:
+        doc: dict[str, Any] = {
+            "base_url": endpoint.base_url,
+            "model": bench.endpoint.model,
+            "scenarios": [r.to_dict() for r in results],
+            "failure": None if failure is None else {"reason": failure.reason, "evidence": failure.evidence},
+        }
+        print(json.dumps(doc, indent=2))
+    else:
+        print(f"server {endpoint.base_url}  model {bench.endpoint.model}")
+        print(format_table(results))
+        if failure is not None:
+            print(f"\nFAILED: {failure.reason}\n{failure.evidence}")
+    return 1 if failure is not None else 0
+
+
+def _fmt(v: float | None, scale: float = 1.0, digits: int = 1) -> str:
+    return "-" if v is None else f"{v * scale:.{digits}f}"
+
+
+def format_table(results: list[Any]) -> str:
+    """A fixed-width table of scenario results (tok/s, latencies in ms, acceptance)."""
+    head = (
+        "scenario", "conc", "out tok/s", "score", "95% CI", "stream tok/s",
+        "TTFT p50/p99 ms", "ITL p50/p99 ms", "accept", "reqs", "secs",
+    )  # fmt: skip
+    rows = [head]
+    for r in results:
+        ci = "-" if r.ci_low is None else f"{r.ci_low:.0f}-{r.ci_high:.0f}"
+        accept = "-" if r.accept_length is None else f"{r.accept_length:.2f} ({r.accept_method})"
+        rows.append(
+            (
+                r.name,
+                str(r.concurrency),
+                _fmt(r.output_tok_s),
+                _fmt(r.score),
+                ci,
+                _fmt(r.per_stream_tok_s),
+                f"{_fmt(r.ttft_p50_s, 1000, 0)}/{_fmt(r.ttft_p99_s, 1000, 0)}",
+                f"{_fmt(r.itl_p50_s, 1000, 1)}/{_fmt(r.itl_p99_s, 1000, 1)}",
+                accept,
+                str(r.requests),
+                f"{r.seconds:.1f}",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    lines = []
+    for row in rows:
+        cells = zip(row, widths, strict=True)
+        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(cells)))
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

@@ -1,0 +1,296 @@
+"""``tune check`` (preflight), ``tune apply`` (a stored trial's config) and ``tune restore`` (the base unit)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from tuner.config import StudyConfig, load_config
+from tuner.errors import HostError, TuneError
+from tuner.hosts import BaseHost
+from tuner.services import BaseService, LaunchSpec, spec_matches
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "studies" / "demo.toml"
+
+OK, BAD, WARN = "✓", "✗", "!"
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    check = subparsers.add_parser("check", help="preflight: verify the target can be tuned (changes nothing)")
+    _config_arg(check)
+    check.add_argument(
+        "--cycle", action="store_true", help="also run one apply -> restart -> ready -> restore cycle"
+    )
+    check.set_defaults(func=cmd_check)
+
+    apply = subparsers.add_parser("apply", help="apply a stored trial's configuration and wait until ready")
+    _config_arg(apply)
+    which = apply.add_mutually_exclusive_group(required=True)
+    which.add_argument("--trial", type=int, metavar="N", help="trial number")
+    which.add_argument("--best", action="store_true", help="the best feasible trial")
+    apply.set_defaults(func=cmd_apply)
+
+    restore = subparsers.add_parser("restore", help="drop tune's changes, restart the base config, wait ready")
+    _config_arg(restore)
+    restore.set_defaults(func=cmd_restore)
+
+
+def _config_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE", type=Path, default=DEFAULT_CONFIG, help="study file")
+
+
+class Checklist:
+    def __init__(self, out: Callable[[str], None] = print) -> None:
+        self.failed = 0
+        self._out = out
+
+    def item(self, mark: str, text: str) -> None:
+        if mark == BAD:
+            self.failed += 1
+        self._out(f" {mark} {text}")
+
+
+def _program_part(argv: tuple[str, ...]) -> list[str]:
+    """The command without its flags (``python -m sglang.launch_server``), for ``--help``."""
+    out: list[str] = []
+    for a in argv:
+        if a.startswith("--"):
+            break
+        out.append(a)
+    return out
+
+
+def _endpoint_ok(config: StudyConfig) -> str | None:
+    url = config.target.base_url
+    try:
+        with httpx.Client(timeout=5) as client:
+            r = client.get(url + "/health")
+            if r.status_code == 404:
+                r = client.get(url + "/v1/models")
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}"
+    return None if r.status_code < 500 else f"HTTP {r.status_code}"
+
+
+def run_check(config: StudyConfig, *, out: Callable[[str], None] = print) -> int:
+    """The preflight checklist; returns the number of failed items."""
+    from tuner.lock import TargetLock, lock_path_for
+    from tuner.services._systemd import SystemdService
+    from tuner.target import base_spec, make_host, make_service
+
+    t = config.target
+    c = Checklist(out)
+    out(f"tune check: {config.source}")
+    try:
+        host = make_host(t)
+        connect = getattr(host, "connect", None)
+        if connect:
+            connect()
+    except HostError as exc:
+        c.item(BAD, f"connect: {exc}")
+        return c.failed
+    try:
+        fp = getattr(host, "host_key_fingerprint", None)
+        c.item(OK, f"host {host.name} reachable" + (f", host key {fp} verified" if fp else ""))
+        service = make_service(config, host)
+        base = base_spec(t)
+        program = list(_program_part(base.argv))
+        if isinstance(service, SystemdService):
+            program = _check_systemd(c, service, base) or program
+        else:
+            probe = host.run(["sh", "-c", 'command -v "$1"', "sh", base.argv[0]])
+            c.item(OK if probe.ok else BAD, f"program {base.argv[0]} " + ("found" if probe.ok else "not found"))
+        _check_flags(c, config, host, program)
+        problem = _endpoint_ok(config)
+        running = _safe_running(service)
+        if problem is None:
+            c.item(OK, f"endpoint {t.base_url} answers")
+        elif running:
+            c.item(BAD, f"endpoint {t.base_url} unreachable ({problem}) although the server runs")
+        else:
+            c.item(WARN, f"endpoint {t.base_url} not answering ({problem}); the server is not running")
+        if t.gpu_wait is not None:
+            from tuner.services._gpu import read_gpu_memory
+
+            try:
+                values = read_gpu_memory(host, t.gpu_wait)
+                c.item(OK, f"GPU memory readable: {len(values)} GPUs, max {max(values):.0f} MiB used")
+            except HostError as exc:
+                c.item(BAD, f"GPU memory command: {exc}")
+        if t.lock:
+            lock = TargetLock(host=host, path=lock_path_for(t), study=config.study.name)
+            holder = lock.holder()
+            if holder is None:
+                c.item(OK, f"lock {lock.path} free")
+            else:
+                c.item(BAD, f"lock {lock.path} held by {holder.owner} (pid {holder.pid}, study {holder.study!r})")
+    except TuneError as exc:
+        c.item(BAD, str(exc))
+    finally:
+        host.close()
+    return c.failed
+
+
+def _safe_running(service: BaseService) -> bool:
+    try:
+        return service.state().running
+    except TuneError:
+        return False
+
+
+def _check_systemd(c: Checklist, service: object, base: LaunchSpec) -> list[str] | None:
+    from tuner.services._systemd import SystemdService
+
+    assert isinstance(service, SystemdService)
+    try:
+        unit = service.unit_config()
+    except HostError as exc:
+        c.item(BAD, f"unit {service.unit}: {exc}")
+        return None
+    c.item(OK, f"unit {service.unit} exists")
+    if unit.exec_start is None:
+        c.item(BAD, f"unit {service.unit} has no ExecStart")
+        return None
+    if tuple(unit.exec_start) == tuple(base.argv):
+        c.item(OK, "ExecStart matches target.command")
+    else:
+        diff = spec_matches(LaunchSpec(argv=base.argv), LaunchSpec(argv=unit.exec_start))
+        c.item(BAD, "ExecStart differs from target.command: " + "; ".join(diff))
+    for key, value in base.env.items():
+        got = unit.environment.get(key)
+        if got != value:
+            c.item(WARN, f"unit Environment {key}={got!r}, target.env says {value!r}")
+    later = [f for f in unit.exec_start_files if f.endswith(".conf") and f > service.dropin_path]
+    if later:
+        c.item(BAD, f"drop-ins sorted after ours override ExecStart: {', '.join(later)}")
+    if service.dropin_present():
+        c.item(WARN, f"{service.dropin_path} from an earlier run is in place (`tune restore` removes it)")
+    return _program_part(unit.exec_start)
+
+
+def _check_flags(c: Checklist, config: StudyConfig, host: BaseHost, program: list[str]) -> None:
+    flags = [p for p in config.space.params if p.flag]
+    if not flags:
+        return
+    result = host.run([*program, "--help"], timeout=300) if program else None
+    text = (result.stdout + result.stderr) if result is not None else ""
+    if result is None or not result.ok or "--" not in text:
+        c.item(WARN, f"`{' '.join(program)} --help` gave no flag list: cannot verify the space's flags")
+        return
+    missing = []
+    for p in flags:
+        names = (p.flag, *p.aliases)
+        if not any(re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text) for n in names if n):
+            missing.append(p.flag or "")
+    if missing:
+        c.item(BAD, "flags unknown to the server (`--help` does not list them): " + ", ".join(missing))
+    else:
+        c.item(OK, f"all {len(flags)} tuned flags are accepted by the server")
+    for p in config.space.params:
+        if p.env and not p.flag:
+            c.item(OK, f"{p.name} is the environment variable {p.env}")
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    failed = run_check(config)
+    if failed:
+        print(f"{failed} check(s) failed", file=sys.stderr)
+        return 1
+    if args.cycle:
+        print("cycle: baseline config -> restart -> ready -> restore")
+        _cycle(config)
+        print(f" {OK} one full apply/restart/ready/restore cycle worked")
+    return 0
+
+
+def _with_target(config: StudyConfig, action: Callable[[BaseService, BaseHost], None]) -> None:
+    from tuner.lock import TargetLock, lock_path_for
+    from tuner.target import make_host, make_service
+
+    host = make_host(config.target)
+    try:
+        service = make_service(config, host)
+        lock = TargetLock(host=host, path=lock_path_for(config.target), study=config.study.name)
+        if not config.target.lock:
+            action(service, host)
+            return
+        with lock:
+            action(service, host)
+    finally:
+        host.close()
+
+
+def _bring_up(config: StudyConfig, service: BaseService, spec: LaunchSpec | None, label: str) -> None:
+    from tuner.readiness import wait_ready
+    from tuner.study._parts import endpoint_for
+
+    if spec is None:
+        service.revert()
+    else:
+        service.apply(spec)
+    restarted = service.restart(label=label)
+    ready = wait_ready(
+        service=service,
+        restarted=restarted,
+        endpoint=endpoint_for(config),
+        config=config.readiness,
+        progress=lambda m: print(f"   {m}", file=sys.stderr),
+    )
+    if spec is not None:
+        actual = service.running_spec()
+        if actual is not None and spec_matches(spec, actual):
+            raise TuneError("config not applied: " + "; ".join(spec_matches(spec, actual)))
+    print(f" {OK} {label}: ready after {ready.seconds:.1f} s ({restarted.new})")
+
+
+def _cycle(config: StudyConfig) -> None:
+    from tuner.space import render
+    from tuner.target import base_spec
+
+    spec = render(config.space, base_spec(config.target), config.baseline)
+
+    def act(service: BaseService, host: BaseHost) -> None:
+        try:
+            _bring_up(config, service, spec, "check-cycle")
+        finally:
+            _bring_up(config, service, None, "check-restore")
+
+    _with_target(config, act)
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    from tuner.space import render
+    from tuner.study import best_trials, open_study
+    from tuner.target import base_spec
+
+    config = load_config(args.config)
+    study = open_study(config)
+    if args.best:
+        best = best_trials(study)
+        if not best:
+            raise TuneError(f"study {study.study_name!r} has no feasible completed trial yet")
+        trial = best[0]
+    else:
+        matches = [t for t in study.trials if t.number == args.trial]
+        if not matches:
+            raise TuneError(f"study {study.study_name!r} has no trial {args.trial}")
+        trial = matches[0]
+    spec = render(config.space, base_spec(config.target), trial.params)
+    print(f"applying trial {trial.number}: {trial.params}")
+    _with_target(config, lambda service, host: _bring_up(config, service, spec, f"apply-trial-{trial.number}"))
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    _with_target(config, lambda service, host: _bring_up(config, service, None, "restore"))
+    return 0
+
+
+__all__ = ["register", "run_check"]

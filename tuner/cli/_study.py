@@ -1,0 +1,169 @@
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from tuner.cli._common import add_study_args, config_from_args, study_location
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("start", help="run the study until it holds --trials counted trials")
+    add_study_args(p)
+    p.add_argument("--trials", type=int, default=None, help="total trials to reach (default: the config's)")
+    p.add_argument("--force-config", action="store_true", help="continue a study even though its search space changed")
+    p.set_defaults(func=_start)
+
+    p = sub.add_parser("resume", help="continue a study with the config stored in it")
+    p.add_argument("--storage", metavar="URL", help="Optuna storage URL (default: the demo study's)")
+    p.add_argument("--study", metavar="NAME", help="study name (needed when the storage holds several)")
+    p.add_argument("--trials", type=int, default=None, help="total trials to reach (default: the stored config's)")
+    p.set_defaults(func=_resume)
+
+    p = sub.add_parser("status", help="every trial: state, params, score, per-scenario tok/s, failure reason")
+    add_study_args(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_status)
+
+    p = sub.add_parser("best", help="the best feasible config (the Pareto front for multi-objective studies)")
+    add_study_args(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_best)
+
+
+def _start(args: argparse.Namespace) -> int:
+    from tuner.study import run_study
+
+    config = config_from_args(args)
+    summary = run_study(
+        config,
+        trials=args.trials,
+        storage=args.storage,
+        study_name=args.study,
+        force_config=args.force_config,
+    )
+    _print_summary(summary)
+    return 0
+
+
+def _resume(args: argparse.Namespace) -> int:
+    from tuner.cli._common import DEFAULT_CONFIG
+    from tuner.config import load_config
+    from tuner.study import config_from_study, run_study
+
+    storage = args.storage or load_config(DEFAULT_CONFIG).study.storage
+    config = config_from_study(storage, args.study)
+    summary = run_study(config, trials=args.trials, storage=storage, study_name=args.study or config.study.name)
+    _print_summary(summary)
+    return 0
+
+
+def _print_summary(summary: Any) -> None:
+    best = (
+        f"best trial #{summary.best_number}: {summary.best_values}"
+        if summary.best_number is not None
+        else "no feasible trial"
+    )
+    print(
+        f"study {summary.study_name}: {summary.counted}/{summary.target} trials ({summary.ran} run now, "
+        f"{summary.seconds:.0f} s); {best}"
+    )
+
+
+def _load(args: argparse.Namespace) -> tuple[Any, Any]:
+    import optuna
+
+    from tuner.study import make_storage
+
+    config, storage, name = study_location(args)
+    study = optuna.load_study(study_name=name, storage=make_storage(storage))
+    return config, study
+
+
+def trial_row(t: Any, scenarios: list[str]) -> dict[str, Any]:
+    from tuner.study import _attrs as attrs
+
+    row: dict[str, Any] = {
+        "number": t.number,
+        "state": t.state.name,
+        "values": t.values,
+        "params": t.params,
+        "baseline": bool(t.user_attrs.get(attrs.BASELINE)),
+        "correct": t.user_attrs.get(attrs.CORRECT),
+        "gate": t.user_attrs.get(attrs.GATE),
+        "feasible": all(v <= 0 for v in t.constraints.values()),
+        "tok_s": {s: t.user_attrs.get(attrs.scenario_key(s, "tok_s")) for s in scenarios},
+        "accept_length": {s: t.user_attrs.get(attrs.scenario_key(s, "accept_length")) for s in scenarios},
+        "failure_phase": t.user_attrs.get(attrs.FAILURE_PHASE),
+        "failure_reason": t.user_attrs.get(attrs.FAILURE_REASON),
+        "duplicate_of": t.user_attrs.get(attrs.DUPLICATE_OF),
+        "rejected": bool(t.user_attrs.get(attrs.REJECTED)),
+        "command": t.user_attrs.get(attrs.COMMAND),
+        "env": t.user_attrs.get(attrs.ENV),
+    }
+    return row
+
+
+def _status(args: argparse.Namespace) -> int:
+    from tuner.study import counted_trials
+
+    config, study = _load(args)
+    scenarios = [s.name for s in config.benchmark.scenarios]
+    rows = [trial_row(t, scenarios) for t in study.get_trials(deepcopy=False)]
+    if args.json:
+        json.dump(rows, sys.stdout, indent=2, default=str)
+        print()
+        return 0
+    print(f"study {study.study_name}: {counted_trials(study)}/{config.study.trials} counted trials")
+    head = f"{'#':>4} {'state':<8} {'score':>8} " + " ".join(f"{s[:10]:>10}" for s in scenarios) + "  params / reason"
+    print(head)
+    for r in rows:
+        score = "/".join(f"{v:.1f}" for v in r["values"]) if r["values"] else "-"
+        toks = " ".join(f"{v:>10.1f}" if isinstance(v, int | float) else f"{'-':>10}" for v in r["tok_s"].values())
+        notes = []
+        if r["baseline"]:
+            notes.append("baseline")
+        if r["correct"] is False:
+            notes.append(f"INFEASIBLE gate {r['gate']}")
+        if r["duplicate_of"] is not None:
+            notes.append(f"repeat of #{r['duplicate_of']}")
+        if r["failure_reason"]:
+            notes.append(f"[{r['failure_phase']}] {r['failure_reason']}")
+        params = " ".join(f"{k}={v}" for k, v in r["params"].items())
+        print(
+            f"{r['number']:>4} {r['state']:<8} {score:>8} {toks}  {params}"
+            + (f"  <{'; '.join(notes)}>" if notes else "")
+        )
+    return 0
+
+
+def _best(args: argparse.Namespace) -> int:
+    from tuner.space import render
+    from tuner.study import best_trials
+    from tuner.target import base_spec
+
+    config, study = _load(args)
+    scenarios = [s.name for s in config.benchmark.scenarios]
+    best = best_trials(study)
+    if not best:
+        print("no feasible completed trial yet", file=sys.stderr)
+        return 1
+    out = []
+    for t in best:
+        row = trial_row(t, scenarios)
+        spec = render(config.space, base_spec(config.target), t.params)
+        row["launch"] = spec.shell_text()
+        out.append(row)
+    if args.json:
+        json.dump(out if len(out) > 1 else out[0], sys.stdout, indent=2, default=str)
+        print()
+        return 0
+    title = "Pareto front" if len(out) > 1 else "best feasible trial"
+    print(f"{title} of study {study.study_name} ({', '.join(study.metric_names or [])}):")
+    for r in out:
+        print(f"  trial #{r['number']}: values {r['values']}")
+        print("    params: " + " ".join(f"{k}={v}" for k, v in r["params"].items()))
+        print("    tok/s:  " + " ".join(f"{k}={v}" for k, v in r["tok_s"].items()))
+        print(f"    launch: {r['launch']}")
+    return 0

@@ -1,0 +1,33 @@
+"""Study configuration: TOML files validated into typed, frozen objects."""
+
+from tuner.config._gate import GateSection
+from tuner.config._load import StudyConfig, load_config, parse_config
+from tuner.config._search import SearchSection
+from tuner.config._sections import (
+    BenchmarkSection,
+    GpuWaitSection,
+    ObjectiveSection,
+    ReadinessSection,
+    Scenario,
+    SSHSection,
+    StudySection,
+    SystemdSection,
+    TargetSection,
+)
+
+__all__ = [
+    "BenchmarkSection",
+    "GateSection",
+    "GpuWaitSection",
+    "ObjectiveSection",
+    "ReadinessSection",
+    "SSHSection",
+    "Scenario",
+    "SearchSection",
+    "StudyConfig",
+    "StudySection",
+    "SystemdSection",
+    "TargetSection",
+    "load_config",
+    "parse_config",
+]

@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from tuner.config._gate import GateSection, parse_gate
+from tuner.config._reader import Table
+from tuner.config._search import SearchSection, parse_search
+from tuner.config._sections import (
+    BenchmarkSection,
+    ObjectiveSection,
+    ReadinessSection,
+    StudySection,
+    TargetSection,
+    parse_benchmark,
+    parse_objective,
+    parse_readiness,
+    parse_study,
+    parse_target,
+)
+from tuner.config._space import parse_space
+from tuner.errors import ConfigError
+from tuner.services import LaunchSpec
+from tuner.space import SearchSpace, Value, baseline_params
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudyConfig:
+    """A validated study file. ``text`` is kept verbatim so ``tune resume`` can rebuild it from the study."""
+
+    source: str
+    text: str
+    base_dir: Path
+    study: StudySection
+    target: TargetSection
+    space: SearchSpace
+    benchmark: BenchmarkSection
+    objective: ObjectiveSection
+    readiness: ReadinessSection
+    gate: GateSection | None
+    search: SearchSection
+    baseline: dict[str, Value]
+
+    def fingerprint(self) -> str:
+        """Hash of what makes two trials comparable: space, constraints, objective, scenarios, gate, target.
+
+        Resuming with a different fingerprint would mix incomparable scores in one study.
+        """
+        material = {
+            "space": [asdict(p) for p in self.space.params],
+            "constraints": [asdict(c) for c in self.space.constraints],
+            "objective": asdict(self.objective),
+            "scenarios": [asdict(s) for s in self.benchmark.scenarios],
+            "mad_k": self.benchmark.mad_k,
+            "gate": asdict(self.gate) if self.gate else None,
+            "command": list(self.target.command),
+            "env": self.target.env,
+        }
+        blob = json.dumps(material, sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def load_config(path: str | Path) -> StudyConfig:
+    """Read and validate a study file; every error names the file, the key and what was expected."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ConfigError(file=p, key="(file)", expected=f"a readable TOML file ({exc.strerror})") from None
+    return parse_config(text, source=str(p), base_dir=p.resolve().parent)
+
+
+def parse_config(text: str, *, source: str, base_dir: Path, default_name: str | None = None) -> StudyConfig:
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(file=source, key="(syntax)", expected=f"valid TOML ({exc})") from None
+    top = Table(data, file=Path(source), key="")
+    study = parse_study(
+        top.table("study") or Table({}, file=Path(source), key="study"),
+        base_dir=base_dir,
+        default_name=default_name or Path(source).stem,
+    )
+    target = parse_target(_required(top, "target"), base_dir=base_dir)
+    space = parse_space(_required(top, "space"), top.tables("constraints"))
+    benchmark = parse_benchmark(_required(top, "benchmark"))
+    objective = parse_objective(top.table("objective"), benchmark)
+    readiness = parse_readiness(top.table("readiness"))
+    gate = parse_gate(top.table("gate"), base_dir=base_dir)
+    search = parse_search(top.table("search"))
+    top.finish()
+    base = LaunchSpec(argv=target.command, env=dict(target.env))
+    try:
+        baseline = baseline_params(space, base)
+        for i, seed in enumerate(search.seed_trials):
+            _check_seed_trial(space, seed, key=f"search.seed_trials[{i}]")
+    except ConfigError as exc:
+        raise ConfigError(file=source, key=exc.key, expected=exc.expected, got=exc.got) from None
+    return StudyConfig(
+        source=source,
+        text=text,
+        base_dir=base_dir,
+        study=study,
+        target=target,
+        space=space,
+        benchmark=benchmark,
+        objective=objective,
+        readiness=readiness,
+        gate=gate,
+        search=search,
+        baseline=baseline,
+    )
+
+
+def _required(top: Table, name: str) -> Table:
+    t = top.table(name, required=True)
+    assert t is not None
+    return t
+
+
+def _check_seed_trial(space: SearchSpace, seed: dict[str, Any], *, key: str) -> None:
+    names = {p.name for p in space.params}
+    for name, value in seed.items():
+        if name not in names:
+            raise ConfigError(file=None, key=f"{key}.{name}", expected="a parameter name from [space]", got=name)
+        if not space.by_name(name).contains(value):
+            raise ConfigError(file=None, key=f"{key}.{name}", expected="a value inside the space", got=value)

@@ -1,0 +1,363 @@
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tuner.config._reader import Table
+
+ON_EXIT = ("baseline", "best", "leave", "stop")
+
+DEFAULT_FATAL_PATTERNS = (
+    r"Traceback \(most recent call last\)",
+    r"unrecognized arguments",
+    r"[Oo]ut of memory",
+    r"OutOfMemoryError",
+    r"AssertionError",
+    r"Address already in use",
+)
+
+DEFAULT_PHASE_MARKERS = (
+    ("loading weights", r"Load weight begin|Loading safetensors|Init torch distributed"),
+    ("capturing cuda graphs", r"Load weight end"),
+    ("warming up", r"Capture cuda graph end"),
+    ("serving", r"The server is fired up and ready to roll"),
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudySection:
+    name: str
+    storage: str
+    """An Optuna storage URL: ``sqlite:///path.db`` (default, WAL mode) or ``postgresql://...``."""
+    trials: int = 30
+    seed: int | None = None
+    on_exit: str = "baseline"
+    artifacts_dir: Path = Path("runs/artifacts")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SSHSection:
+    host: str
+    port: int = 22
+    user: str | None = None
+    key_file: str | None = None
+    known_hosts: str | None = None
+    """known_hosts file to verify the host key against (default ``~/.ssh/known_hosts``)."""
+    accept_new_host_key: bool = False
+    connect_timeout_s: float = 10.0
+    command_timeout_s: float = 120.0
+    keepalive_s: float = 15.0
+    retries: int = 3
+    """Reconnect attempts when connecting fails (never re-runs a command that was already sent)."""
+    retry_backoff_s: float = 1.0
+    """First pause between reconnect attempts; doubles on each further attempt."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SystemdSection:
+    unit: str
+    unit_dir: str = "/etc/systemd/system"
+    dropin_name: str = "50-tune.conf"
+    systemctl: tuple[str, ...] = ("systemctl",)
+    journalctl: tuple[str, ...] = ("journalctl",)
+    sudo: tuple[str, ...] = ()
+    log_mode: str = "auto"
+    """How the journal is followed: ``cursor`` (real journald: invocation id + cursors), ``lines`` (offset
+    into ``journalctl -u UNIT`` output, for implementations without cursors) or ``auto`` (probe once)."""
+    unit_file: str | None = None
+    """The unit file to checksum (default: systemd's FragmentPath, else ``unit_dir/unit``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuWaitSection:
+    command: tuple[str, ...] = ("nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits")
+    below_mib: float = 2048.0
+    timeout_s: float = 180.0
+    poll_interval_s: float = 2.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class TargetSection:
+    transport: str = "local"
+    manager: str = "process"
+    command: tuple[str, ...]
+    base_url: str
+    env: dict[str, str] = field(default_factory=dict)
+    log_dir: str = "runs/logs"
+    """Where per-trial server logs go on the target host (process manager)."""
+    workdir: str | None = None
+    stop_grace_s: float = 30.0
+    model: str | None = None
+    """Model name sent in requests; by default the first id from ``/v1/models``."""
+    api_key: str | None = None
+    lock: bool = True
+    ssh: SSHSection | None = None
+    systemd: SystemdSection | None = None
+    gpu_wait: GpuWaitSection | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scenario:
+    name: str
+    concurrency: int
+    prompt_tokens: int
+    output_tokens: int
+    requests: int
+    weight: float = 1.0
+
+    @property
+    def cost(self) -> int:
+        """A proxy for how long the scenario takes: tokens generated per concurrent stream."""
+        return self.output_tokens * -(-self.requests // self.concurrency)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchmarkSection:
+    scenarios: tuple[Scenario, ...]
+    warmup_requests: int = 2
+    repeats: int = 3
+    mad_k: float = 1.0
+    """score = median - k * 1.4826 * MAD over repeats."""
+    request_timeout_s: float = 120.0
+    flush_cache: bool = True
+    api: str = "chat"
+    seed: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObjectiveSection:
+    kind: str = "geomean"
+    """``geomean``: weighted geometric mean of per-scenario scores; ``multi``: one objective per entry."""
+    metric: str = "output_tok_s"
+    """``output_tok_s`` (aggregate output tokens/s) or ``per_stream_tok_s``."""
+    objectives: tuple[str, ...] = ()
+    """For ``multi``: the scenario names, each maximised."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReadinessSection:
+    timeout_s: float = 900.0
+    poll_interval_s: float = 1.0
+    request_timeout_s: float = 10.0
+    health_path: str | None = "/health"
+    generation_check: bool = True
+    fatal_patterns: tuple[str, ...] = DEFAULT_FATAL_PATTERNS
+    phase_markers: tuple[tuple[str, str], ...] = DEFAULT_PHASE_MARKERS
+    progress: bool = True
+
+
+def parse_study(t: Table, *, base_dir: Path, default_name: str) -> StudySection:
+    name = t.str("name", default_name)
+    storage = t.str("storage", f"sqlite:///{(base_dir / 'runs' / name / 'study.db').as_posix()}")
+    if not storage.startswith(("sqlite:///", "postgresql", "mysql")):
+        raise t.error("storage", "an Optuna RDB URL (sqlite:///FILE or postgresql://...)", storage)
+    section = StudySection(
+        name=name,
+        storage=storage,
+        trials=t.int("trials", 30, min=1),
+        seed=t.int("seed", None),
+        on_exit=t.choice("on_exit", ON_EXIT, "baseline"),
+        artifacts_dir=_path(base_dir, t.str("artifacts_dir", f"runs/{name}/artifacts")),
+    )
+    t.finish()
+    return section
+
+
+def parse_target(t: Table, *, base_dir: Path) -> TargetSection:
+    raw_command = t.raw("command")
+    if isinstance(raw_command, str):
+        try:
+            command = tuple(shlex.split(raw_command))
+        except ValueError as exc:
+            raise t.error("command", f"a shell-quoted command line ({exc})", raw_command) from None
+    elif isinstance(raw_command, list) and all(isinstance(a, str) for a in raw_command):
+        command = tuple(raw_command)
+    else:
+        raise t.error("command", "an argv list of strings or one command-line string", raw_command)
+    if not command:
+        raise t.error("command", "a non-empty command", raw_command)
+    base_url = t.str("base_url")
+    if not base_url.startswith(("http://", "https://")):
+        raise t.error("base_url", "an http:// or https:// URL", base_url)
+    transport = t.choice("transport", ("local", "ssh"), "local")
+    manager = t.choice("manager", ("process", "systemd"), "process")
+    ssh_t = t.table("ssh", required=transport == "ssh")
+    systemd_t = t.table("systemd", required=manager == "systemd")
+    gpu_t = t.table("gpu_wait")
+    log_dir = t.str("log_dir", "runs/logs")
+    section = TargetSection(
+        transport=transport,
+        manager=manager,
+        command=command,
+        base_url=base_url.rstrip("/"),
+        env=t.str_map("env", {}),
+        log_dir=str(_path(base_dir, log_dir)) if transport == "local" else log_dir,
+        workdir=t.str("workdir", None),
+        stop_grace_s=t.float("stop_grace_s", 30.0, min=0),
+        model=t.str("model", None),
+        api_key=t.str("api_key", None),
+        lock=t.bool("lock", True),
+        ssh=_parse_ssh(ssh_t) if ssh_t else None,
+        systemd=_parse_systemd(systemd_t) if systemd_t else None,
+        gpu_wait=_parse_gpu_wait(gpu_t) if gpu_t else None,
+    )
+    t.finish()
+    return section
+
+
+def _parse_ssh(t: Table) -> SSHSection:
+    s = SSHSection(
+        host=t.str("host"),
+        port=t.int("port", 22, min=1, max=65535),
+        user=t.str("user", None),
+        key_file=t.str("key_file", None),
+        known_hosts=t.str("known_hosts", None),
+        accept_new_host_key=t.bool("accept_new_host_key", False),
+        connect_timeout_s=t.float("connect_timeout_s", 10.0, min=0.1),
+        command_timeout_s=t.float("command_timeout_s", 120.0, min=0.1),
+        keepalive_s=t.float("keepalive_s", 15.0, min=0),
+        retries=t.int("retries", 3, min=0),
+        retry_backoff_s=t.float("retry_backoff_s", 1.0, min=0),
+    )
+    t.finish()
+    return s
+
+
+def _argv(t: Table, name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    value = t.raw(name, None)
+    if value is None:
+        return default
+    if isinstance(value, str):
+        return tuple(shlex.split(value))
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise t.error(name, "a command as a string or a list of strings", value)
+
+
+def _parse_systemd(t: Table) -> SystemdSection:
+    unit = t.str("unit")
+    if not unit.endswith(".service") or "/" in unit:
+        raise t.error("unit", "a unit name ending in .service", unit)
+    s = SystemdSection(
+        unit=unit,
+        unit_dir=t.str("unit_dir", "/etc/systemd/system"),
+        dropin_name=t.str("dropin_name", "50-tune.conf"),
+        systemctl=_argv(t, "systemctl", ("systemctl",)),
+        journalctl=_argv(t, "journalctl", ("journalctl",)),
+        sudo=_argv(t, "sudo", ()),
+        log_mode=t.choice("log_mode", ("auto", "cursor", "lines"), "auto"),
+        unit_file=t.str("unit_file", None),
+    )
+    t.finish()
+    return s
+
+
+def _parse_gpu_wait(t: Table) -> GpuWaitSection:
+    d = GpuWaitSection()
+    s = GpuWaitSection(
+        command=_argv(t, "command", d.command),
+        below_mib=t.float("below_mib", d.below_mib, min=0),
+        timeout_s=t.float("timeout_s", d.timeout_s, min=0),
+        poll_interval_s=t.float("poll_interval_s", d.poll_interval_s, min=0.01),
+    )
+    t.finish()
+    return s
+
+
+def parse_benchmark(t: Table) -> BenchmarkSection:
+    scenarios = []
+    names: set[str] = set()
+    for st in t.tables("scenarios", required=True):
+        sc = Scenario(
+            name=st.str("name"),
+            concurrency=st.int("concurrency", min=1),
+            prompt_tokens=st.int("prompt_tokens", min=1),
+            output_tokens=st.int("output_tokens", min=2),
+            requests=st.int("requests", min=1),
+            weight=st.float("weight", 1.0, min=0),
+        )
+        if sc.name in names:
+            raise st.error("name", "a scenario name not used before", sc.name)
+        if sc.requests < sc.concurrency:
+            raise st.error("requests", f"at least concurrency ({sc.concurrency}) requests", sc.requests)
+        names.add(sc.name)
+        st.finish()
+        scenarios.append(sc)
+    if not scenarios:
+        raise t.error("scenarios", "at least one [[benchmark.scenarios]] table", [])
+    section = BenchmarkSection(
+        scenarios=tuple(scenarios),
+        warmup_requests=t.int("warmup_requests", 2, min=0),
+        repeats=t.int("repeats", 3, min=1),
+        mad_k=t.float("mad_k", 1.0, min=0),
+        request_timeout_s=t.float("request_timeout_s", 120.0, min=0.1),
+        flush_cache=t.bool("flush_cache", True),
+        api=t.choice("api", ("chat", "completions"), "chat"),
+        seed=t.int("seed", 0),
+    )
+    t.finish()
+    return section
+
+
+def parse_objective(t: Table | None, bench: BenchmarkSection) -> ObjectiveSection:
+    if t is None:
+        return ObjectiveSection()
+    kind = t.choice("kind", ("geomean", "multi"), "geomean")
+    objectives = t.str_list("objectives", ())
+    known = {s.name for s in bench.scenarios}
+    for name in objectives:
+        if name not in known:
+            raise t.error("objectives", "names of [[benchmark.scenarios]]: " + ", ".join(sorted(known)), name)
+    if kind == "multi" and len(objectives) < 2:
+        raise t.error("objectives", "at least two scenario names for kind = 'multi'", list(objectives))
+    section = ObjectiveSection(
+        kind=kind,
+        metric=t.choice("metric", ("output_tok_s", "per_stream_tok_s"), "output_tok_s"),
+        objectives=objectives,
+    )
+    t.finish()
+    return section
+
+
+def parse_readiness(t: Table | None) -> ReadinessSection:
+    if t is None:
+        return ReadinessSection()
+    d = ReadinessSection()
+    markers_raw = t.raw("phase_markers", None)
+    markers = d.phase_markers
+    if markers_raw is not None:
+        if not isinstance(markers_raw, dict) or not all(isinstance(v, str) for v in markers_raw.values()):
+            raise t.error("phase_markers", "a table of phase name = regex", markers_raw)
+        markers = tuple(markers_raw.items())
+    extra = t.str_list("extra_fatal_patterns", ())
+    health = t.str("health_path", d.health_path)
+    section = ReadinessSection(
+        timeout_s=t.float("timeout_s", d.timeout_s, min=0.1),
+        poll_interval_s=t.float("poll_interval_s", d.poll_interval_s, min=0.01),
+        request_timeout_s=t.float("request_timeout_s", d.request_timeout_s, min=0.1),
+        health_path=health or None,
+        generation_check=t.bool("generation_check", True),
+        fatal_patterns=t.str_list("fatal_patterns", d.fatal_patterns) + extra,
+        phase_markers=markers,
+        progress=t.bool("progress", True),
+    )
+    _check_regexes(t, "fatal_patterns", section.fatal_patterns)
+    _check_regexes(t, "phase_markers", tuple(p for _, p in section.phase_markers))
+    t.finish()
+    return section
+
+
+def _check_regexes(t: Table, name: str, patterns: tuple[str, ...]) -> None:
+    import re
+
+    for p in patterns:
+        try:
+            re.compile(p)
+        except re.error as exc:
+            raise t.error(name, f"valid regular expressions ({exc})", p) from None
+
+
+def _path(base_dir: Path, value: str) -> Path:
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else base_dir / p

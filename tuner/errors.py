@@ -1,0 +1,119 @@
+"""Typed failures.
+
+Every way a trial can go wrong is a :class:`TrialFailure` carrying the *phase* it happened in, a one-line
+*reason* a person can act on, and the *evidence* (log lines, response bodies) that proves it. The study loop
+turns these into PRUNED trials with user attrs, so the sampler learns from them and a user reading the
+dashboard in the morning sees why, instead of the seed's bare ``SKIP (failed to start)``.
+"""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+
+__all__ = [
+    "ConfigError",
+    "ConfigNotApplied",
+    "DiedUnderLoad",
+    "GateFailed",
+    "HostError",
+    "LockHeld",
+    "NotReady",
+    "Phase",
+    "RegressionPruned",
+    "StartFailed",
+    "TrialFailure",
+    "TuneError",
+]
+
+
+class TuneError(Exception):
+    """Base class of every error `tune` raises on purpose."""
+
+
+class ConfigError(TuneError):
+    """A study config (or a value derived from one) is invalid.
+
+    The message always names the file, the key and what was expected, so the user can fix it without
+    reading our source.
+    """
+
+    def __init__(self, *, file: Path | str | None, key: str, expected: str, got: object = None) -> None:
+        self.file = str(file) if file is not None else None
+        self.key = key
+        self.expected = expected
+        self.got = got
+        where = f"{self.file}: " if self.file else ""
+        tail = "" if got is None else f", got {got!r}"
+        super().__init__(f"{where}{key}: expected {expected}{tail}")
+
+
+class HostError(TuneError):
+    """A command or file operation on a host could not be carried out (connection, permission, timeout)."""
+
+
+class LockHeld(TuneError):
+    """Another tuner holds the server's lock."""
+
+
+class Phase(enum.StrEnum):
+    """Where in the trial's story a failure happened."""
+
+    SAMPLE = "sample"
+    APPLY = "apply"
+    RESTART = "restart"
+    READY = "ready"
+    GATE = "gate"
+    BENCHMARK = "benchmark"
+    SCORE = "score"
+
+
+class TrialFailure(TuneError):
+    """A trial's configuration failed; the trial ends PRUNED with these fields as user attrs."""
+
+    phase: Phase = Phase.APPLY
+
+    def __init__(self, reason: str, *, evidence: str = "", phase: Phase | None = None) -> None:
+        if phase is not None:
+            self.phase = phase
+        self.reason = reason
+        self.evidence = evidence
+        super().__init__(f"[{self.phase}] {reason}")
+
+
+class ConfigNotApplied(TrialFailure):
+    """The process that came up does not carry the trial's flags or environment."""
+
+    phase = Phase.APPLY
+
+
+class StartFailed(TrialFailure):
+    """The server process exited, or logged a fatal pattern, before it became ready."""
+
+    phase = Phase.READY
+
+
+class NotReady(TrialFailure):
+    """The server did not become ready within the readiness timeout."""
+
+    phase = Phase.READY
+
+
+class DiedUnderLoad(TrialFailure):
+    """The server died, or cut streams, while being benchmarked: a failed config, never a low score."""
+
+    phase = Phase.BENCHMARK
+
+
+class GateFailed(TrialFailure):
+    """The configuration broke the model's answers (correctness gate below its threshold)."""
+
+    phase = Phase.GATE
+
+
+class RegressionPruned(TrialFailure):
+    """The configuration is confidently slower than the reference; the rest of its benchmark was skipped."""
+
+    phase = Phase.BENCHMARK
+    skipped: tuple[str, ...] = ()
+    """Scenarios not run because of the pruning (filled in by the benchmark step)."""

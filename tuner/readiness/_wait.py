@@ -1,0 +1,236 @@
+from __future__ import annotations
+
+import re
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import httpx
+
+from tuner.config import ReadinessSection
+from tuner.endpoint import Endpoint
+from tuner.errors import NotReady, StartFailed
+from tuner.services import BaseService, Restarted
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ready:
+    """The new server answered a real generation request."""
+
+    seconds: float
+    """From the restart to readiness, as seen by us."""
+    phase_times: dict[str, float] = field(default_factory=dict)
+    """Seconds since restart at which each phase marker first appeared in the log."""
+    log_cursor: str = "0"
+    endpoint: Endpoint | None = None
+    """The endpoint with its model id resolved."""
+
+
+class LogWatch:
+    """Follows a service's log from a cursor: fatal patterns, phase markers and a tail kept for evidence."""
+
+    def __init__(
+        self,
+        *,
+        service: BaseService,
+        cursor: str,
+        fatal_patterns: tuple[str, ...],
+        phase_markers: tuple[tuple[str, str], ...],
+        tail_lines: int = 80,
+    ) -> None:
+        self._service = service
+        self.cursor = cursor
+        self._fatal = [re.compile(p, re.IGNORECASE) for p in fatal_patterns]
+        self._markers = [(label, re.compile(p)) for label, p in phase_markers]
+        self._partial = ""
+        self.tail: deque[str] = deque(maxlen=tail_lines)
+        self.fatal_lines: list[str] = []
+        self.phase: str = "starting"
+        self.phases_seen: dict[str, float] = {}
+
+    def poll(self, *, elapsed: float) -> None:
+        chunk = self._service.read_log(self.cursor)
+        self.cursor = chunk.cursor
+        if not chunk.text:
+            return
+        text = self._partial + chunk.text
+        lines = text.split("\n")
+        self._partial = lines.pop()
+        for line in lines:
+            self._line(line, elapsed)
+
+    def flush(self, *, elapsed: float) -> None:
+        """Treat a trailing partial line as complete (the process has exited: nothing more will come)."""
+        if self._partial:
+            self._line(self._partial, elapsed)
+            self._partial = ""
+
+    def _line(self, line: str, elapsed: float) -> None:
+        self.tail.append(line)
+        if any(p.search(line) for p in self._fatal):
+            self.fatal_lines.append(line)
+        for label, pattern in self._markers:
+            if pattern.search(line) and label not in self.phases_seen:
+                self.phases_seen[label] = round(elapsed, 3)
+                self.phase = label
+
+    def headline(self) -> str:
+        """The most telling fatal line: a traceback's final exception line rather than its header."""
+        specific = [line for line in self.fatal_lines if not line.startswith("Traceback (most recent call last)")]
+        return (specific[-1] if specific else self.fatal_lines[0]).strip()[:300]
+
+    def evidence(self) -> str:
+        tail = "\n".join(self.tail)
+        if not self.fatal_lines:
+            return tail
+        return "matching lines:\n" + "\n".join(self.fatal_lines[:20]) + "\n\nlog tail:\n" + tail
+
+
+def _probe_health(client: httpx.Client, endpoint: Endpoint, path: str) -> str | None:
+    """None when healthy, else a short description of the (expected, transient) answer."""
+    try:
+        r = client.get(endpoint.url(path), headers=endpoint.headers)
+    except httpx.HTTPError as exc:
+        return type(exc).__name__
+    return None if r.status_code == 200 else f"{path} {r.status_code}"
+
+
+def _probe_generation(client: httpx.Client, endpoint: Endpoint) -> str | None:
+    """None when a real generation returned tokens; else why not (still transient)."""
+    body = {
+        "model": endpoint.model or "default",
+        "messages": [{"role": "user", "content": "Say OK."}],
+        "max_tokens": 4,
+        "temperature": 0,
+        "stream": False,
+    }
+    try:
+        r = client.post(endpoint.url("/v1/chat/completions"), json=body, headers=endpoint.headers)
+    except httpx.HTTPError as exc:
+        return f"generation {type(exc).__name__}"
+    if r.status_code != 200:
+        return f"generation {r.status_code}"
+    try:
+        data = r.json()
+        usage = data.get("usage") or {}
+        message = data["choices"][0].get("message") or {}
+    except (ValueError, KeyError, IndexError, TypeError):
+        return "generation returned malformed JSON"
+    produced = usage.get("completion_tokens") or len(
+        (message.get("content") or "") + (message.get("reasoning_content") or "")
+    )
+    return None if produced else "generation returned no tokens"
+
+
+def wait_ready(
+    *,
+    service: BaseService,
+    restarted: Restarted,
+    endpoint: Endpoint,
+    config: ReadinessSection,
+    progress: Progress | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Ready:
+    """Wait until the NEW process really serves, failing fast when it cannot.
+
+    The seed's sweep failed four ways, and each is closed here:
+    - the old process kept answering after the restart: no answer counts while it is still alive, and the
+      new process must itself be alive when readiness is declared;
+    - "active" or ``/v1/models`` is not readiness: ``/health`` must be 200 *and* a real generation must
+      return tokens (``/health`` has been seen green minutes before generation worked);
+    - transient failures while loading (refused connections, 503, timeouts) are expected: only the process
+      exiting, a fatal log line, or the timeout ends the wait;
+    - "failed to start" said nothing: failures carry the matching log lines and the log tail.
+    """
+    start = clock()
+    watch = LogWatch(
+        service=service,
+        cursor=restarted.log_cursor,
+        fatal_patterns=config.fatal_patterns,
+        phase_markers=config.phase_markers,
+    )
+    last_answer = "no answer yet"
+    port = urlsplit(endpoint.base_url).port
+    timeout = httpx.Timeout(config.request_timeout_s, connect=min(config.request_timeout_s, 5.0))
+    with httpx.Client(timeout=timeout) as client:
+        while True:
+            elapsed = clock() - start
+            watch.poll(elapsed=elapsed)
+            if watch.fatal_lines:
+                _settle(watch, service, restarted, clock=clock, start=start)
+                raise StartFailed(
+                    f"server logged a fatal error while {watch.phase}: {watch.headline()}",
+                    evidence=watch.evidence(),
+                )
+            if not service.is_alive(restarted.new):
+                watch.poll(elapsed=elapsed)
+                watch.flush(elapsed=elapsed)
+                state = service.state()
+                status = f" with status {state.exit_status}" if state.exit_status is not None else ""
+                first = f": {watch.headline()}" if watch.fatal_lines else ""
+                raise StartFailed(
+                    f"server process exited{status} while {watch.phase}{first}", evidence=watch.evidence()
+                )
+            old_alive = restarted.old is not None and service.is_alive(restarted.old)
+            if old_alive:
+                last_answer = f"old process {restarted.old} still alive: its answers are ignored"
+            else:
+                if endpoint.model is None and config.generation_check:
+                    endpoint = _with_model(client, endpoint)
+                last_answer = _probe(client, endpoint, config) or "ready"
+                if last_answer == "ready" and port and service.serves(restarted.new, port) is False:
+                    last_answer = f"port {port} answered by a process other than {restarted.new}"
+                if last_answer == "ready" and service.is_alive(restarted.new):
+                    watch.poll(elapsed=clock() - start)
+                    if progress:
+                        progress(f"ready after {clock() - start:.1f} s")
+                    return Ready(
+                        seconds=round(clock() - start, 3),
+                        phase_times=dict(watch.phases_seen),
+                        log_cursor=watch.cursor,
+                        endpoint=endpoint,
+                    )
+            if elapsed >= config.timeout_s:
+                raise NotReady(
+                    f"not ready after {config.timeout_s:.0f} s (last phase: {watch.phase}; last answer: {last_answer})",
+                    evidence=watch.evidence(),
+                )
+            if progress:
+                progress(f"waiting for {restarted.new}: {watch.phase}, {elapsed:.0f} s ({last_answer})")
+            time.sleep(config.poll_interval_s)
+
+
+def _settle(
+    watch: LogWatch, service: BaseService, restarted: Restarted, *, clock: Callable[[], float], start: float
+) -> None:
+    """A fatal line was seen: give the rest of the traceback a moment to reach the log (at most ~2 s)."""
+    deadline = clock() + 2.0
+    while clock() < deadline:
+        before = watch.cursor
+        time.sleep(0.1)
+        watch.poll(elapsed=clock() - start)
+        if watch.cursor == before and not service.is_alive(restarted.new):
+            break
+    watch.flush(elapsed=clock() - start)
+
+
+def _with_model(client: httpx.Client, endpoint: Endpoint) -> Endpoint:
+    # The model id is needed for the generation request; /v1/models answering is not readiness by itself.
+    try:
+        return endpoint.resolve_model(client)
+    except (httpx.HTTPError, ValueError, KeyError, IndexError):
+        return endpoint
+
+
+def _probe(client: httpx.Client, endpoint: Endpoint, config: ReadinessSection) -> str | None:
+    if config.health_path:
+        problem = _probe_health(client, endpoint, config.health_path)
+        if problem:
+            return problem
+    if config.generation_check:
+        return _probe_generation(client, endpoint)
+    return None

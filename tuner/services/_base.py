@@ -1,0 +1,143 @@
+from __future__ import annotations
+
+import abc
+import posixpath
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchSpec:
+    """One complete server configuration: the argv to exec and the environment it adds.
+
+    DDTree's top-k cap is an environment variable upstream, so the environment is part of the
+    configuration, not a detail of how it is launched.
+    """
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def shell_text(self) -> str:
+        """The spec as one shell line (``env K=V ... argv``), properly quoted."""
+        prefix = ["env", *(f"{k}={v}" for k, v in sorted(self.env.items()))] if self.env else []
+        return shlex.join([*prefix, *self.argv])
+
+
+@dataclass(frozen=True)
+class ProcessIdentity:
+    """Which process is serving: a PID plus a token that changes on every start.
+
+    The token (kernel start time, or systemd's ActiveEnterTimestampMonotonic) guards against PID reuse,
+    so an answer can always be attributed to the old or the new process.
+    """
+
+    pid: int
+    started: str
+
+    def __str__(self) -> str:
+        return f"pid {self.pid} (started {self.started})"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceState:
+    """A snapshot of the managed server."""
+
+    running: bool
+    identity: ProcessIdentity | None
+    exit_status: int | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Restarted:
+    """What a restart did: the process that served before (if any) and the one that serves now."""
+
+    old: ProcessIdentity | None
+    new: ProcessIdentity
+    log_cursor: str
+    """Opaque position in the service log where the new process's output starts."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogChunk:
+    text: str
+    cursor: str
+
+
+class BaseService(abc.ABC):
+    """How a server is managed: the service-manager seam (plain process, systemd unit, in-process model).
+
+    The objective only ever calls these methods; it never learns whether a drop-in file, a process group
+    or a model object is behind them.
+    """
+
+    @abc.abstractmethod
+    def apply(self, spec: LaunchSpec) -> None:
+        """Stage ``spec`` so that the next :meth:`restart` runs it. Does not touch the running server."""
+
+    @abc.abstractmethod
+    def restart(self, *, label: str = "run") -> Restarted:
+        """Stop whatever runs (waiting until it is gone), start the staged spec, and identify the new process.
+
+        ``label`` names this start (``trial-12``) where the manager keeps one log per start.
+
+        Raises :class:`~tuner.errors.StartFailed` when the manager itself sees the start fail.
+        """
+
+    @abc.abstractmethod
+    def state(self) -> ServiceState:
+        """Is the server process running, and which one is it."""
+
+    @abc.abstractmethod
+    def is_alive(self, identity: ProcessIdentity) -> bool:
+        """Whether exactly this process (PID *and* start token) still exists."""
+
+    def serves(self, identity: ProcessIdentity, port: int) -> bool | None:
+        """Whether ``identity`` (or a process below it) holds the listening socket on ``port``.
+
+        None when the manager cannot tell. Readiness uses it so that an answer from any other process on the
+        port (a predecessor that outlived its stop, a stray server) is never taken for the new server's.
+        """
+        return None
+
+    @abc.abstractmethod
+    def read_log(self, cursor: str) -> LogChunk:
+        """Log text written after ``cursor`` (from :class:`Restarted` or a previous chunk)."""
+
+    @abc.abstractmethod
+    def running_spec(self) -> LaunchSpec | None:
+        """The argv and environment the live process really has, or None when nothing runs."""
+
+    @abc.abstractmethod
+    def stop(self) -> None:
+        """Stop the server: SIGTERM, a grace period, then SIGKILL; return once it is gone."""
+
+    @abc.abstractmethod
+    def revert(self) -> None:
+        """Drop every change :meth:`apply` made, so the next restart runs the untouched base configuration."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources held by the manager (not the server)."""
+
+
+def spec_matches(expected: LaunchSpec, actual: LaunchSpec) -> list[str]:
+    """Differences between the spec we applied and the one a process really runs (empty when equal).
+
+    Only the environment variables we set are compared: a real process inherits many more.
+    """
+    problems: list[str] = []
+    # argv[0] is compared by name only: the kernel shows the resolved interpreter (a pyenv shim execs the
+    # real binary), while every argument after it must match exactly.
+    same_program = (
+        posixpath.basename(expected.argv[0]) == posixpath.basename(actual.argv[0])
+        if (expected.argv and actual.argv)
+        else expected.argv == actual.argv
+    )
+    if not same_program or tuple(expected.argv[1:]) != tuple(actual.argv[1:]):
+        problems.append(f"argv is {shlex.join(actual.argv)!r}, expected {shlex.join(expected.argv)!r}")
+    for key, value in expected.env.items():
+        got = actual.env.get(key)
+        if got != value:
+            problems.append(f"environment {key}={got!r}, expected {value!r}")
+    return problems

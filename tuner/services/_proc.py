@@ -1,0 +1,105 @@
+"""Reading the kernel's process table through any host, with nothing but POSIX ``sh`` on the far side.
+
+Shared by the managers that identify processes by PID + start time and need to know who owns a port.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tuner.hosts import BaseHost
+
+# Every process's stat line, for finding group members and start times without procps.
+PROC_STATS = r"""for d in /proc/[0-9]*; do read -r line < "$d/stat" 2>/dev/null && printf '%s\n' "$line"; done"""
+
+# PIDs holding a LISTEN socket on port $1 (IPv4 or IPv6): socket inodes from /proc/net/tcp*, then the fds
+# that point at them. Processes whose fds we may not read are simply not reported.
+_LISTENERS = r"""
+hex=$(printf ':%04X' "$1")
+inodes=$(awk -v p="$hex" 'FNR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p { print $10 }' \
+  /proc/net/tcp /proc/net/tcp6 2>/dev/null)
+[ -z "$inodes" ] && exit 0
+for fd in /proc/[0-9]*/fd/*; do
+  link=$(readlink "$fd" 2>/dev/null) || continue
+  case "$link" in socket:*) ;; *) continue ;; esac
+  for ino in $inodes; do
+    if [ "$link" = "socket:[$ino]" ]; then pid=${fd#/proc/}; echo "${pid%%/*}"; fi
+  done
+done
+"""
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    pid: int
+    state: str
+    ppid: int
+    pgid: int
+    start: str
+
+    @property
+    def alive(self) -> bool:
+        return self.state not in ("Z", "X")
+
+
+def parse_stat(line: str) -> ProcStat | None:
+    # The command name sits in parentheses and may itself contain spaces and parentheses.
+    head, sep, rest = line.rpartition(")")
+    if not sep:
+        return None
+    fields = rest.split()
+    try:
+        return ProcStat(
+            pid=int(head.split(" (", 1)[0]),
+            state=fields[0],
+            ppid=int(fields[1]),
+            pgid=int(fields[2]),
+            start=fields[19],
+        )
+    except (ValueError, IndexError):
+        return None
+
+
+def process_table(host: BaseHost) -> dict[int, ProcStat]:
+    stats = {}
+    for line in host.run_script(PROC_STATS).stdout.splitlines():
+        st = parse_stat(line)
+        if st is not None:
+            stats[st.pid] = st
+    return stats
+
+
+def stat_of(host: BaseHost, pid: int) -> ProcStat | None:
+    result = host.run(["cat", f"/proc/{pid}/stat"])
+    return parse_stat(result.stdout.strip()) if result.ok else None
+
+
+def descendants(stats: dict[int, ProcStat], root: int) -> set[int]:
+    """``root`` and every process below it (a server's workers and HTTP front end)."""
+    children: dict[int, list[int]] = {}
+    for st in stats.values():
+        children.setdefault(st.ppid, []).append(st.pid)
+    found, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        if pid in found:
+            continue
+        found.add(pid)
+        todo.extend(children.get(pid, ()))
+    return found
+
+
+def listener_pids(host: BaseHost, port: int) -> set[int]:
+    out = host.run_script(_LISTENERS, str(port)).stdout
+    return {int(x) for x in out.split() if x.isdigit()}
+
+
+def serves_port(host: BaseHost, pid: int, port: int) -> bool | None:
+    """Whether ``pid`` or one of its descendants listens on ``port``; None when nobody visible listens.
+
+    None (rather than False) covers listeners we are not allowed to see and servers behind a proxy.
+    """
+    owners = listener_pids(host, port)
+    if not owners:
+        return None
+    return bool(owners & descendants(process_table(host), pid))

@@ -1,0 +1,247 @@
+from __future__ import annotations
+
+import json
+import posixpath
+import time
+from dataclasses import dataclass
+
+from tuner.errors import HostError, StartFailed
+from tuner.hosts import BaseHost
+from tuner.services._base import (
+    BaseService,
+    LaunchSpec,
+    LogChunk,
+    ProcessIdentity,
+    Restarted,
+    ServiceState,
+)
+from tuner.services._proc import ProcStat, process_table, serves_port, stat_of
+
+# The launcher runs under `sh` on the target host (local or remote alike).
+# - `setsid` gives the server its own session and process group, so stop() can signal exactly the server and
+#   its children, and a terminal's Ctrl-C never reaches it.
+# - A small wrapper shell waits for the server and records its exit status in the log and in a file: after a
+#   crash we can say "exited with status 1" instead of guessing. The wrapper ignores TERM/INT/HUP itself
+#   (set *after* forking the server, so the server keeps default signal handling) so that it survives the
+#   group-wide SIGTERM long enough to write the status.
+_LAUNCH = r"""
+log=$1; state=$2; cwd=$3; shift 3
+mkdir -p "$(dirname "$log")" || exit 97
+rm -f "$state.pid" "$state.exit"
+[ -n "$cwd" ] && { cd "$cwd" || exit 98; }
+setsid sh -c '
+  state=$1; shift
+  "$@" &
+  child=$!
+  echo "$child" > "$state.pid"
+  trap "" TERM INT HUP
+  wait "$child"; st=$?
+  echo "$st" > "$state.exit"
+  echo "tune: server process $child exited with status $st"
+' sh "$state" "$@" > "$log" 2>&1 < /dev/null &
+echo "$!"
+i=0
+while [ ! -s "$state.pid" ] && [ "$i" -lt 1000 ]; do sleep 0.01; i=$((i+1)); done
+cat "$state.pid"
+"""
+
+
+@dataclass(frozen=True)
+class _Running:
+    identity: ProcessIdentity
+    pgid: int
+    log: str
+    state_file: str
+
+
+class ProcessService(BaseService):
+    """The server as a plain process on a host (local or over SSH): ``setsid``, a log file per start.
+
+    Stops are SIGTERM to the server's process group, a grace period, then SIGKILL to the group; processes
+    are only ever addressed by the PID/PGID we started (plus the kernel start time), never by name. What runs
+    is remembered in ``LOG_DIR/current.json`` on the host, so a new ``tune`` process (after a crash or
+    ``kill -9``) stops the server its predecessor left instead of colliding with it on the port.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: BaseHost,
+        base: LaunchSpec,
+        log_dir: str,
+        workdir: str | None = None,
+        stop_grace_s: float = 30.0,
+        poll_interval_s: float = 0.05,
+    ) -> None:
+        self._host = host
+        self._base = base
+        self._staged = base
+        self._log_dir = log_dir
+        self._workdir = workdir
+        self._grace = stop_grace_s
+        self._poll = poll_interval_s
+        self._record = posixpath.join(log_dir, "current.json")
+
+    # -- what runs ---------------------------------------------------------------------------------------
+
+    def _load(self) -> _Running | None:
+        try:
+            data = json.loads(self._host.read_file(self._record))
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError):
+            return None
+        return _Running(
+            identity=ProcessIdentity(pid=int(data["pid"]), started=str(data["started"])),
+            pgid=int(data["pgid"]),
+            log=str(data["log"]),
+            state_file=str(data["state_file"]),
+        )
+
+    def _save(self, running: _Running | None) -> None:
+        if running is None:
+            self._host.remove_file(self._record)
+            return
+        data = {
+            "pid": running.identity.pid,
+            "started": running.identity.started,
+            "pgid": running.pgid,
+            "log": running.log,
+            "state_file": running.state_file,
+        }
+        self._host.write_file(self._record, json.dumps(data).encode())
+
+    def _stats(self) -> dict[int, ProcStat]:
+        return process_table(self._host)
+
+    @staticmethod
+    def _alive_in(stats: dict[int, ProcStat], identity: ProcessIdentity) -> bool:
+        st = stats.get(identity.pid)
+        return st is not None and st.start == identity.started and st.state not in ("Z", "X")
+
+    def _group_alive(self, stats: dict[int, ProcStat], pgid: int) -> list[int]:
+        return [s.pid for s in stats.values() if s.pgid == pgid and s.state not in ("Z", "X")]
+
+    # -- BaseService ---------------------------------------------------------------------------------------
+
+    def apply(self, spec: LaunchSpec) -> None:
+        self._staged = spec
+
+    def revert(self) -> None:
+        self._staged = self._base
+
+    def is_alive(self, identity: ProcessIdentity) -> bool:
+        st = self._stat_of(identity.pid)
+        return st is not None and st.start == identity.started and st.state not in ("Z", "X")
+
+    def _stat_of(self, pid: int) -> ProcStat | None:
+        return stat_of(self._host, pid)
+
+    def serves(self, identity: ProcessIdentity, port: int) -> bool | None:
+        if not self.is_alive(identity):
+            return False
+        return serves_port(self._host, identity.pid, port)
+
+    def state(self) -> ServiceState:
+        running = self._load()
+        if running is None:
+            return ServiceState(running=False, identity=None, detail="not started")
+        if self.is_alive(running.identity):
+            return ServiceState(running=True, identity=running.identity, detail=f"running, log {running.log}")
+        status = self._exit_status(running)
+        detail = "exited" if status is None else f"exited with status {status}"
+        return ServiceState(running=False, identity=running.identity, exit_status=status, detail=detail)
+
+    def _exit_status(self, running: _Running) -> int | None:
+        try:
+            return int(self._host.read_file(running.state_file + ".exit").decode().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def restart(self, *, label: str = "run") -> Restarted:
+        previous = self._load()
+        old = previous.identity if previous and self.is_alive(previous.identity) else None
+        self.stop()
+        spec = self._staged
+        log = posixpath.join(self._log_dir, f"{label}.log")
+        state_file = posixpath.join(self._log_dir, f".{label}")
+        argv = [
+            *(["env", *(f"{k}={v}" for k, v in sorted(spec.env.items()))] if spec.env else []),
+            *spec.argv,
+        ]
+        result = self._host.run_script(_LAUNCH, log, state_file, self._workdir or "", *argv, timeout=30)
+        lines = result.stdout.split()
+        if not result.ok or len(lines) < 2:
+            raise StartFailed(
+                f"could not launch the server on {self._host.name} (launcher exited {result.exit_status})",
+                evidence=(result.stderr or result.stdout)[-4000:],
+                phase=None,
+            )
+        pgid, pid = int(lines[0]), int(lines[1])
+        st = self._stat_of(pid)
+        if st is None:
+            # Exited before we could read its start time: still identify it, so readiness reports the exit.
+            st = ProcStat(pid=pid, state="X", ppid=0, pgid=pgid, start="exited-before-identified")
+        running = _Running(
+            identity=ProcessIdentity(pid=pid, started=st.start), pgid=pgid, log=log, state_file=state_file
+        )
+        self._save(running)
+        return Restarted(old=old, new=running.identity, log_cursor="0")
+
+    def stop(self) -> None:
+        running = self._load()
+        if running is None:
+            return
+        stats = self._stats()
+        leader = stats.get(running.pgid)
+        # Signal the group only while its members are the ones we started: the recorded server PID must
+        # still carry its start time, or (the server gone) the wrapper must still lead its group. A recycled
+        # PGID belongs to someone else and is left alone.
+        ours = self._alive_in(stats, running.identity) or (
+            leader is not None and leader.pgid == running.pgid and leader.state not in ("Z", "X")
+        )
+        if ours and self._group_alive(stats, running.pgid):
+            self._host.run(["kill", "-TERM", "--", f"-{running.pgid}"])
+            deadline = time.monotonic() + self._grace
+            while self._group_alive(self._stats(), running.pgid):
+                if time.monotonic() >= deadline:
+                    self._host.run(["kill", "-KILL", "--", f"-{running.pgid}"])
+                    self._wait_gone(running.pgid, 10.0)
+                    break
+                time.sleep(self._poll)
+        self._save(None)
+
+    def _wait_gone(self, pgid: int, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while self._group_alive(self._stats(), pgid):
+            if time.monotonic() >= deadline:
+                raise HostError(f"process group {pgid} survived SIGKILL on {self._host.name}")
+            time.sleep(self._poll)
+
+    def read_log(self, cursor: str) -> LogChunk:
+        running = self._load()
+        if running is None:
+            return LogChunk(text="", cursor=cursor)
+        offset = int(cursor or 0)
+        try:
+            data = self._host.read_file(running.log, offset=offset)
+        except FileNotFoundError:
+            data = b""
+        return LogChunk(text=data.decode(errors="replace"), cursor=str(offset + len(data)))
+
+    def running_spec(self) -> LaunchSpec | None:
+        running = self._load()
+        if running is None or not self.is_alive(running.identity):
+            return None
+        pid = running.identity.pid
+        cmdline = self._host.run(["cat", f"/proc/{pid}/cmdline"])
+        environ = self._host.run(["cat", f"/proc/{pid}/environ"])
+        if not cmdline.ok:
+            return None
+        argv = tuple(a for a in cmdline.stdout.split("\0") if a)
+        env = {}
+        for item in environ.stdout.split("\0"):
+            key, eq, value = item.partition("=")
+            if eq:
+                env[key] = value
+        return LaunchSpec(argv=argv, env=env)

@@ -1,0 +1,17 @@
+"""The search space: parameters, their conditions and constraints, and how a sample becomes a launch spec."""
+
+from tuner.space._model import OPERATORS, Condition, Constraint, Param, SearchSpace, Value
+from tuner.space._render import baseline_params, render
+from tuner.space._sample import suggest
+
+__all__ = [
+    "OPERATORS",
+    "Condition",
+    "Constraint",
+    "Param",
+    "SearchSpace",
+    "Value",
+    "baseline_params",
+    "render",
+    "suggest",
+]

@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+import optuna
+
+from tuner.space._model import Param, SearchSpace, Value
+
+
+def suggest_param(trial: optuna.Trial, p: Param) -> Value:
+    if p.kind == "categorical":
+        value = trial.suggest_categorical(p.name, list(p.choices))
+        assert value is not None  # choices never hold None (TOML has no null)
+        return value
+    if p.kind == "bool":
+        return trial.suggest_categorical(p.name, [False, True])
+    assert p.low is not None and p.high is not None
+    if p.kind == "int":
+        return trial.suggest_int(p.name, int(p.low), int(p.high), step=int(p.step or 1), log=p.log)
+    value = trial.suggest_float(p.name, p.low, p.high, step=p.step, log=p.log)
+    return float(f"{value:.10g}")
+
+
+def suggest(trial: optuna.Trial, space: SearchSpace) -> dict[str, Value]:
+    """Sample every active parameter in file order (conditions only look at earlier parameters)."""
+    params: dict[str, Value] = {}
+    for p in space.params:
+        if p.active(params):
+            params[p.name] = suggest_param(trial, p)
+    return params

@@ -1,0 +1,476 @@
+"""The tuning loop: ask -> run the trial's story -> tell, until the study holds N counted trials.
+
+It uses Optuna's ask-and-tell interface rather than ``study.optimize`` so that every ending is ours to
+choose: a failed config ends PRUNED (TPE ignores FAIL trials and would suggest them again), an interrupted
+trial ends FAIL and is re-enqueued once, and constraint violations or repeats of an already-measured config
+never cost a server restart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.config import StudyConfig
+from tuner.errors import TrialFailure, TuneError
+from tuner.services import BaseService
+from tuner.space import Value, render, suggest
+from tuner.study import _attrs as attrs
+from tuner.study._objective import Evidence, TrialParts, TrialRunner
+from tuner.study._storage import open_study
+from tuner.target import base_spec
+
+Progress = Callable[[str], None]
+PartsFactory = Callable[[StudyConfig, BaseService], TrialParts]
+
+HEARTBEAT_S = 20.0
+STALE_AFTER_S = 90.0
+MAX_UNCOUNTED_IN_A_ROW = 200
+
+
+class Interrupted(TuneError):
+    """Ctrl-C or SIGTERM: the running trial was marked FAIL and the server put back per ``on_exit``."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSummary:
+    study_name: str
+    target: int
+    counted: int
+    ran: int
+    best_number: int | None
+    best_values: tuple[float, ...] | None
+    seconds: float
+
+
+# -- which trials count ------------------------------------------------------------------
+
+
+def is_counted(t: FrozenTrial) -> bool:
+    """A trial that ran the server to a verdict (not a rejected sample, a repeat, or an interruption)."""
+    if t.state not in (TrialState.COMPLETE, TrialState.PRUNED):
+        return False
+    return not (t.user_attrs.get(attrs.REJECTED) or t.user_attrs.get(attrs.DUPLICATE_OF) is not None)
+
+
+def is_feasible(t: FrozenTrial) -> bool:
+    return (
+        t.state == TrialState.COMPLETE
+        and all(v <= 0 for v in t.constraints.values())
+        and t.user_attrs.get(attrs.CORRECT, True) is not False
+    )
+
+
+def counted_trials(study: optuna.Study) -> int:
+    return sum(1 for t in study.get_trials(deepcopy=False) if is_counted(t))
+
+
+def best_trials(study: optuna.Study) -> list[FrozenTrial]:
+    """Feasible, counted COMPLETE trials: the best one (single objective) or the Pareto front (multi)."""
+    done = [t for t in study.get_trials(deepcopy=False) if is_counted(t) and is_feasible(t)]
+    if not done:
+        return []
+    if len(study.directions) == 1:
+        return [max(done, key=lambda t: t.values[0])]
+    front = []
+    for t in done:
+        dominated = any(
+            all(o >= v for o, v in zip(other.values, t.values, strict=True)) and other.values != t.values
+            for other in done
+        )
+        if not dominated:
+            front.append(t)
+    return sorted(front, key=lambda t: t.number)
+
+
+# -- starting points and recovery ------------------------------------------------------------------
+
+
+def _worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _worker_dead(worker: str) -> bool:
+    host, _, pid = worker.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return int(pid) == os.getpid()
+
+
+def recover_stale_trials(study: optuna.Study, *, now: float | None = None) -> list[int]:
+    """Mark RUNNING trials of dead workers FAIL and re-enqueue their params once.
+
+    A trial is stale when its worker process is gone (same host), or its heartbeat stopped. Live trials of
+    other workers sharing the study are left alone.
+    """
+    now = time.time() if now is None else now
+    failed = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        worker = t.user_attrs.get(attrs.WORKER)
+        beat = t.user_attrs.get(attrs.HEARTBEAT)
+        started = t.datetime_start.timestamp() if t.datetime_start else now
+        stale = (
+            (worker is not None and _worker_dead(worker))
+            or (beat is not None and now - beat > STALE_AFTER_S)
+            or (beat is None and now - started > STALE_AFTER_S)
+        )
+        if not stale:
+            continue
+        study._storage.set_trial_user_attr(t._trial_id, attrs.INTERRUPTED, "stale: worker gone")
+        study.tell(t.number, state=TrialState.FAIL)
+        _requeue(study, t)
+        failed.append(t.number)
+    return failed
+
+
+def _requeue(study: optuna.Study, t: FrozenTrial) -> None:
+    if t.user_attrs.get(attrs.RETRY_OF) is not None or not t.params:
+        return  # once only: a config that kills the tuner twice is not tried a third time
+    carried = {k: t.user_attrs[k] for k in (attrs.BASELINE, attrs.SEED) if k in t.user_attrs}
+    study.enqueue_trial(t.params, user_attrs={**carried, attrs.RETRY_OF: t.number})
+
+
+def enqueue_starting_points(study: optuna.Study, config: StudyConfig) -> None:
+    """Trial 0 is the unmodified base command; then the study file's expert seeds; then imported bests."""
+    study.enqueue_trial(dict(config.baseline), user_attrs={attrs.BASELINE: True}, skip_if_exists=True)
+    for i, seed in enumerate(config.search.seed_trials):
+        study.enqueue_trial(dict(seed), user_attrs={attrs.SEED: i}, skip_if_exists=True)
+    if config.search.import_best_from:
+        other = optuna.load_study(study_name=config.search.import_best_from, storage=study._storage)
+        ranked = sorted(
+            (t for t in other.get_trials(deepcopy=False) if is_counted(t) and is_feasible(t)),
+            key=lambda t: t.values[0],
+            reverse=True,
+        )
+        names = {p.name for p in config.space.params}
+        for t in ranked[: config.search.import_top]:
+            params = {k: v for k, v in t.params.items() if k in names}
+            study.enqueue_trial(params, user_attrs={attrs.SEED: f"{other.study_name}#{t.number}"}, skip_if_exists=True)
+
+
+def find_duplicate(study: optuna.Study, params: dict[str, Value], number: int) -> FrozenTrial | None:
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
+        if t.number != number and t.params == params and is_counted(t):
+            return t
+    return None
+
+
+# -- the loop ------------------------------------------------------------------
+
+
+def make_sampler(config: StudyConfig, *, offset: int) -> optuna.samplers.BaseSampler:
+    # A fixed seed would replay the same startup samples on every resume: offset it by what the study holds.
+    seed = None if config.study.seed is None else config.study.seed + offset
+    if config.search.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    with warnings.catch_warnings():
+        # group=True is "experimental" since Optuna 2.8 and is what conditional spaces need.
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(
+            multivariate=True,
+            group=True,
+            constant_liar=True,
+            seed=seed,
+            n_startup_trials=config.search.n_startup_trials,
+        )
+
+
+def make_pruner(config: StudyConfig) -> optuna.pruners.BasePruner:
+    return optuna.pruners.NopPruner()
+
+
+@contextmanager
+def _signals_raise() -> Iterator[None]:
+    """SIGTERM behaves like Ctrl-C: the loop gets to mark the trial and restore the server."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class _Heartbeat:
+    """Marks the running trial alive, so other workers (and later runs) can tell a stale trial."""
+
+    def __init__(self, study: optuna.Study, trial: optuna.Trial) -> None:
+        self._storage = study._storage
+        self._trial_id = trial._trial_id
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="tune-heartbeat", daemon=True)
+
+    def __enter__(self) -> _Heartbeat:
+        self._beat()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _beat(self) -> None:
+        self._storage.set_trial_user_attr(self._trial_id, attrs.HEARTBEAT, time.time())
+
+    def _loop(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            # A missed beat only risks a false "stale"; never kill the trial for it.
+            with contextlib.suppress(Exception):
+                self._beat()
+
+
+class Console:
+    """Progress lines on stderr; a live, rewritten status line when stderr is a terminal."""
+
+    def __init__(self, *, stream: Any = None, live: bool | None = None) -> None:
+        self._stream = stream or sys.stderr
+        self._live = self._stream.isatty() if live is None else live
+        self._last_live = 0.0
+        self._dirty = False
+
+    def line(self, text: str) -> None:
+        if self._dirty:
+            self._stream.write("\r\033[K")
+            self._dirty = False
+        self._stream.write(text + "\n")
+        self._stream.flush()
+
+    def status(self, text: str) -> None:
+        now = time.monotonic()
+        if self._live:
+            self._stream.write("\r\033[K  " + text[:150])
+            self._stream.flush()
+            self._dirty = True
+        elif now - self._last_live >= 15:
+            self.line("  " + text)
+        self._last_live = now if not self._live else self._last_live
+
+
+def _fmt_duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def run_study(
+    config: StudyConfig,
+    *,
+    trials: int | None = None,
+    storage: str | None = None,
+    study_name: str | None = None,
+    force_config: bool = False,
+    parts_factory: PartsFactory | None = None,
+    service: BaseService | None = None,
+    console: Console | None = None,
+) -> RunSummary:
+    """Run trials until the study holds ``trials`` counted trials in total (a resume continues to N)."""
+    from tuner.study._parts import http_parts
+    from tuner.target import make_host, make_service
+
+    console = console or Console()
+    target = trials if trials is not None else config.study.trials
+    probe = open_study(config, storage=storage, study_name=study_name, force_config=force_config)
+    offset = len(probe.trials)
+    study = open_study(
+        config,
+        storage=storage,
+        study_name=study_name,
+        sampler=make_sampler(config, offset=offset),
+        pruner=make_pruner(config),
+        force_config=True,
+    )
+    stale = recover_stale_trials(study)
+    if stale:
+        console.line(f"marked interrupted trials FAIL and re-enqueued them: {stale}")
+    enqueue_starting_points(study, config)
+
+    host = None
+    if service is None:
+        host = make_host(config.target)
+        service = make_service(config, host)
+    parts = (parts_factory or http_parts)(config, service)
+    evidence = Evidence(artifacts_dir=config.study.artifacts_dir)
+    runner = TrialRunner(config=config, parts=parts, evidence=evidence, progress=console.status)
+    base = base_spec(config.target)
+    start = time.monotonic()
+    ran = 0
+    durations: list[float] = []
+    uncounted_in_a_row = 0
+    interrupted = False
+    try:
+        with _signals_raise():
+            while (done := counted_trials(study)) < target:
+                if uncounted_in_a_row >= MAX_UNCOUNTED_IN_A_ROW:
+                    raise TuneError(
+                        f"the sampler proposed {uncounted_in_a_row} configs in a row that violate constraints or "
+                        "repeat measured ones: the search space looks exhausted or over-constrained"
+                    )
+                trial = study.ask()
+                trial.set_user_attr(attrs.WORKER, _worker_id())
+                try:
+                    t0 = time.monotonic()
+                    counted = _run_one(study, trial, config, runner, base, console, done, target, durations)
+                except KeyboardInterrupt:
+                    study._storage.set_trial_user_attr(trial._trial_id, attrs.INTERRUPTED, "Ctrl-C or SIGTERM")
+                    study.tell(trial, state=TrialState.FAIL)
+                    _requeue(study, study.trials[trial.number])
+                    raise
+                if counted:
+                    ran += 1
+                    uncounted_in_a_row = 0
+                    durations.append(time.monotonic() - t0)
+                else:
+                    uncounted_in_a_row += 1
+    except KeyboardInterrupt:
+        interrupted = True
+        console.line("interrupted: the running trial is marked FAIL and will be retried on resume")
+    finally:
+        try:
+            _on_exit(config, study, service, base, console, parts)
+        finally:
+            service.close()
+            if host is not None:
+                host.close()
+    best = best_trials(study)
+    summary = RunSummary(
+        study_name=study.study_name,
+        target=target,
+        counted=counted_trials(study),
+        ran=ran,
+        best_number=best[0].number if best else None,
+        best_values=tuple(best[0].values) if best else None,
+        seconds=round(time.monotonic() - start, 1),
+    )
+    if interrupted:
+        raise Interrupted(
+            f"stopped at {summary.counted}/{target} trials. Resume with: tune start --trials {target} "
+            f"--config {config.source}   (or: tune resume --study {study.study_name})"
+        )
+    return summary
+
+
+def _run_one(
+    study: optuna.Study,
+    trial: optuna.Trial,
+    config: StudyConfig,
+    runner: TrialRunner,
+    base: Any,
+    console: Console,
+    done: int,
+    target: int,
+    durations: list[float],
+) -> bool:
+    """Run one asked trial to its end; True when it counts towards the target."""
+    params = suggest(trial, config.space)
+    violations = config.space.violations(params)
+    if violations:
+        trial.set_user_attr(attrs.REJECTED, True)
+        trial.set_user_attr(attrs.FAILURE_PHASE, "sample")
+        trial.set_user_attr(attrs.FAILURE_REASON, "violates " + ", ".join(str(c) for c in violations))
+        study.tell(trial, state=TrialState.PRUNED)
+        return False
+    duplicate = find_duplicate(study, dict(trial.params), trial.number)
+    if duplicate is not None:
+        trial.set_user_attr(attrs.DUPLICATE_OF, duplicate.number)
+        if duplicate.state == TrialState.COMPLETE:
+            for key, value in duplicate.constraints.items():
+                trial.set_constraint(key, value)
+            study.tell(trial, duplicate.values)
+        else:
+            trial.set_user_attr(attrs.FAILURE_REASON, f"same config as trial #{duplicate.number}, which failed")
+            study.tell(trial, state=TrialState.PRUNED)
+        return False
+    is_baseline = bool(trial.user_attrs.get(attrs.BASELINE))
+    spec = base if is_baseline else render(config.space, base, params)
+    eta = ""
+    if durations:
+        mean = sum(durations) / len(durations)
+        eta = f", ETA {_fmt_duration(mean * (target - done))}"
+    label = "baseline" if is_baseline else "trial"
+    console.line(f"[{done + 1}/{target}{eta}] trial #{trial.number} ({label}): {_describe(params)}")
+    with _Heartbeat(study, trial):
+        try:
+            result = runner.run(trial, spec, label=f"trial-{trial.number:04d}")
+        except TrialFailure as failure:
+            console.line(f"  pruned: [{failure.phase}] {failure.reason}")
+            study.tell(trial, state=TrialState.PRUNED)
+            return True
+    study.tell(trial, list(result.values))
+    best = best_trials(study)
+    best_text = f"; best #{best[0].number} {_values(best[0].values)}" if best else ""
+    console.line(f"  score {_values(result.values)}{best_text}")
+    return True
+
+
+def _describe(params: dict[str, Value]) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items())
+
+
+def _values(values: Any) -> str:
+    return "/".join(f"{v:.1f}" for v in values if isinstance(v, float) and math.isfinite(v))
+
+
+def _on_exit(
+    config: StudyConfig,
+    study: optuna.Study,
+    service: BaseService,
+    base: Any,
+    console: Console,
+    parts: TrialParts,
+) -> None:
+    """Leave the server in a known configuration, as the study file asks."""
+    from tuner.readiness import wait_ready
+
+    action = config.study.on_exit
+    if action == "leave":
+        return
+    if action == "stop":
+        service.stop()
+        return
+    if action == "best":
+        best = best_trials(study)
+        if not best:
+            console.line("no feasible best trial: restoring the baseline instead")
+            action = "baseline"
+        else:
+            service.apply(render(config.space, base, best[0].params))
+            console.line(f"restarting with the best config (trial #{best[0].number})")
+    if action == "baseline":
+        service.revert()
+        console.line("restoring the baseline configuration")
+    restarted = service.restart(label="on-exit")
+    try:
+        wait_ready(
+            service=service,
+            restarted=restarted,
+            endpoint=parts.endpoint,
+            config=config.readiness,
+            progress=console.status,
+        )
+    except TrialFailure as failure:
+        console.line(f"WARNING: the server did not come back after {action}: {failure.reason}")

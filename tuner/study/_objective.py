@@ -1,0 +1,326 @@
+"""One trial, told as a story: apply -> restart -> ready -> (gate) -> benchmark -> (gate) -> score.
+
+Each step is a named function with a typed result. Any step may raise a
+:class:`~tuner.errors.TrialFailure`; :class:`TrialRunner` turns it into the trial's evidence (phase,
+reason, log tail) and the loop ends the trial PRUNED, so TPE learns to stay away from it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import optuna
+
+from tuner.bench import BaseBenchmark, ScenarioResult
+from tuner.config import ObjectiveSection, ReadinessSection, Scenario, StudyConfig
+from tuner.endpoint import Endpoint
+from tuner.errors import ConfigNotApplied, DiedUnderLoad, GateFailed, RegressionPruned, TrialFailure
+from tuner.gate import BaseGate, GateResult
+from tuner.readiness import LogWatch, Ready, wait_ready
+from tuner.services import BaseService, LaunchSpec, Restarted, spec_matches
+from tuner.study import _attrs as attrs
+
+Progress = Callable[[str], None]
+BenchmarkFactory = Callable[[Endpoint], BaseBenchmark]
+GateFactory = Callable[[Endpoint], BaseGate]
+GatePolicy = Callable[[GateResult], None]
+
+
+class ReadinessCheck(Protocol):
+    """How "the new server really serves" is established; :func:`tuner.readiness.wait_ready` by default."""
+
+    def __call__(
+        self,
+        *,
+        service: BaseService,
+        restarted: Restarted,
+        endpoint: Endpoint,
+        config: ReadinessSection,
+        progress: Progress | None = None,
+    ) -> Ready: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class Applied:
+    spec: LaunchSpec
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchmarkOutcome:
+    results: tuple[ScenarioResult, ...]
+    seconds: float
+    skipped: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Score:
+    values: tuple[float, ...]
+    per_scenario: dict[str, float] = field(default_factory=dict)
+
+
+# -- the steps ------------------------------------------------------------------
+
+
+def apply_config(service: BaseService, spec: LaunchSpec) -> Applied:
+    service.apply(spec)
+    return Applied(spec=spec)
+
+
+def restart_server(service: BaseService, *, label: str) -> Restarted:
+    return service.restart(label=label)
+
+
+def await_ready(
+    service: BaseService,
+    restarted: Restarted,
+    *,
+    endpoint: Endpoint,
+    config: StudyConfig,
+    progress: Progress | None,
+    readiness: ReadinessCheck | None = None,
+) -> Ready:
+    check = readiness or wait_ready
+    return check(service=service, restarted=restarted, endpoint=endpoint, config=config.readiness, progress=progress)
+
+
+def verify_applied(service: BaseService, applied: Applied) -> None:
+    """The process that answered must be running the trial's flags and environment."""
+    actual = service.running_spec()
+    if actual is None:
+        return  # the manager cannot see the process (e.g. a remote container): nothing to compare
+    problems = spec_matches(applied.spec, actual)
+    if problems:
+        raise ConfigNotApplied("config not applied: " + "; ".join(problems), evidence="\n".join(problems))
+
+
+def benchmark_server(
+    benchmark: BaseBenchmark,
+    scenarios: tuple[Scenario, ...],
+    *,
+    service: BaseService,
+    restarted: Restarted,
+    on_result: Callable[[int, ScenarioResult], None],
+) -> BenchmarkOutcome:
+    """Run scenarios cheapest first, so a regression pruner can stop a slow config early."""
+    ordered = sorted(scenarios, key=lambda s: s.cost)
+    start = time.monotonic()
+    results: list[ScenarioResult] = []
+    for step, scenario in enumerate(ordered):
+        result = benchmark.run_scenario(scenario)
+        if not service.is_alive(restarted.new):
+            raise DiedUnderLoad(
+                f"server process exited during scenario {scenario.name}", evidence=f"{restarted.new} is gone"
+            )
+        results.append(result)
+        try:
+            on_result(step, result)
+        except RegressionPruned as pruned:
+            pruned.skipped = tuple(s.name for s in ordered[step + 1 :])
+            raise
+    return BenchmarkOutcome(results=tuple(results), seconds=round(time.monotonic() - start, 3))
+
+
+def score(outcome: BenchmarkOutcome, objective: ObjectiveSection, scenarios: tuple[Scenario, ...]) -> Score:
+    by_name = {r.name: r for r in outcome.results}
+
+    def metric(r: ScenarioResult) -> float:
+        return r.score if objective.metric == "output_tok_s" else r.per_stream_tok_s
+
+    per = {name: metric(r) for name, r in by_name.items()}
+    if objective.kind == "multi":
+        return Score(values=tuple(per[name] for name in objective.objectives), per_scenario=per)
+    weights = {s.name: s.weight for s in scenarios if s.weight > 0}
+    total = sum(weights.values())
+    # A weighted geometric mean: a 10% gain counts the same in every scenario, whatever its absolute tok/s.
+    log_sum = sum(w * math.log(max(per[name], 1e-9)) for name, w in weights.items())
+    return Score(values=(math.exp(log_sum / total),), per_scenario=per)
+
+
+# -- evidence ------------------------------------------------------------------
+
+
+class Evidence:
+    """Attaches files to a trial in the study's artifact store (the dashboard shows them)."""
+
+    def __init__(self, *, artifacts_dir: Path | None) -> None:
+        self._store: Any = None
+        if artifacts_dir is not None:
+            from optuna.artifacts import FileSystemArtifactStore
+
+            artifacts_dir.mkdir(parents=True, exist_ok=True)
+            self._store = FileSystemArtifactStore(str(artifacts_dir))
+
+    @property
+    def store(self) -> Any:
+        return self._store
+
+    def attach(self, trial: optuna.Trial, name: str, content: str, *, mimetype: str = "text/plain") -> None:
+        if self._store is None or not content:
+            return
+        from optuna.artifacts import upload_artifact
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / name
+            path.write_text(content)
+            upload_artifact(artifact_store=self._store, file_path=str(path), study_or_trial=trial, mimetype=mimetype)
+
+    def attach_json(self, trial: optuna.Trial, name: str, data: Any) -> None:
+        self.attach(trial, name, json.dumps(data, indent=2, default=str), mimetype="application/json")
+
+
+# -- the runner ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialParts:
+    """The seams a trial runs through; the runner never learns which implementations it got."""
+
+    service: BaseService
+    benchmark: BenchmarkFactory
+    gate: GateFactory | None = None
+    gate_policy: GatePolicy | None = None
+    endpoint: Endpoint
+    readiness: ReadinessCheck | None = None
+    """None: the HTTP readiness check (:func:`tuner.readiness.wait_ready`)."""
+
+
+class TrialRunner:
+    def __init__(
+        self, *, config: StudyConfig, parts: TrialParts, evidence: Evidence, progress: Progress | None = None
+    ) -> None:
+        self._config = config
+        self._parts = parts
+        self._evidence = evidence
+        self._progress = progress
+
+    def run(self, trial: optuna.Trial, spec: LaunchSpec, *, label: str) -> Score:
+        """Run the whole story; raises TrialFailure with its evidence recorded on the trial."""
+        cfg = self._config
+        service = self._parts.service
+        trial.set_user_attr(attrs.COMMAND, " ".join(spec.argv))
+        if spec.env:
+            trial.set_user_attr(attrs.ENV, dict(spec.env))
+        restarted: Restarted | None = None
+        try:
+            applied = apply_config(service, spec)
+            restarted = restart_server(service, label=label)
+            ready = await_ready(
+                service,
+                restarted,
+                endpoint=self._parts.endpoint,
+                config=cfg,
+                progress=self._progress,
+                readiness=self._parts.readiness,
+            )
+            trial.set_user_attr(attrs.READY_S, ready.seconds)
+            trial.set_user_attr(attrs.PHASE_TIMES, ready.phase_times)
+            verify_applied(service, applied)
+            endpoint = ready.endpoint or self._parts.endpoint
+            gate_when = cfg.gate.when if cfg.gate and cfg.gate.enabled and self._parts.gate else None
+            if gate_when == "before":
+                self._gate(trial, endpoint)
+            bench = self._parts.benchmark(endpoint)
+            try:
+                outcome = benchmark_server(
+                    bench,
+                    cfg.benchmark.scenarios,
+                    service=service,
+                    restarted=restarted,
+                    on_result=lambda step, r: self._intermediate(trial, step, r),
+                )
+            finally:
+                bench.close()
+            trial.set_user_attr(attrs.BENCHMARK_S, outcome.seconds)
+            self._evidence.attach_json(trial, "benchmark.json", {"scenarios": [r.to_dict() for r in outcome.results]})
+            if gate_when == "after":
+                self._gate(trial, endpoint)
+            result = score(outcome, cfg.objective, cfg.benchmark.scenarios)
+            trial.set_user_attr(attrs.SCORE, {k: round(v, 3) for k, v in result.per_scenario.items()})
+            return result
+        except TrialFailure as failure:
+            if isinstance(failure, RegressionPruned):
+                self._record_savings(trial, failure)
+            self._record_failure(trial, failure, restarted)
+            raise
+
+    def _intermediate(self, trial: optuna.Trial, step: int, result: ScenarioResult) -> None:
+        for key, value in attrs.scenario_attrs(result).items():
+            trial.set_user_attr(key, value)
+        if self._progress:
+            accept = f", accept {result.accept_length:.2f}" if result.accept_length else ""
+            self._progress(f"{result.name}: {result.output_tok_s:.1f} tok/s{accept}")
+        trial.report(result.score, step)
+        if trial.should_prune():
+            raise RegressionPruned(
+                f"pruned after scenario {result.name}: {result.output_tok_s:.1f} tok/s is confidently slower "
+                "than the reference",
+                evidence=json.dumps(result.to_dict(), default=str),
+            )
+
+    def _record_savings(self, trial: optuna.Trial, pruned: RegressionPruned) -> None:
+        """Benchmark time the pruning saved, estimated from the baseline's timings of the skipped scenarios."""
+        trial.set_user_attr(attrs.PRUNED_SKIPPED, list(pruned.skipped))
+        baseline = next((t for t in trial.study.get_trials(deepcopy=False) if t.user_attrs.get(attrs.BASELINE)), None)
+        if baseline is None:
+            return
+        saved = [baseline.user_attrs.get(attrs.scenario_key(name, "seconds")) for name in pruned.skipped]
+        trial.set_user_attr(attrs.PRUNING_SAVED_S, round(sum(s for s in saved if isinstance(s, int | float)), 3))
+
+    def _gate(self, trial: optuna.Trial, endpoint: Endpoint) -> None:
+        assert self._parts.gate is not None and self._config.gate is not None
+        gate = self._parts.gate(endpoint)
+        start = time.monotonic()
+        try:
+            try:
+                result = gate.run()
+            finally:
+                gate.close()
+            trial.set_user_attr(attrs.GATE_S, round(time.monotonic() - start, 3))
+            trial.set_user_attr(attrs.GATE, f"{result.passed}/{result.total}")
+            failing = [o for o in result.outcomes if not o.passed]
+            if failing:
+                self._evidence.attach_json(trial, "gate-failures.json", [vars(o) for o in failing])
+            passed = result.passed >= self._config.gate.min_passed
+            trial.set_user_attr(attrs.CORRECT, passed)
+            # Optuna 5 constraints: <= 0 is feasible. best_trial and TPE honour it; the dashboard does not,
+            # hence the `correct` attr as well.
+            trial.set_constraint("correctness", float(self._config.gate.min_passed - result.passed))
+            if self._parts.gate_policy:
+                self._parts.gate_policy(result)
+            elif not passed:
+                raise GateFailed(
+                    f"correctness gate: {result.passed}/{result.total} passed (need {self._config.gate.min_passed})",
+                    evidence="\n".join(f"{o.task_id}: {o.reason}" for o in failing),
+                )
+        except GateFailed:
+            trial.set_user_attr(attrs.CORRECT, False)
+            raise
+
+    def _record_failure(self, trial: optuna.Trial, failure: TrialFailure, restarted: Restarted | None) -> None:
+        trial.set_user_attr(attrs.FAILURE_PHASE, str(failure.phase))
+        trial.set_user_attr(attrs.FAILURE_REASON, failure.reason[:1000])
+        if failure.evidence:
+            trial.set_user_attr(attrs.EVIDENCE, failure.evidence[-4000:])
+        tail = self._log_tail(restarted)
+        if tail:
+            trial.set_user_attr(attrs.LOG_TAIL, tail[-4000:])
+            self._evidence.attach(trial, "server-log.txt", tail)
+
+    def _log_tail(self, restarted: Restarted | None, lines: int = 60) -> str:
+        if restarted is None:
+            return ""
+        watch = LogWatch(service=self._parts.service, cursor=restarted.log_cursor, fatal_patterns=(), phase_markers=())
+        watch.tail = type(watch.tail)(maxlen=lines)
+        try:
+            watch.poll(elapsed=0)
+            watch.flush(elapsed=0)
+        except Exception:  # evidence is best effort: never hide the real failure behind a log-read error
+            return ""
+        return "\n".join(watch.tail)

@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+import sqlite3
+import time
+import warnings
+from pathlib import Path
+
+import optuna
+import sqlalchemy.exc
+
+from tuner.config import StudyConfig, parse_config
+from tuner.errors import ConfigError, TuneError
+
+ATTR_CONFIG_TEXT = "config_toml"
+ATTR_CONFIG_SOURCE = "config_source"
+ATTR_CONFIG_DIR = "config_dir"
+ATTR_FINGERPRINT = "config_fingerprint"
+
+
+class FingerprintMismatch(TuneError):
+    """The study was created with a different search space, objective or benchmark."""
+
+
+def make_storage(url: str) -> optuna.storages.BaseStorage:
+    """An RDB storage; SQLite files are created with WAL on so the dashboard can read while we write."""
+    kwargs: dict[str, object] = {"pool_pre_ping": True}
+    if url.startswith("sqlite:///"):
+        path = Path(url.removeprefix("sqlite:///"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with sqlite3.connect(path, timeout=60) as conn:
+            conn.execute("PRAGMA journal_mode=WAL")
+        kwargs = {"connect_args": {"timeout": 60}}
+    for attempt in range(5):
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+        except sqlalchemy.exc.IntegrityError:
+            # Workers starting together on a fresh database race to create Optuna's schema; the loser
+            # finds it created on the next attempt.
+            if attempt == 4:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def directions(config: StudyConfig) -> list[optuna.study.StudyDirection]:
+    n = len(config.objective.objectives) if config.objective.kind == "multi" else 1
+    return [optuna.study.StudyDirection.MAXIMIZE] * n
+
+
+def metric_names(config: StudyConfig) -> list[str]:
+    if config.objective.kind == "multi":
+        return [f"{name} {config.objective.metric}" for name in config.objective.objectives]
+    return [f"weighted geomean {config.objective.metric}"]
+
+
+def open_study(
+    config: StudyConfig,
+    *,
+    storage: str | None = None,
+    study_name: str | None = None,
+    sampler: optuna.samplers.BaseSampler | None = None,
+    pruner: optuna.pruners.BasePruner | None = None,
+    force_config: bool = False,
+) -> optuna.Study:
+    """Create the study or load it, refusing to mix trials from a different configuration.
+
+    ``create_study(load_if_exists=True)`` silently ignores a changed direction, so comparability is
+    checked with our own fingerprint of the space, objective, scenarios and gate.
+    """
+    name = study_name or config.study.name
+    store = make_storage(storage or config.study.storage)
+    study = optuna.create_study(
+        study_name=name,
+        storage=store,
+        directions=directions(config),
+        sampler=sampler,
+        pruner=pruner,
+        load_if_exists=True,
+    )
+    stored = study.user_attrs.get(ATTR_FINGERPRINT)
+    fingerprint = config.fingerprint()
+    if stored is not None and stored != fingerprint and not force_config:
+        raise FingerprintMismatch(
+            f"study {name!r} was created from a different configuration (fingerprint {stored}, this config "
+            f"{fingerprint}: search space, objective, scenarios, gate or base command changed). Its trials would "
+            f"not be comparable. Use a new study name, or pass --force-config to continue anyway."
+        )
+    if len(study.directions) != len(directions(config)):
+        raise FingerprintMismatch(
+            f"study {name!r} has {len(study.directions)} objective(s), this config has {len(directions(config))}"
+        )
+    if stored != fingerprint:
+        study.set_user_attr(ATTR_FINGERPRINT, fingerprint)
+        study.set_user_attr(ATTR_CONFIG_TEXT, config.text)
+        study.set_user_attr(ATTR_CONFIG_SOURCE, config.source)
+        study.set_user_attr(ATTR_CONFIG_DIR, str(config.base_dir))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(metric_names(config))
+    return study
+
+
+def config_from_study(storage: str, study_name: str | None) -> StudyConfig:
+    """Rebuild the config a study was started with (``tune resume``)."""
+    store = make_storage(storage)
+    names = [s.study_name for s in optuna.get_all_study_summaries(store)]
+    if study_name is None:
+        if len(names) != 1:
+            raise ConfigError(
+                file=None,
+                key="--study",
+                expected=f"a study name (storage {storage} holds {len(names)}: {', '.join(names) or 'none'})",
+            )
+        study_name = names[0]
+    if study_name not in names:
+        raise ConfigError(file=None, key="--study", expected=f"one of {names} in {storage}", got=study_name)
+    study = optuna.load_study(study_name=study_name, storage=store)
+    text = study.user_attrs.get(ATTR_CONFIG_TEXT)
+    if not text:
+        raise ConfigError(file=None, key="--study", expected="a study created by `tune start`", got=study_name)
+    return parse_config(
+        text,
+        source=f"{study.user_attrs.get(ATTR_CONFIG_SOURCE, '(stored)')} (stored in study {study_name})",
+        base_dir=Path(study.user_attrs.get(ATTR_CONFIG_DIR, ".")),
+        default_name=study_name,
+    )
