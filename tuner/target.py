@@ -38,11 +38,12 @@ def make_service(config: StudyConfig, host: BaseHost) -> BaseService:
         from tuner.services._systemd import SystemdService
 
         assert target.systemd is not None
-        return SystemdService(host=host, section=target.systemd, base=base_spec(target))
+        return SystemdService(host=host, section=target.systemd, base=base_spec(target), gpu_wait=target.gpu_wait)
     return ProcessService(
         host=host,
         base=base_spec(target),
         log_dir=target.log_dir,
         workdir=target.workdir,
         stop_grace_s=target.stop_grace_s,
+        gpu_wait=target.gpu_wait,
     )

@@ -63,7 +63,7 @@ def test_pacing_matches_the_simulator_ground_truth(ddtree_sim: SimProcess, api: 
     assert result.cache_flushed is True
 
     # Acceptance from the server's counters (before/after the measured repeats), not from a model.
-    assert result.accept_method == "derived"
+    assert result.accept_method == "counters"  # the exact method: spec_num_total_* deltas
     assert result.accept_length == pytest.approx(acceptance_length(CFG, context_tokens=ctx), rel=0.03)
 
 

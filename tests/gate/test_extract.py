@@ -44,6 +44,11 @@ def test_no_fences_falls_back_to_raw_text() -> None:
     assert extract_code("<think>hmm</think>\n    return sum(xs)\n") == "    return sum(xs)"
 
 
+def test_closing_fence_glued_to_the_last_line() -> None:
+    text = "```python\ndef f():\n    return 1```\n\nDone."
+    assert extract_code(text) == "def f():\n    return 1"
+
+
 def test_truncated_last_block_still_yields_its_code() -> None:
     assert extract_code("```python\ndef f():\n    return 1\n") == "def f():\n    return 1"
 
@@ -85,7 +90,7 @@ def test_full_definition_is_used_as_is_after_the_prompts_imports() -> None:
 
 
 def test_full_definition_keeps_helpers_defined_in_the_prompt() -> None:
-    prompt = "def helper(x):\n    return x * 2\n\n\ndef main(x):\n    \"\"\"Doc.\"\"\"\n"
+    prompt = 'def helper(x):\n    return x * 2\n\n\ndef main(x):\n    """Doc."""\n'
     program = assemble_program(prompt=prompt, code="def main(x):\n    return helper(x) + 1", entry_point="main")
     assert "def helper(" in program and program.rstrip().endswith("return helper(x) + 1")
 

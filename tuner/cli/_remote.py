@@ -10,12 +10,11 @@ from pathlib import Path
 
 import httpx
 
+from tuner.cli._common import DEFAULT_CONFIG
 from tuner.config import StudyConfig, load_config
 from tuner.errors import HostError, TuneError
 from tuner.hosts import BaseHost
 from tuner.services import BaseService, LaunchSpec, spec_matches
-
-DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "studies" / "demo.toml"
 
 OK, BAD, WARN = "✓", "✗", "!"
 

@@ -57,9 +57,7 @@ def parse_gate(t: Table | None, *, base_dir: Path) -> GateSection | None:
     data_file = t.str("data_file", None)
     template = t.str("prompt_template", d.prompt_template)
     if "{prompt}" not in template:
-        raise t.error(
-            "prompt_template", "a template containing {prompt} (the problem is quoted verbatim)", template
-        )
+        raise t.error("prompt_template", "a template containing {prompt} (the problem is quoted verbatim)", template)
     section = GateSection(
         enabled=t.bool("enabled", True),
         tasks=t.str_list("tasks", d.tasks),

@@ -5,6 +5,8 @@ from typing import Any
 
 from tuner.config._reader import Table
 
+PRUNE_AGAINST = ("best", "baseline")
+
 
 @dataclass(frozen=True, kw_only=True)
 class SearchSection:
@@ -15,6 +17,16 @@ class SearchSection:
     import_best_from: str | None = None
     """Another study (same storage) whose best configurations are enqueued too."""
     import_top: int = 3
+    pruning: bool = True
+    """Stop benchmarking a config once a finished scenario is confidently slower than the reference."""
+    prune_against: str = "best"
+    """The reference trial: the ``best`` feasible trial so far, or the ``baseline`` (trial 0)."""
+    prune_margin: float = 0.05
+    """Prune only when the config is slower than the reference by more than this fraction."""
+    prune_confidence: float = 0.9
+    """How sure the one-sided test must be that the config is slower by more than the margin."""
+    prune_min_repeats: int = 2
+    """Repeats each side needs before a comparison is trusted (one repeat has no noise estimate)."""
 
 
 def parse_search(t: Table | None) -> SearchSection:
@@ -23,12 +35,23 @@ def parse_search(t: Table | None) -> SearchSection:
     seeds = t.raw("seed_trials", [])
     if not isinstance(seeds, list) or not all(isinstance(s, dict) for s in seeds):
         raise t.error("seed_trials", "a list of tables of parameter values", seeds)
+    d = SearchSection()
     section = SearchSection(
         sampler=t.choice("sampler", ("tpe", "random"), "tpe"),
-        n_startup_trials=t.int("n_startup_trials", 8, min=0),
+        n_startup_trials=t.int("n_startup_trials", d.n_startup_trials, min=0),
         seed_trials=tuple(dict(s) for s in seeds),
         import_best_from=t.str("import_best_from", None),
         import_top=t.int("import_top", 3, min=1),
+        pruning=t.bool("pruning", d.pruning),
+        prune_against=t.choice("prune_against", PRUNE_AGAINST, d.prune_against),
+        prune_margin=t.float("prune_margin", d.prune_margin, min=0),
+        prune_confidence=t.float("prune_confidence", d.prune_confidence, min=0),
+        prune_min_repeats=t.int("prune_min_repeats", d.prune_min_repeats, min=2),
     )
+    # Both are open-ended on one side, which Table's inclusive bounds cannot say.
+    if not section.prune_margin < 1.0:
+        raise t.error("prune_margin", "a fraction in [0, 1) (0.05 = 5% slower)", section.prune_margin)
+    if not 0.0 < section.prune_confidence < 1.0:
+        raise t.error("prune_confidence", "a probability in (0, 1), e.g. 0.9", section.prune_confidence)
     t.finish()
     return section

@@ -22,21 +22,22 @@ __all__ = [
 
 # Tag names used by common reasoning models/chat templates (DeepSeek/Qwen/Kimi use <think>).
 _THINK_TAGS = ("think", "thinking", "reasoning")
-_CLOSED_THINK_RE = re.compile(
-    r"<(?P<tag>" + "|".join(_THINK_TAGS) + r")>.*?</(?P=tag)>", re.DOTALL | re.IGNORECASE
-)
+_CLOSED_THINK_RE = re.compile(r"<(?P<tag>" + "|".join(_THINK_TAGS) + r")>.*?</(?P=tag)>", re.DOTALL | re.IGNORECASE)
 _OPEN_THINK_RE = re.compile(r"<(?:" + "|".join(_THINK_TAGS) + r")>", re.IGNORECASE)
 _CLOSE_THINK_RE = re.compile(r"</(?:" + "|".join(_THINK_TAGS) + r")>", re.IGNORECASE)
+_LEADING_BLANK_LINES_RE = re.compile(r"\A(?:[ \t]*\n)+")
 
 # "Final answer:", "**Final Answer**", "### Final answer", "Final solution:" at the start of a line.
 _FINAL_MARKER_RE = re.compile(
     r"^[ \t#>*_]*final[ \t]+(?:answer|solution|code)\b[ \t*_:.]*", re.IGNORECASE | re.MULTILINE
 )
 
-# An opening fence with an optional info string, its body, and the closing fence (or the end of the text:
-# a truncated answer still yields its code, which then fails or passes on its merits).
+# An opening fence with an optional info string, its body, and the closing fence: on its own line, or glued to
+# the end of the last code line (``return x```'', seen in real answers), or the end of the text (a truncated
+# answer still yields its code, which then fails or passes on its merits). The gate judges code, not markdown.
 _FENCE_RE = re.compile(
-    r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n`]*)\n(?P<body>.*?)(?:^[ \t]*(?P=fence)[ \t]*$|\Z)",
+    r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n`]*)\n(?P<body>.*?)"
+    r"(?:^[ \t]*(?P=fence)[ \t]*$|(?P=fence)[ \t]*$|\Z)",
     re.DOTALL | re.MULTILINE,
 )
 _PYTHON_INFO = {"", "python", "py", "python3", "py3", "pycon"}
@@ -54,7 +55,8 @@ def strip_reasoning(text: str) -> str:
     opened = _OPEN_THINK_RE.search(text)
     if opened:
         text = text[: opened.start()]
-    return text.strip()
+    # Blank lines go, indentation stays: an unfenced answer may be a function body.
+    return _LEADING_BLANK_LINES_RE.sub("", text).rstrip()
 
 
 def _after_final_marker(text: str) -> str:
@@ -62,8 +64,13 @@ def _after_final_marker(text: str) -> str:
     if not markers:
         return text
     tail = text[markers[-1].end() :]
-    # Only trust the marker if an answer follows it; "the final answer is above" must not erase the code.
-    return tail if tail.strip() and (last_code_block(tail) is not None or "def " in tail) else text
+    if not tail.strip():
+        return text
+    # "The final answer is the code above" must not erase that code: a marker only wins if the code is
+    # after it, or if there are no code blocks at all (then the text after it is the raw answer).
+    if last_code_block(tail) is not None or last_code_block(text) is None:
+        return _LEADING_BLANK_LINES_RE.sub("", tail)
+    return text
 
 
 def last_code_block(text: str) -> str | None:
@@ -87,10 +94,7 @@ def extract_code(content: str) -> str:
 
 
 def _defines(code: str, name: str) -> bool:
-    return (
-        re.search(rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{re.escape(name)}[ \t]*\(", code, re.MULTILINE)
-        is not None
-    )
+    return re.search(rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{re.escape(name)}[ \t]*\(", code, re.MULTILINE) is not None
 
 
 def _indent_body(code: str) -> str:
@@ -111,9 +115,7 @@ def assemble_program(*, prompt: str, code: str, entry_point: str) -> str:
     as HumanEval's completion format expects.
     """
     if _defines(code, entry_point):
-        match = re.search(
-            rf"^(?:async[ \t]+)?def[ \t]+{re.escape(entry_point)}[ \t]*\(", prompt, re.MULTILINE
-        )
+        match = re.search(rf"^(?:async[ \t]+)?def[ \t]+{re.escape(entry_point)}[ \t]*\(", prompt, re.MULTILINE)
         preamble = prompt[: match.start()] if match else ""
         return preamble.rstrip() + ("\n\n\n" if preamble.strip() else "") + code.rstrip() + "\n"
     return prompt + _indent_body(code).rstrip() + "\n"

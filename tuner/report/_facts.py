@@ -142,7 +142,9 @@ def _ci(t: FrozenTrial, scenario: str) -> tuple[float, float] | None:
     return (low, high) if low is not None and high is not None else None
 
 
-def compare_scenarios(best: FrozenTrial, baseline: FrozenTrial | None, scenarios: Sequence[str]) -> list[ScenarioComparison]:
+def compare_scenarios(
+    best: FrozenTrial, baseline: FrozenTrial | None, scenarios: Sequence[str]
+) -> list[ScenarioComparison]:
     """Per scenario: the best trial's tok/s against the baseline's, with the speed-up's bootstrap interval."""
     out = []
     for name in scenarios:

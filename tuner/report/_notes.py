@@ -64,7 +64,7 @@ def _where(p: Param) -> str:
     return " + ".join(places)
 
 
-def study_note_text(config: StudyConfig) -> str:
+def study_note_text(config: StudyConfig, *, study_name: str | None = None) -> str:
     """Markdown describing what is tuned, where, against what, and how "best" is decided."""
     t = config.target
     manager = t.manager
@@ -73,7 +73,7 @@ def study_note_text(config: StudyConfig) -> str:
     where = "this machine" if t.transport == "local" or t.ssh is None else f"`{t.ssh.host}` over SSH"
     lines = [
         NOTE_MARKER,
-        f"# tune study `{config.study.name}`",
+        f"# tune study `{study_name or config.study.name}`",
         "",
         f"**Target:** {t.base_url} on {where}, managed as {manager}.",
         "",
@@ -93,27 +93,37 @@ def study_note_text(config: StudyConfig) -> str:
         base = format_value(config.baseline.get(p.name, "-"))
         lines.append(f"| {p.name} | {p.kind} | {_range(p)} | {_where(p)} | {when} | {base} |")
     if config.space.constraints:
-        lines += ["", "**Constraints** (violating samples are rejected without a restart): "
-                  + "; ".join(f"`{c}`" for c in config.space.constraints)]
+        lines += [
+            "",
+            "**Constraints** (violating samples are rejected without a restart): "
+            + "; ".join(f"`{c}`" for c in config.space.constraints),
+        ]
     obj = config.objective
     lines += ["", "## Objective", ""]
     if obj.kind == "multi":
-        lines.append(f"Maximise `{obj.metric}` in each of: " + ", ".join(f"`{n}`" for n in obj.objectives)
-                     + " (Pareto front).")
+        lines.append(
+            f"Maximise `{obj.metric}` in each of: " + ", ".join(f"`{n}`" for n in obj.objectives) + " (Pareto front)."
+        )
     else:
-        lines.append(f"Maximise the weighted geometric mean of per-scenario `{obj.metric}` "
-                     f"(score = median − {format_value(config.benchmark.mad_k)}·1.4826·MAD over "
-                     f"{config.benchmark.repeats} repeats).")
+        lines.append(
+            f"Maximise the weighted geometric mean of per-scenario `{obj.metric}` "
+            f"(score = median − {format_value(config.benchmark.mad_k)}·1.4826·MAD over "
+            f"{config.benchmark.repeats} repeats)."
+        )
     lines += ["", "| scenario | concurrency | prompt | output | requests | weight |", "|---|---|---|---|---|---|"]
     for s in config.benchmark.scenarios:
-        lines.append(f"| {s.name} | {s.concurrency} | {s.prompt_tokens} | {s.output_tokens} | {s.requests} "
-                     f"| {format_value(s.weight)} |")
+        lines.append(
+            f"| {s.name} | {s.concurrency} | {s.prompt_tokens} | {s.output_tokens} | {s.requests} "
+            f"| {format_value(s.weight)} |"
+        )
     gate = config.gate
     lines += ["", "## Correctness"]
     if gate is not None and gate.enabled:
         n = gate.count if gate.count is not None else len(gate.tasks)
-        lines.append(f"A config must pass {gate.min_passed}/{n} coding problems (run {gate.when} the benchmark). "
-                     "A faster config that fails is **infeasible**: it is never the best.")
+        lines.append(
+            f"A config must pass {gate.min_passed}/{n} coding problems (run {gate.when} the benchmark). "
+            "A faster config that fails is **infeasible**: it is never the best."
+        )
     else:
         lines.append("No correctness gate is configured: every completed trial is feasible.")
     lines += [
@@ -141,7 +151,7 @@ def _save(storage: optuna.storages.BaseStorage, study_id: int, trial_id: int | N
 
 def write_study_note(study: optuna.Study, config: StudyConfig) -> None:
     """Describe the target, search space and objective in the dashboard's study note (idempotent)."""
-    _save(study._storage, study._study_id, None, study_note_text(config))
+    _save(study._storage, study._study_id, None, study_note_text(config, study_name=study.study_name))
 
 
 def trial_note_text(t: FrozenTrial, *, best_numbers: frozenset[int] = frozenset()) -> str | None:

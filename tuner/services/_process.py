@@ -4,6 +4,7 @@ import json
 import posixpath
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tuner.errors import HostError, StartFailed
 from tuner.hosts import BaseHost
@@ -16,6 +17,8 @@ from tuner.services._base import (
     ServiceState,
 )
 from tuner.services._proc import ProcStat, process_table, serves_port, stat_of
+if TYPE_CHECKING:  # tuner.config imports this package (launch specs); only the type is needed here
+    from tuner.config import GpuWaitSection
 
 # The launcher runs under `sh` on the target host (local or remote alike).
 # - `setsid` gives the server its own session and process group, so stop() can signal exactly the server and
@@ -72,6 +75,7 @@ class ProcessService(BaseService):
         workdir: str | None = None,
         stop_grace_s: float = 30.0,
         poll_interval_s: float = 0.05,
+        gpu_wait: GpuWaitSection | None = None,
     ) -> None:
         self._host = host
         self._base = base
@@ -81,6 +85,7 @@ class ProcessService(BaseService):
         self._grace = stop_grace_s
         self._poll = poll_interval_s
         self._record = posixpath.join(log_dir, "current.json")
+        self._gpu_wait = gpu_wait
 
     # -- what runs ---------------------------------------------------------------------------------------
 
@@ -162,6 +167,11 @@ class ProcessService(BaseService):
         previous = self._load()
         old = previous.identity if previous and self.is_alive(previous.identity) else None
         self.stop()
+        if self._gpu_wait is not None:
+            from tuner.services._gpu import wait_gpu_free
+
+            # The old process is gone, but the driver may still be releasing its memory.
+            wait_gpu_free(self._host, self._gpu_wait)
         spec = self._staged
         log = posixpath.join(self._log_dir, f"{label}.log")
         state_file = posixpath.join(self._log_dir, f".{label}")

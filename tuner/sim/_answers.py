@@ -131,7 +131,7 @@ def humaneval_answer(task_id: str, *, corrupt: bool) -> Answer:
     entry = next(p for p in _problems() if p[0] == task_id)
     prompt, solution = entry[2], entry[3]
     full = prompt + solution
-    final = _corrupt(full) if corrupt else full.rstrip() + "\n"
+    final = (_corrupt(full) if corrupt else full).rstrip() + "\n"
     names = re.findall(r"def (\w+)\(", prompt)
     name = names[-1] if names else "the function"
     h = _digest(task_id)

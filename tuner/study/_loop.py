@@ -27,7 +27,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import StudyConfig
-from tuner.errors import TrialFailure, TuneError
+from tuner.errors import HostError, TrialFailure, TuneError
 from tuner.services import BaseService
 from tuner.space import Value, render, suggest
 from tuner.study import _attrs as attrs
@@ -41,6 +41,7 @@ PartsFactory = Callable[[StudyConfig, BaseService], TrialParts]
 HEARTBEAT_S = 20.0
 STALE_AFTER_S = 90.0
 MAX_UNCOUNTED_IN_A_ROW = 200
+MAX_HOST_ERRORS_IN_A_ROW = 3
 
 
 class Interrupted(TuneError):
@@ -310,68 +311,111 @@ def run_study(
     enqueue_starting_points(study, config)
 
     host = None
+    lock: Any = contextlib.nullcontext()
     if service is None:
+        from tuner.lock import TargetLock, lock_path_for
+
         host = make_host(config.target)
         service = make_service(config, host)
+        if config.target.lock:
+            # One tuner per server: a second one would restart the server under the first one's benchmark.
+            lock = TargetLock(host=host, path=lock_path_for(config.target), study=study.study_name)
     parts = (parts_factory or http_parts)(config, service)
     evidence = Evidence(artifacts_dir=config.study.artifacts_dir)
     runner = TrialRunner(config=config, parts=parts, evidence=evidence, progress=console.status)
     base = base_spec(config.target)
     start = time.monotonic()
-    ran = 0
-    durations: list[float] = []
-    uncounted_in_a_row = 0
-    interrupted = False
+    progress = _Progress()
     try:
-        with _signals_raise():
-            while (done := counted_trials(study)) < target:
-                if uncounted_in_a_row >= MAX_UNCOUNTED_IN_A_ROW:
-                    raise TuneError(
-                        f"the sampler proposed {uncounted_in_a_row} configs in a row that violate constraints or "
-                        "repeat measured ones: the search space looks exhausted or over-constrained"
-                    )
-                trial = study.ask()
-                trial.set_user_attr(attrs.WORKER, _worker_id())
+        with lock:
+            try:
+                with _signals_raise():
+                    _drive(study, config, runner, base, console, target, progress)
+            except KeyboardInterrupt:
+                progress.interrupted = True
+                console.line("interrupted: the running trial is marked FAIL and will be retried on resume")
+            finally:
+                # Only while we hold the lock: the server is ours to put back.
                 try:
-                    t0 = time.monotonic()
-                    counted = _run_one(study, trial, config, runner, base, console, done, target, durations)
-                except KeyboardInterrupt:
-                    study._storage.set_trial_user_attr(trial._trial_id, attrs.INTERRUPTED, "Ctrl-C or SIGTERM")
-                    study.tell(trial, state=TrialState.FAIL)
-                    _requeue(study, study.trials[trial.number])
-                    raise
-                if counted:
-                    ran += 1
-                    uncounted_in_a_row = 0
-                    durations.append(time.monotonic() - t0)
-                else:
-                    uncounted_in_a_row += 1
-    except KeyboardInterrupt:
-        interrupted = True
-        console.line("interrupted: the running trial is marked FAIL and will be retried on resume")
+                    _on_exit(config, study, service, base, console, parts)
+                except (TuneError, OSError) as exc:
+                    console.line(f"WARNING: could not put the server back ({config.study.on_exit}): {exc}")
     finally:
-        try:
-            _on_exit(config, study, service, base, console, parts)
-        finally:
-            service.close()
-            if host is not None:
-                host.close()
+        service.close()
+        if host is not None:
+            host.close()
     best = best_trials(study)
     summary = RunSummary(
         study_name=study.study_name,
         target=target,
         counted=counted_trials(study),
-        ran=ran,
+        ran=progress.ran,
         best_number=best[0].number if best else None,
         best_values=tuple(best[0].values) if best else None,
         seconds=round(time.monotonic() - start, 1),
     )
-    if interrupted:
+    if progress.interrupted:
         raise Interrupted(
             f"stopped at {summary.counted}/{target} trials. Resume with: tune start --trials {target} "
             f"--config {config.source}   (or: tune resume --study {study.study_name})"
         )
     return summary
+
+
+@dataclass
+class _Progress:
+    ran: int = 0
+    interrupted: bool = False
+
+
+def _drive(
+    study: optuna.Study,
+    config: StudyConfig,
+    runner: TrialRunner,
+    base: Any,
+    console: Console,
+    target: int,
+    progress: _Progress,
+) -> None:
+    durations: list[float] = []
+    uncounted_in_a_row = 0
+    host_errors_in_a_row = 0
+    while (done := counted_trials(study)) < target:
+        if uncounted_in_a_row >= MAX_UNCOUNTED_IN_A_ROW:
+            raise TuneError(
+                f"the sampler proposed {uncounted_in_a_row} configs in a row that violate constraints or "
+                "repeat measured ones: the search space looks exhausted or over-constrained"
+            )
+        trial = study.ask()
+        trial.set_user_attr(attrs.WORKER, _worker_id())
+        t0 = time.monotonic()
+        try:
+            counted = _run_one(study, trial, config, runner, base, console, done, target, durations)
+        except KeyboardInterrupt:
+            study._storage.set_trial_user_attr(trial._trial_id, attrs.INTERRUPTED, "Ctrl-C or SIGTERM")
+            study.tell(trial, state=TrialState.FAIL)
+            _requeue(study, study.trials[trial.number])
+            raise
+        except HostError as exc:
+            # The host, not the config, failed (SSH dropped, a command timed out): FAIL keeps the sampler from
+            # learning anything from it, and the params are retried once the host is back.
+            host_errors_in_a_row += 1
+            study._storage.set_trial_user_attr(trial._trial_id, attrs.FAILURE_PHASE, "host")
+            study._storage.set_trial_user_attr(trial._trial_id, attrs.FAILURE_REASON, str(exc)[:1000])
+            study.tell(trial, state=TrialState.FAIL)
+            _requeue(study, study.trials[trial.number])
+            console.line(f"  host error (trial will be retried): {exc}")
+            if host_errors_in_a_row >= MAX_HOST_ERRORS_IN_A_ROW:
+                raise HostError(f"{host_errors_in_a_row} host errors in a row, giving up; last: {exc}") from exc
+            time.sleep(min(30.0, 2.0**host_errors_in_a_row))
+            continue
+        host_errors_in_a_row = 0
+        if counted:
+            progress.ran += 1
+            uncounted_in_a_row = 0
+            durations.append(time.monotonic() - t0)
+        else:
+            uncounted_in_a_row += 1
 
 
 def _run_one(

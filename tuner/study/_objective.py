@@ -131,7 +131,9 @@ def score(outcome: BenchmarkOutcome, objective: ObjectiveSection, scenarios: tup
     by_name = {r.name: r for r in outcome.results}
 
     def metric(r: ScenarioResult) -> float:
-        return r.score if objective.metric == "output_tok_s" else r.per_stream_tok_s
+        if objective.metric == "per_stream_tok_s":
+            return r.per_stream_score if r.per_stream_score is not None else r.per_stream_tok_s
+        return r.score
 
     per = {name: metric(r) for name, r in by_name.items()}
     if objective.kind == "multi":

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Compare search strategies on the demo study against the simulator's ground truth.
+
+Every strategy runs the real tuning loop (:func:`tuner.study.run_study`: ask/tell, baseline first, duplicate
+and constraint handling, the TrialRunner story) against the in-process model (:mod:`tuner.search`), with 2%
+benchmark noise, over several seeds. A strategy is judged by the TRUE (noise-free) value of the config it
+would report as best (best by *measured* score) after 10, 20 and 30 trials, as a fraction of the true optimum
+found by enumerating the whole space.
+
+Strategies:
+  tune    TPE (multivariate, grouped) + baseline trial 0 + regression pruning (the defaults of `tune`)
+  random  random search + baseline trial 0, no pruning
+  grid    the seed session's sweep: baseline + b8t4/none, b16t4/2048, b4t4/2048, b12t6/2048 (= the baseline)
+
+Usage::
+
+    .venv/bin/python scripts/bench_search.py --seeds 10 --trials 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import multiprocessing
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import tuner.services  # noqa: E402,F401  (imported before tuner.config: keeps the package import order stable)
+
+STRATEGIES = ("tune", "random", "grid")
+CHECKPOINTS = (10, 20, 30)
+TARGET = 0.98
+#: The seed session's 4-point sweep (budget, top-k, draft window); everything else stays at the base command.
+GRID = ((8, 4, "none"), (16, 4, 2048), (4, 4, 2048), (12, 6, 2048))
+
+
+def _install_search() -> None:
+    """Run the loop with tuner.search's sampler and pruner (a no-op once tuner.study imports them itself)."""
+    import tuner.study._loop as loop
+    from tuner.search import make_pruner, make_sampler
+
+    loop.make_sampler = make_sampler  # type: ignore[assignment]
+    loop.make_pruner = make_pruner  # type: ignore[assignment]
+
+
+def strategy_config(config: Any, strategy: str, seed: int, **search: Any) -> tuple[Any, int | None]:
+    """The study config a strategy runs with, and its fixed trial count (None: the requested budget)."""
+    study = dataclasses.replace(config.study, seed=seed)
+    if strategy == "tune":
+        s = dataclasses.replace(config.search, sampler="tpe", pruning=True, **search)
+        return dataclasses.replace(config, study=study, search=s), None
+    if strategy == "random":
+        s = dataclasses.replace(config.search, sampler="random", pruning=False)
+        return dataclasses.replace(config, study=study, search=s), None
+    seeds = []
+    for budget, topk, window in GRID:
+        params = {**config.baseline, "algorithm": "DDTREE", "budget": budget, "topk": topk, "draft_window": window}
+        if params != config.baseline and params not in seeds:
+            seeds.append(params)
+    s = dataclasses.replace(config.search, seed_trials=tuple(seeds), pruning=False)
+    return dataclasses.replace(config, study=study, search=s), 1 + len(seeds)
+
+
+def run_one(task: tuple[str, str, int, int, float, float, dict[str, Any]]) -> dict[str, Any]:
+    """One strategy x seed: the true fraction of the optimum reached after each counted trial."""
+    import optuna
+
+    from tuner.config import load_config
+    from tuner.search import pruning_savings, run_inprocess, true_objective
+    from tuner.study import is_counted, is_feasible
+
+    config_path, strategy, seed, trials, optimum, noise, search = task
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    _install_search()
+    config, fixed = strategy_config(load_config(config_path), strategy, seed, **search)
+    n = fixed or trials
+    with tempfile.TemporaryDirectory(prefix="bench-search-", dir=_fast_tmp()) as tmp:
+        t0 = time.monotonic()
+        run = run_inprocess(config, storage=f"sqlite:///{tmp}/study.db", trials=n, noise=noise, seed=seed)
+        wall = time.monotonic() - t0
+        study = optuna.load_study(study_name=run.study_name, storage=run.storage)
+        counted = [t for t in study.get_trials(deepcopy=False) if is_counted(t)]
+        fractions: list[float] = []
+        best_value, best_true = -math.inf, 0.0
+        cache: dict[tuple[Any, ...], float] = {}
+        for t in counted:
+            if is_feasible(t) and t.values[0] > best_value:
+                key = tuple(sorted(t.params.items()))
+                if key not in cache:
+                    cache[key] = true_objective(config, t.params)
+                best_value, best_true = t.values[0], cache[key]
+            fractions.append(best_true / optimum)
+        return {
+            "strategy": strategy,
+            "seed": seed,
+            "fractions": fractions,
+            "pruned": sum(1 for t in counted if t.user_attrs.get("pruning_saved_s") is not None),
+            "failed": sum(1 for t in counted if t.state.name == "PRUNED" and t.user_attrs.get("pruning_saved_s") is None),
+            "saved_s": pruning_savings(study),
+            "bench_s": run.clock.seconds(what="benchmark"),
+            "total_s": run.clock.seconds(),
+            "wall_s": wall,
+        }
+
+
+def _fast_tmp() -> str | None:
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() else None
+
+
+def at(fractions: list[float], k: int) -> float:
+    if not fractions:
+        return 0.0
+    return fractions[min(k, len(fractions)) - 1]
+
+
+def first_reaching(fractions: list[float], target: float) -> float:
+    return next((i + 1 for i, f in enumerate(fractions) if f >= target), math.inf)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default=str(REPO / "studies" / "demo.toml"))
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--trials", type=int, default=30)
+    parser.add_argument("--noise", type=float, default=0.02)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--strategies", default=",".join(STRATEGIES))
+    parser.add_argument("--n-startup-trials", type=int, default=None, help="override [search] for 'tune'")
+    parser.add_argument("--prune-against", choices=("best", "baseline"), default=None)
+    args = parser.parse_args()
+
+    from tuner.config import load_config
+    from tuner.search import true_optimum
+
+    t0 = time.monotonic()
+    config = load_config(args.config)
+    optimum, best_params = true_optimum(config)
+    print(f"true optimum {optimum:.1f} tok/s (weighted geomean) at {best_params}  [{time.monotonic() - t0:.0f} s]")
+    from tuner.search import true_objective
+
+    print(f"baseline: {true_objective(config, config.baseline) / optimum:.1%} of the optimum")
+    search: dict[str, Any] = {}
+    if args.n_startup_trials is not None:
+        search["n_startup_trials"] = args.n_startup_trials
+    if args.prune_against is not None:
+        search["prune_against"] = args.prune_against
+    strategies = [s for s in args.strategies.split(",") if s]
+    tasks = [
+        (args.config, s, seed, args.trials, optimum, args.noise, search) for s in strategies for seed in range(args.seeds)
+    ]
+    t1 = time.monotonic()
+    with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
+        results = pool.map(run_one, tasks, chunksize=1)
+    print(f"{len(tasks)} studies in {time.monotonic() - t1:.0f} s on {args.jobs} processes\n")
+
+    checkpoints = [k for k in CHECKPOINTS if k <= args.trials]
+    header = (
+        "| strategy | "
+        + " | ".join(f"median @{k}" for k in checkpoints)
+        + f" | worst @{args.trials} | median trials to {TARGET:.0%} | seeds reaching {TARGET:.0%} "
+        + "| failed/pruned trials (median) | benchmark time saved by pruning (modelled) |"
+    )
+    print(header)
+    print("|" + "---|" * (header.count("|") - 1))
+    for s in strategies:
+        rows = [r for r in results if r["strategy"] == s]
+        fr = [r["fractions"] for r in rows]
+        reach = [first_reaching(f, TARGET) for f in fr]
+        med_reach = statistics.median(reach)
+        reached = sum(1 for x in reach if math.isfinite(x))
+        saved = sum(r["saved_s"] for r in rows)
+        bench = sum(r["bench_s"] for r in rows)
+        share = f"{saved:.0f} s of {bench:.0f} s benchmark ({saved / bench:.0%})" if bench else "-"
+        cells = [f"{statistics.median(at(f, k) for f in fr):.1%}" for k in checkpoints]
+        print(
+            f"| {s} | " + " | ".join(cells)
+            + f" | {min(at(f, args.trials) for f in fr):.1%}"
+            + f" | {med_reach if math.isfinite(med_reach) else '>' + str(args.trials)}"
+            + f" | {reached}/{len(rows)}"
+            + f" | {statistics.median(r['failed'] for r in rows):.0f}/{statistics.median(r['pruned'] for r in rows):.0f}"
+            + f" | {share} |"
+        )
+    print("\ngrid has only its 4 distinct configs: its later columns repeat its final value.")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

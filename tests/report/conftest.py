@@ -1,0 +1,303 @@
+from __future__ import annotations
+
+import sys
+import tempfile
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from tuner.config import StudyConfig, load_config
+from tuner.sim.testing import free_port
+from tuner.study import Evidence, make_storage, open_study, run_study
+from tuner.study import _attrs as attrs
+
+# A tiny study against the simulator: one small scenario, no gate, fast loading and pacing.
+TEMPLATE = """
+[study]
+name = "{name}"
+trials = 4
+seed = 3
+on_exit = "stop"
+
+[target]
+command = [
+  "{python}", "-u", "-m", "tuner.sim", "--host", "127.0.0.1", "--port", "{port}",
+  "--speculative-algorithm", "DDTREE", "--speculative-ddtree-budget", "12",
+  "--speculative-dflash-block-size", "8", "--speculative-dflash-draft-window-size", "2048",
+  "--max-running-requests", "64", "--mem-fraction-static", "0.85",
+  "--sim-load-time", "0.2", "--sim-time-scale", "10", "--sim-seed", "5",
+]
+env = {{ SGLANG_DDTREE_MAX_TOPK = "6" }}
+base_url = "http://127.0.0.1:{port}"
+stop_grace_s = 5
+
+[readiness]
+timeout_s = 30
+poll_interval_s = 0.05
+progress = false
+
+[space.algorithm]
+type = "categorical"
+choices = ["DDTREE", "DFLASH"]
+flag = "--speculative-algorithm"
+
+[space.budget]
+type = "int"
+low = 4
+high = 32
+step = 4
+flag = "--speculative-ddtree-budget"
+when = {{ algorithm = "DDTREE" }}
+
+[space.topk]
+type = "int"
+low = 1
+high = 10
+env = "SGLANG_DDTREE_MAX_TOPK"
+when = {{ algorithm = "DDTREE" }}
+
+[space.block_size]
+type = "categorical"
+choices = [4, 8, 16]
+flag = "--speculative-dflash-block-size"
+
+[space.draft_window]
+type = "categorical"
+choices = ["none", 8, 2048]
+absent = "none"
+flag = "--speculative-dflash-draft-window-size"
+
+[space.mem_fraction_static]
+type = "float"
+low = 0.80
+high = 0.92
+step = 0.01
+flag = "--mem-fraction-static"
+
+[[constraints]]
+left = "draft_window"
+op = ">="
+right = "block_size"
+
+[search]
+n_startup_trials = 3
+
+[benchmark]
+warmup_requests = 0
+repeats = 2
+
+[[benchmark.scenarios]]
+name = "c2"
+concurrency = 2
+prompt_tokens = 32
+output_tokens = 16
+requests = 2
+
+[gate]
+enabled = false
+"""
+
+
+def write_config(directory: Path, *, name: str, port: int) -> StudyConfig:
+    path = directory / f"{name}.toml"
+    path.write_text(TEMPLATE.format(name=name, port=port, python=sys.executable))
+    return load_config(path)
+
+
+@pytest.fixture(autouse=True)
+def _quiet() -> None:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudyCase:
+    config: StudyConfig
+    study: optuna.Study
+
+    @property
+    def storage(self) -> str:
+        return self.config.study.storage
+
+
+@pytest.fixture(scope="session")
+def sim_study() -> Iterator[StudyCase]:
+    """A REAL study: the tuning loop ran 6 trials against the simulated server."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    with tempfile.TemporaryDirectory(prefix="tune-report-sim-") as tmp:
+        config = write_config(Path(tmp), name="sim", port=free_port())
+        run_study(config, trials=6)
+        study = optuna.load_study(study_name="sim", storage=make_storage(config.study.storage))
+        yield StudyCase(config=config, study=study)
+
+
+def _scenario_attrs(tok_s: float, *, accept: float) -> dict[str, object]:
+    repeats = [round(tok_s * 0.99, 2), round(tok_s * 1.01, 2)]
+    return {
+        "c2.tok_s": tok_s,
+        "c2.per_stream_tok_s": tok_s / 2,
+        "c2.ttft_p50_s": 0.04,
+        "c2.ttft_p99_s": 0.05,
+        "c2.itl_p50_s": 0.006,
+        "c2.itl_p99_s": 0.012,
+        "c2.accept_length": accept,
+        "c2.errors": 0,
+        "c2.ci_low": repeats[0],
+        "c2.ci_high": repeats[1],
+        "c2.repeats": repeats,
+        "c2.seconds": 1.5,
+    }
+
+
+# (params, outcome, tok/s): outcome is "ok", "wrong" (gate 1/2: infeasible), or a failure phase.
+SYNTHETIC = [
+    (
+        {
+            "algorithm": "DDTREE",
+            "budget": 12,
+            "topk": 6,
+            "block_size": 8,
+            "draft_window": 2048,
+            "mem_fraction_static": 0.85,
+        },
+        "ok",
+        100.0,
+    ),
+    (
+        {
+            "algorithm": "DDTREE",
+            "budget": 16,
+            "topk": 4,
+            "block_size": 8,
+            "draft_window": 2048,
+            "mem_fraction_static": 0.85,
+        },
+        "ok",
+        120.0,
+    ),
+    (
+        {
+            "algorithm": "DDTREE",
+            "budget": 8,
+            "topk": 8,
+            "block_size": 4,
+            "draft_window": 2048,
+            "mem_fraction_static": 0.88,
+        },
+        "ok",
+        111.0,
+    ),
+    (
+        {
+            "algorithm": "DDTREE",
+            "budget": 24,
+            "topk": 10,
+            "block_size": 16,
+            "draft_window": 2048,
+            "mem_fraction_static": 0.90,
+        },
+        "wrong",
+        190.0,
+    ),
+    (
+        {
+            "algorithm": "DDTREE",
+            "budget": 32,
+            "topk": 10,
+            "block_size": 16,
+            "draft_window": 2048,
+            "mem_fraction_static": 0.92,
+        },
+        "ready",
+        0.0,
+    ),
+    ({"algorithm": "DFLASH", "block_size": 8, "draft_window": 2048, "mem_fraction_static": 0.82}, "ok", 131.0),
+    ({"algorithm": "DFLASH", "block_size": 16, "draft_window": 2048, "mem_fraction_static": 0.80}, "ok", 104.0),
+    (
+        {
+            "algorithm": "DDTREE",
+            "budget": 4,
+            "topk": 2,
+            "block_size": 4,
+            "draft_window": "none",
+            "mem_fraction_static": 0.86,
+        },
+        "ok",
+        93.0,
+    ),
+    (
+        {
+            "algorithm": "DDTREE",
+            "budget": 20,
+            "topk": 5,
+            "block_size": 8,
+            "draft_window": 2048,
+            "mem_fraction_static": 0.87,
+        },
+        "ok",
+        126.0,
+    ),
+    (
+        {
+            "algorithm": "DDTREE",
+            "budget": 28,
+            "topk": 3,
+            "block_size": 16,
+            "draft_window": 2048,
+            "mem_fraction_static": 0.91,
+        },
+        "benchmark",
+        0.0,
+    ),
+]
+
+
+@pytest.fixture
+def synthetic_study(tmp_path: Path) -> StudyCase:
+    """A study written with ask/tell exactly as the loop records trials, including an infeasible trial that is
+    the fastest of all (the dashboard would call it best) and two failures with evidence."""
+    config = write_config(tmp_path, name="syn", port=free_port())
+    study = open_study(config)
+    evidence = Evidence(artifacts_dir=config.study.artifacts_dir)
+    dists = {
+        "algorithm": optuna.distributions.CategoricalDistribution(["DDTREE", "DFLASH"]),
+        "budget": optuna.distributions.IntDistribution(4, 32, step=4),
+        "topk": optuna.distributions.IntDistribution(1, 10),
+        "block_size": optuna.distributions.CategoricalDistribution([4, 8, 16]),
+        "draft_window": optuna.distributions.CategoricalDistribution(["none", 8, 2048]),
+        "mem_fraction_static": optuna.distributions.FloatDistribution(0.80, 0.92, step=0.01),
+    }
+    for i, (params, outcome, tok_s) in enumerate(SYNTHETIC):
+        study.enqueue_trial(params)  # ask() then takes exactly these values
+        trial = study.ask({k: dists[k] for k in params})
+        assert trial.params == params
+        if i == 0:
+            trial.set_user_attr(attrs.BASELINE, True)
+        trial.set_user_attr(attrs.COMMAND, f"python -m tuner.sim trial {i}")
+        if outcome in ("ok", "wrong"):
+            for k, v in _scenario_attrs(tok_s, accept=3.5 + i / 10).items():
+                trial.set_user_attr(k, v)
+            passed = 1 if outcome == "wrong" else 2
+            trial.set_user_attr(attrs.GATE, f"{passed}/2")
+            trial.set_user_attr(attrs.CORRECT, passed == 2)
+            trial.set_constraint("correctness", float(2 - passed))
+            evidence.attach_json(trial, "benchmark.json", {"scenarios": [{"name": "c2", "output_tok_s": tok_s}]})
+            study.tell(trial, [tok_s * 0.98])
+        else:
+            reason = (
+                "server logged a fatal error while capturing cuda graphs: torch.OutOfMemoryError: CUDA out of "
+                "memory. Tried to allocate 1.56 GiB."
+                if outcome == "ready"
+                else "died under load in scenario c2: 2/2 requests failed"
+            )
+            trial.set_user_attr(attrs.FAILURE_PHASE, outcome)
+            trial.set_user_attr(attrs.FAILURE_REASON, reason)
+            trial.set_user_attr(attrs.LOG_TAIL, "Load weight end.\ntorch.OutOfMemoryError: CUDA out of memory")
+            evidence.attach(trial, "server-log.txt", "Load weight end.\ntorch.OutOfMemoryError")
+            study.tell(trial, state=TrialState.PRUNED)
+    return StudyCase(config=config, study=study)

@@ -1,0 +1,103 @@
+"""A real optuna-dashboard on a loopback port, read through its HTTP API like the browser does."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from typing import Any
+
+import optuna
+from optuna.artifacts import FileSystemArtifactStore
+
+from tuner.report import (
+    NOTE_MARKER,
+    DashboardServer,
+    annotate_trials,
+    mark_feasibility,
+    study_note_text,
+    write_study_note,
+)
+from tuner.study import best_trials
+
+Case = Any  # tests/report/conftest.py's StudyCase (conftest modules are not importable by name)
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        assert response.status == 200
+        return json.loads(response.read())
+
+
+def _serve(case: Case) -> DashboardServer:
+    store = FileSystemArtifactStore(str(case.config.study.artifacts_dir))
+    return DashboardServer(storage=case.study._storage, artifact_store=store, port=0, refresh_s=None)
+
+
+def _detail(server: DashboardServer, name: str) -> dict[str, Any]:
+    studies = _get(f"{server.url}/api/studies")["study_summaries"]
+    (entry,) = [s for s in studies if s["study_name"] == name]
+    return dict(_get(f"{server.url}/api/studies/{entry['study_id']}"))
+
+
+def test_dashboard_serves_the_real_study_with_our_attrs_and_artifacts(sim_study: Case) -> None:
+    write_study_note(sim_study.study, sim_study.config)
+    with _serve(sim_study) as server:
+        detail = _detail(server, "sim")
+    assert detail["objective_names"] == ["weighted geomean output_tok_s"]  # set by open_study
+    assert len(detail["trials"]) == len(sim_study.study.trials)
+    first = detail["trials"][0]
+    keys = {a["key"] for a in first["user_attrs"]}
+    assert {"baseline", "command", "c2.tok_s", "c2.repeats", "c2.accept_length", "ready_s"} <= keys
+    assert any(a["filename"] == "benchmark.json" for a in first["artifacts"])
+    assert "## Search space" in detail["note"]["body"] and "budget" in detail["note"]["body"]
+    (best,) = best_trials(sim_study.study)
+    assert [t["number"] for t in detail["best_trials"]] == [best.number]
+
+
+def test_dashboard_best_is_never_an_infeasible_trial(synthetic_study: Case) -> None:
+    study = synthetic_study.study
+    fastest = max((t for t in study.trials if t.values), key=lambda t: t.values[0])
+    assert fastest.user_attrs["correct"] is False  # the dashboard alone would call this one best
+    assert study._storage.get_best_trial(study._study_id).number == fastest.number
+    annotate_trials(study)
+    with _serve(synthetic_study) as server:
+        detail = _detail(server, "syn")
+    best_numbers = [t["number"] for t in detail["best_trials"]]
+    assert best_numbers == [best_trials(study)[0].number] and fastest.number not in best_numbers
+    by_number = {t["number"]: t for t in detail["trials"]}
+    assert by_number[fastest.number]["constraints"] == [1.0]  # the UI shows it as infeasible
+    assert "INFEASIBLE gate 1/2" in by_number[fastest.number]["note"]["body"]
+    assert "FAILED" in by_number[4]["note"]["body"] and "OutOfMemoryError" in by_number[4]["note"]["body"]
+    assert "BEST feasible" in by_number[best_numbers[0]]["note"]["body"]
+    assert any(a["filename"] == "server-log.txt" for a in by_number[4]["artifacts"])
+
+
+def test_notes_are_idempotent_and_a_human_edit_wins(synthetic_study: Case) -> None:
+    from optuna_dashboard import get_note, save_note
+
+    study, config = synthetic_study.study, synthetic_study.config
+    write_study_note(study, config)
+    write_study_note(study, config)
+    assert get_note(study) == study_note_text(config, study_name="syn")
+    assert "`draft_window >= block_size`" in get_note(study)
+    assert annotate_trials(study) > 0
+    assert annotate_trials(study) == 0  # nothing changed: nothing rewritten
+    save_note(study, "my own notes")
+    write_study_note(study, config)
+    assert get_note(study) == "my own notes"
+    assert study_note_text(config).startswith(NOTE_MARKER)
+
+
+def test_mark_feasibility_labels_a_live_trial(synthetic_study: Case) -> None:
+    study = synthetic_study.study
+    trial = study.ask()
+    trial.set_user_attr("gate", "1/2")
+    trial.set_user_attr("correct", False)
+    trial.set_constraint("correctness", 1.0)
+    assert mark_feasibility(trial) == "INFEASIBLE gate 1/2"
+    study.tell(trial, [1.0])
+    ok = study.ask()
+    ok.set_constraint("correctness", 0.0)
+    assert mark_feasibility(ok) == "yes"
+    study.tell(ok, [1.0])
+    assert optuna.load_study(study_name="syn", storage=study._storage).trials[-1].user_attrs["feasible"] == "yes"

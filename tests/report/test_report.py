@@ -1,0 +1,119 @@
+"""Reports and exports built from a real study (the loop against the simulator) and a recorded one."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tuner.cli import main
+from tuner.report import build_report, export_dropin, export_text, launch_spec
+from tuner.report._facts import ratio_ci
+from tuner.services._systemd import systemd_split
+from tuner.study import best_trials
+
+Case = Any  # tests/report/conftest.py's StudyCase (conftest modules are not importable by name)
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _assert_pngs(plots: dict[str, Path]) -> None:
+    for name, path in plots.items():
+        data = path.read_bytes()
+        assert data[:8] == PNG_MAGIC, name
+        assert len(data) > 5000, f"{name} is suspiciously small ({len(data)} bytes)"
+
+
+def test_report_from_the_real_study(sim_study: Case, tmp_path: Path) -> None:
+    report = build_report(sim_study.study, sim_study.config, tmp_path / "out")
+    (best,) = best_trials(sim_study.study)
+    assert report.best_number == best.number
+    assert {"history", "scenarios", "map"} <= set(report.plots), report.skipped
+    _assert_pngs(report.plots)
+    text = report.path.read_text()
+    assert f"**Best feasible config: trial #{best.number}**" in text
+    for name in report.plots.values():
+        assert f"]({name.name})" in text
+    assert "| c2 |" in text and "x** [" in text  # the per-scenario speed-up with its interval
+    assert "## Top 10 feasible configs" in text and "## Failures by reason" in text
+
+
+def test_report_never_calls_an_infeasible_trial_best(synthetic_study: Case, tmp_path: Path) -> None:
+    study = synthetic_study.study
+    report = build_report(study, synthetic_study.config, tmp_path / "out")
+    assert set(report.plots) == {"history", "scenarios", "map", "importances"}, report.skipped
+    _assert_pngs(report.plots)
+    text = report.path.read_text()
+    assert report.best_number == 5  # 131 tok/s; trial 3 is faster (190) but failed the gate
+    assert "**Best feasible config: trial #5**" in text
+    top10 = text.split("## Top 10 feasible configs")[1].split("##")[0]
+    assert "| #3 |" not in top10 and "| 1 | #5 |" in top10
+    assert "infeasible" in top10 and "#3 (186.2, INFEASIBLE gate 1/2)" in top10
+    failures = text.split("## Failures by reason")[1].split("##")[0]
+    assert "| ready | server logged a fatal error" in failures and "| benchmark | died under load" in failures
+    assert "| gate | INFEASIBLE gate 1/2 | 1 | #3 |" in failures
+    assert "## Parameter importance" in text and "| mem_fraction_static |" in text
+    assert "DDTree budget × top-k" in text
+
+
+def test_report_with_too_few_trials_says_why(synthetic_study: Case, tmp_path: Path) -> None:
+    import optuna
+
+    small = optuna.create_study(study_name="small", directions=["maximize"])
+    small.add_trials(synthetic_study.study.trials[:3])
+    report = build_report(small, synthetic_study.config, tmp_path / "out")
+    text = report.path.read_text()
+    assert "Skipped: needs at least 6 feasible trials (this study has 3)" in text
+    assert "importances" in report.skipped
+    _assert_pngs(report.plots)
+
+
+def test_export_formats_round_trip(synthetic_study: Case) -> None:
+    study, config = synthetic_study.study, synthetic_study.config
+    best = study.trials[5]
+    spec = launch_spec(config, best)
+
+    dropin = export_text(study, config, fmt="dropin")
+    body = [line for line in dropin.splitlines() if line and not line.startswith("#")]
+    assert body[0] == "[Service]" and body[1] == "ExecStart="
+    assert systemd_split(body[2].removeprefix("ExecStart=")) == list(spec.argv)
+    assert "UnsetEnvironment=SGLANG_DDTREE_MAX_TOPK" in body  # DFLASH: the base's top-k must not leak in
+    assert "WARNING" not in dropin
+
+    command = export_text(study, config, fmt="command")
+    assert command.count("\n") == 1 and shlex.split(command) == list(spec.argv)
+
+    data = json.loads(export_text(study, config, fmt="json"))
+    assert data["trial"] == 5 and data["feasible"] is True and data["launch"]["argv"] == list(spec.argv)
+    assert data["scenarios"]["c2"]["tok_s"] == 131.0
+    assert data["scenarios"]["c2"]["speedup_vs_baseline"] == pytest.approx(1.31)
+
+    ddtree = export_dropin(study, config, study.trials[1])
+    assert "Environment=SGLANG_DDTREE_MAX_TOPK=4" in ddtree.splitlines()
+    assert "WARNING: this trial is INFEASIBLE gate 1/2" in export_dropin(study, config, study.trials[3])
+
+
+def test_ratio_ci_brackets_the_ratio() -> None:
+    interval = ratio_ci([110.0, 112.0, 111.0], [100.0, 101.0, 99.0])
+    assert interval is not None and interval[0] <= 111 / 100 <= interval[1]
+    assert ratio_ci([110.0], [100.0, 101.0]) is None
+
+
+def test_cli_report_and_export(synthetic_study: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config_path = Path(synthetic_study.config.source)
+    out = tmp_path / "rep"
+    assert main(["report", "--config", str(config_path), "--out", str(out)]) == 0
+    assert (out / "report.md").exists() and (out / "history.png").exists()
+    capsys.readouterr()
+    assert main(["export", "--config", str(config_path), "--best", "--format", "command"]) == 0
+    assert "--speculative-algorithm DFLASH" in capsys.readouterr().out
+    assert main(["export", "--config", str(config_path), "--trial", "3", "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["feasible"] is False
+    assert re.search(r"warning: trial #3 is INFEASIBLE gate 1/2", captured.err)
+    assert main(["export", "--config", str(config_path), "--trial", "42"]) == 1
+    assert main(["report", "--config", str(config_path), "--study", "nope"]) == 2

@@ -1,0 +1,99 @@
+"""`tune dashboard`, `tune report`, `tune export`: looking at a study and acting on its result."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from pathlib import Path
+from typing import Any
+
+from tuner.cli._common import add_study_args, study_location
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,unused-ignore]
+    p = sub.add_parser("dashboard", help="optuna-dashboard on the study, with infeasible trials marked")
+    add_study_args(p)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
+    p.add_argument("--port", type=int, default=8080)
+    p.set_defaults(func=_dashboard)
+
+    p = sub.add_parser("report", help="a Markdown report with plots: best config, speed-ups, failures")
+    add_study_args(p)
+    p.add_argument(
+        "--out", metavar="DIR", type=Path, default=None, help="output directory (default: runs/<study>/report)"
+    )
+    p.set_defaults(func=_report)
+
+    p = sub.add_parser("export", help="the best feasible config as a systemd drop-in, a command line or JSON")
+    add_study_args(p)
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--best", action="store_true", help="the best feasible trial (the default)")
+    which.add_argument("--trial", type=int, metavar="N", help="trial N instead (warned about when infeasible)")
+    p.add_argument("--format", choices=("dropin", "command", "json"), default="command")
+    p.set_defaults(func=_export)
+
+
+def _open(args: argparse.Namespace) -> tuple[Any, Any, str]:
+    import optuna
+
+    from tuner.errors import ConfigError
+    from tuner.study import make_storage
+
+    config, storage, name = study_location(args)
+    store = make_storage(storage)
+    names = [s.study_name for s in optuna.get_all_study_summaries(store)]
+    if name not in names:
+        raise ConfigError(file=None, key="--study", expected=f"one of {names or '(none yet)'} in {storage}", got=name)
+    study = optuna.load_study(study_name=name, storage=store)
+    return config, study, storage
+
+
+def _dashboard(args: argparse.Namespace) -> int:
+    from tuner.report import DashboardServer, write_study_note
+
+    config, study, storage = _open(args)
+    write_study_note(study, config)  # idempotent: also covers studies started before notes existed
+    store = None
+    if config.study.artifacts_dir is not None and Path(config.study.artifacts_dir).is_dir():
+        from optuna.artifacts import FileSystemArtifactStore
+
+        store = FileSystemArtifactStore(str(config.study.artifacts_dir))
+    server = DashboardServer(storage=study._storage, artifact_store=store, host=args.host, port=args.port)
+    print(
+        f"optuna-dashboard for {storage} (study {study.study_name}) at {server.url}/dashboard  (Ctrl-C stops)",
+        file=sys.stderr,
+    )
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(
+            "warning: the dashboard has no authentication and can delete studies; "
+            "prefer --host 127.0.0.1 with an SSH tunnel",
+            file=sys.stderr,
+        )
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a dashboard is meant to stop
+        server.serve_forever()
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from tuner.report import build_report
+
+    config, study, _ = _open(args)
+    out = args.out or config.base_dir / "runs" / study.study_name / "report"
+    report = build_report(study, config, Path(out))
+    print(report.path)
+    for name, why in report.skipped.items():
+        print(f"  {name}: not drawn ({why})", file=sys.stderr)
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from tuner.report import choose_trial, export_text, feasibility_label
+
+    config, study, _ = _open(args)
+    chosen = choose_trial(study, args.trial)
+    label = feasibility_label(chosen)
+    if label != "feasible":
+        print(f"warning: trial #{chosen.number} is {label}: not a recommended config", file=sys.stderr)
+    sys.stdout.write(export_text(study, config, fmt=args.format, trial=chosen.number))
+    return 0

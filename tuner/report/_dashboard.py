@@ -1,0 +1,189 @@
+"""optuna-dashboard on a study, with the feasibility it ignores put back.
+
+optuna-dashboard 0.21 picks "Best trial" with ``storage.get_best_trial`` (or a Pareto front over every
+COMPLETE trial) and reads constraints from a system attr Optuna 5 no longer writes. So a fast config that
+failed the correctness gate is shown as the best. :func:`dashboard_app` wraps the dashboard's WSGI app and
+rewrites its study-detail JSON: ``best_trials`` become our feasible best (:func:`tuner.study.best_trials`)
+and every trial carries its constraint values, which the dashboard's UI does know how to show.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import optuna
+
+from tuner.report._facts import best_feasible, feasibility_label
+
+__all__ = ["DashboardServer", "dashboard_app", "refresh_notes", "serve_dashboard"]
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+_DETAIL = re.compile(r"^/api/studies/(\d+)/?$")
+
+
+def _constraint_list(t: optuna.trial.FrozenTrial) -> list[float]:
+    """Constraint values in the pre-Optuna-5 list form the dashboard renders (> 0 = violated)."""
+    values = [float(v) for _, v in sorted(t.constraints.items())]
+    if (
+        t.state == optuna.trial.TrialState.COMPLETE
+        and feasibility_label(t) != "feasible"
+        and not any(v > 0 for v in values)
+    ):
+        values.append(1.0)  # infeasible by our gate verdict without a constraint row: still show it
+    return values
+
+
+class _FeasibilityMiddleware:
+    def __init__(self, *, app: WSGIApp, storage: optuna.storages.BaseStorage) -> None:
+        self._app = app
+        self._storage = storage
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        match = _DETAIL.match(environ.get("PATH_INFO", ""))
+        if environ.get("REQUEST_METHOD") != "GET" or match is None:
+            return self._app(environ, start_response)
+        captured: dict[str, Any] = {}
+
+        def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], Any]:
+            captured["status"], captured["headers"] = status, headers
+            return lambda data: None
+
+        body = b"".join(self._app(environ, capture))
+        status, headers = captured["status"], captured["headers"]
+        if status.startswith("200"):
+            # A view we cannot correct is still better than no dashboard.
+            with contextlib.suppress(Exception):
+                body = self._rewrite(int(match.group(1)), body)
+        headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
+        headers.append(("Content-Length", str(len(body))))
+        start_response(status, headers)
+        return [body]
+
+    def _rewrite(self, study_id: int, body: bytes) -> bytes:
+        from optuna_dashboard._serializer import serialize_frozen_trial
+
+        data = json.loads(body)
+        name = self._storage.get_study_name_from_id(study_id)
+        study = optuna.load_study(study_name=name, storage=self._storage)
+        trials = {t._trial_id: t for t in study.get_trials(deepcopy=False)}
+        for entry in data.get("trials", []):
+            t = trials.get(entry.get("trial_id"))
+            if t is not None:
+                entry["constraints"] = _constraint_list(t)
+        system_attrs = self._storage.get_study_system_attrs(study_id)
+        best = []
+        for t in best_feasible(study):
+            entry = serialize_frozen_trial(study_id, t, system_attrs)
+            entry["constraints"] = _constraint_list(t)
+            best.append(entry)
+        data["best_trials"] = best
+        return json.dumps(data).encode()
+
+
+def dashboard_app(storage: optuna.storages.BaseStorage, *, artifact_store: Any = None) -> WSGIApp:
+    """optuna-dashboard's WSGI app for ``storage``, with feasible-only best trials and visible constraints."""
+    from optuna_dashboard import wsgi
+
+    app: WSGIApp = wsgi(storage, artifact_store=artifact_store)
+    return _FeasibilityMiddleware(app=app, storage=storage)
+
+
+def refresh_notes(storage: optuna.storages.BaseStorage) -> int:
+    """Verdict notes on every study's trials (infeasible, failed, best); returns how many changed."""
+    from tuner.report._notes import annotate_trials
+
+    changed = 0
+    for summary in storage.get_all_studies():
+        study = optuna.load_study(study_name=summary.study_name, storage=storage)
+        changed += annotate_trials(study)
+    return changed
+
+
+class DashboardServer:
+    """The dashboard on a threaded WSGI server; trial notes are refreshed every ``refresh_s`` seconds."""
+
+    def __init__(
+        self,
+        *,
+        storage: optuna.storages.BaseStorage,
+        artifact_store: Any = None,
+        host: str = "127.0.0.1",
+        port: int = 8080,
+        refresh_s: float | None = 30.0,
+    ) -> None:
+        from socketserver import ThreadingMixIn
+        from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+        class _Quiet(WSGIRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:  # the UI polls every few seconds
+                pass
+
+        class _Threaded(ThreadingMixIn, WSGIServer):
+            daemon_threads = True
+
+        self._storage = storage
+        self._refresh_s = refresh_s
+        self._stop = threading.Event()
+        self._served = False
+        self._server = make_server(
+            host,
+            port,
+            dashboard_app(storage, artifact_store=artifact_store),
+            server_class=_Threaded,
+            handler_class=_Quiet,
+        )
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def _refresh_loop(self) -> None:
+        while True:
+            # Notes are a convenience: a busy database must not stop the dashboard.
+            with contextlib.suppress(Exception):
+                refresh_notes(self._storage)
+            if self._refresh_s is None or self._stop.wait(self._refresh_s):
+                return
+
+    def start(self) -> DashboardServer:
+        """Serve in background threads (tests, embedding); :meth:`serve_forever` blocks instead."""
+        self._served = True
+        threading.Thread(target=self._refresh_loop, name="tune-dashboard-notes", daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, name="tune-dashboard", daemon=True).start()
+        return self
+
+    def serve_forever(self) -> None:
+        self._served = True
+        threading.Thread(target=self._refresh_loop, name="tune-dashboard-notes", daemon=True).start()
+        try:
+            self._server.serve_forever()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._served:
+            # shutdown() waits for serve_forever to finish, forever if it never started.
+            self._server.shutdown()
+            self._served = False
+        self._server.server_close()
+
+    def __enter__(self) -> DashboardServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def serve_dashboard(
+    storage: optuna.storages.BaseStorage, *, artifact_store: Any = None, host: str = "127.0.0.1", port: int = 8080
+) -> None:
+    """Block serving the dashboard (``tune dashboard``)."""
+    DashboardServer(storage=storage, artifact_store=artifact_store, host=host, port=port).serve_forever()

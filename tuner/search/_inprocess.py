@@ -1,0 +1,466 @@
+"""The in-process fast path: the study's own objective code against the simulator's model instead of HTTP.
+
+``run_study(config, service=ModelService(...), parts_factory=model_parts)`` runs the very same
+:class:`tuner.study.TrialRunner` story (apply -> restart -> ready -> gate -> benchmark -> score, pruning and
+failure evidence included), but the server is a model object: a restart parses the launch spec with the
+simulator's own argument parser, a startup failure leaves a dead "process" whose log holds the traceback the
+simulator would print, a benchmark returns the model's tok/s times seeded noise, and a config that runs out
+of KV memory under load dies mid-scenario. A trial takes milliseconds, so search strategies can be compared
+over many seeds (``scripts/bench_search.py``); a :class:`VirtualClock` keeps the seconds each trial would have
+taken on the real server.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import random
+import statistics
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tuner.bench import BaseBenchmark, ScenarioResult, bootstrap_ci, robust_score
+from tuner.config import BenchmarkSection, GateSection, ReadinessSection, Scenario, StudyConfig
+from tuner.endpoint import Endpoint
+from tuner.errors import DiedUnderLoad, StartFailed
+from tuner.gate import BaseGate, GateResult, ProblemOutcome, check_gate
+from tuner.readiness import LogWatch, Ready
+from tuner.search._truth import model_scenario, parse_server_config
+from tuner.services import BaseService, LaunchSpec, LogChunk, ProcessIdentity, Restarted, ServiceState
+from tuner.sim import ServerConfig, capture_seconds, corrupts_code, startup_failure, startup_seconds, verify_width
+from tuner.study._objective import Progress, TrialParts
+from tuner.target import base_spec
+
+if TYPE_CHECKING:
+    from tuner.study._loop import Console
+
+__all__ = [
+    "InProcessRun",
+    "ModelBenchmark",
+    "ModelGate",
+    "ModelService",
+    "VirtualClock",
+    "model_parts",
+    "model_readiness",
+    "run_inprocess",
+]
+
+#: Seconds a real Kimi K2.6 checkpoint (~590 GB) takes to load: what a restart "would have cost".
+REAL_LOAD_TIME_S = 360.0
+#: Tokens of one gate answer (reasoning + code) from a thinking model, for the gate's modelled duration.
+GATE_ANSWER_TOKENS = 600
+GATE_PROMPT_TOKENS = 300
+
+
+class VirtualClock:
+    """Modelled seconds per trial (keyed by the restart label, e.g. ``trial-0007``) and per activity."""
+
+    def __init__(self) -> None:
+        self._by_label: dict[str, dict[str, float]] = {}
+        self._current: str | None = None
+
+    def start(self, label: str) -> None:
+        self._current = label
+        self._by_label.setdefault(label, {})
+
+    def add(self, what: str, seconds: float) -> None:
+        if self._current is None:
+            self.start("(unlabelled)")
+        assert self._current is not None
+        spent = self._by_label[self._current]
+        spent[what] = spent.get(what, 0.0) + seconds
+
+    @property
+    def trials(self) -> Mapping[str, Mapping[str, float]]:
+        return self._by_label
+
+    def seconds(self, label: str | None = None, *, what: str | None = None) -> float:
+        """Modelled seconds of one label (or all), of one activity (or all)."""
+        labels = [label] if label is not None else list(self._by_label)
+        return sum(s for lab in labels for w, s in self._by_label.get(lab, {}).items() if what is None or w == what)
+
+
+# -- the service -------------------------------------------------------------------------------------------------
+
+
+class ModelService(BaseService):
+    """A server "process" that lives in the model: restarts are instant, but they fail like the real one.
+
+    Startup failures mirror ``python -m tuner.sim``: an invalid command line exits 2 with argparse's message;
+    a draft window below the block size dies at once with an AssertionError traceback; a KV pool too small
+    or speculative buffers that do not fit die during CUDA-graph capture with a ``RuntimeError`` or a
+    ``torch.OutOfMemoryError: CUDA out of memory`` traceback. Readiness reads that log exactly as it reads a
+    real one (:func:`model_readiness` uses :class:`tuner.readiness.LogWatch` and the study's fatal patterns).
+    """
+
+    def __init__(self, *, base: LaunchSpec, clock: VirtualClock | None = None, load_time_s: float = REAL_LOAD_TIME_S):
+        self._base = base
+        self._staged = base
+        self.clock = clock or VirtualClock()
+        self._load_time = load_time_s
+        self._log = ""
+        self._starts = 0
+        self._identity: ProcessIdentity | None = None
+        self._alive = False
+        self._exit_status: int | None = None
+        self._spec: LaunchSpec | None = None
+        self._cfg: ServerConfig | None = None
+        self.startup_s = 0.0
+        self.phase_times: dict[str, float] = {}
+
+    # -- what the model parts read
+
+    @property
+    def server_config(self) -> ServerConfig | None:
+        """The model config of the live process, or None when nothing serves."""
+        return self._cfg if self._alive else None
+
+    def die(self, log_text: str) -> None:
+        """The process crashes (e.g. a CUDA OOM under load): it is gone and its last words are in the log."""
+        self._write(log_text)
+        self._alive = False
+        self._exit_status = 1
+
+    # -- BaseService
+
+    def apply(self, spec: LaunchSpec) -> None:
+        self._staged = spec
+
+    def restart(self, *, label: str = "run") -> Restarted:
+        old = self._identity if self._alive else None
+        if old is not None:
+            self._stop_current()
+        self._starts += 1
+        self._identity = ProcessIdentity(pid=100000 + self._starts, started=f"model-start-{self._starts}")
+        cursor = str(len(self._log))
+        self.clock.start(label)
+        self._boot(self._staged)
+        self.clock.add("startup", self.startup_s)
+        return Restarted(old=old, new=self._identity, log_cursor=cursor)
+
+    def state(self) -> ServiceState:
+        return ServiceState(running=self._alive, identity=self._identity, exit_status=self._exit_status)
+
+    def is_alive(self, identity: ProcessIdentity) -> bool:
+        return self._alive and identity == self._identity
+
+    def read_log(self, cursor: str) -> LogChunk:
+        start = min(int(cursor or 0), len(self._log))
+        return LogChunk(text=self._log[start:], cursor=str(len(self._log)))
+
+    def running_spec(self) -> LaunchSpec | None:
+        return self._spec if self._alive else None
+
+    def stop(self) -> None:
+        if self._alive:
+            self._stop_current()
+
+    def revert(self) -> None:
+        self._staged = self._base
+
+    # -- internals
+
+    def _write(self, text: str) -> None:
+        self._log += text if text.endswith("\n") else text + "\n"
+
+    def _stop_current(self) -> None:
+        self._write("Received sigterm. Shutting down gracefully.\nServer exited.")
+        self._alive = False
+        self._exit_status = 0
+
+    def _boot(self, spec: LaunchSpec) -> None:
+        self._spec, self._cfg, self.phase_times = spec, None, {}
+        try:
+            cfg = parse_server_config(spec)
+        except ValueError as exc:  # the parser's "error: unrecognized arguments: ..." (exit status 2)
+            self._fail(str(exc), status=2, seconds=5.0)
+            return
+        self._cfg = cfg
+        failure = startup_failure(cfg)
+        if failure is not None and failure.startswith("AssertionError"):
+            # The window check runs before the weights load: the server dies within seconds.
+            self._fail(_traceback("_check_window", failure), status=1, seconds=5.0)
+            return
+        load = self._load_time
+        capture = capture_seconds(cfg, load_time=load)
+        self._write("Load weight begin. avail mem=94.97 GB")
+        self._write(f"Load weight end. elapsed={load:.2f} s, type=DeepseekV3ForCausalLM, dtype=torch.bfloat16")
+        self._write(f"Capture cuda graph begin. This can take up to several minutes. verify width={verify_width(cfg)}")
+        self.phase_times = {"loading weights": 0.0, "capturing cuda graphs": round(load, 3)}
+        if failure is not None:
+            # Startup OOMs surface part-way through capture, as in the simulator.
+            self._fail(
+                "[TP0] Scheduler hit an exception: " + _traceback("capture", failure),
+                status=1,
+                seconds=load + capture * 0.5,
+            )
+            return
+        total = startup_seconds(cfg, load_time=load)
+        self._write(f"Capture cuda graph end. Time elapsed: {capture:.2f} s.")
+        self._write("The server is fired up and ready to roll!")
+        self.phase_times.update({"warming up": round(total, 3), "serving": round(total, 3)})
+        self._alive, self._exit_status, self.startup_s = True, None, total
+
+    def _fail(self, text: str, *, status: int, seconds: float) -> None:
+        self._write(text)
+        self._alive, self._exit_status, self.startup_s = False, status, seconds
+
+
+def _traceback(function: str, failure: str) -> str:
+    """The traceback the simulator prints for ``failure`` (an ``Exception: message`` line)."""
+    return (
+        f'Traceback (most recent call last):\n  File "sglang/srt/model_executor.py", line 1, in {function}\n{failure}'
+    )
+
+
+def model_readiness(
+    *,
+    service: BaseService,
+    restarted: Restarted,
+    endpoint: Endpoint,
+    config: ReadinessSection,
+    progress: Progress | None = None,
+) -> Ready:
+    """Readiness for a :class:`ModelService`: the log decides, exactly as :func:`tuner.readiness.wait_ready`.
+
+    A dead process fails with the fatal log line (``AssertionError``, ``torch.OutOfMemoryError: CUDA out of
+    memory``, ``unrecognized arguments``) as the reason; a live one is ready after its modelled startup time.
+    """
+    if not isinstance(service, ModelService):
+        raise TypeError(f"model_readiness needs a ModelService, got {type(service).__name__}")
+    watch = LogWatch(
+        service=service,
+        cursor=restarted.log_cursor,
+        fatal_patterns=config.fatal_patterns,
+        phase_markers=config.phase_markers,
+    )
+    watch.poll(elapsed=service.startup_s)
+    watch.flush(elapsed=service.startup_s)
+    if watch.fatal_lines:
+        raise StartFailed(
+            f"server logged a fatal error while {watch.phase}: {watch.headline()}", evidence=watch.evidence()
+        )
+    if not service.is_alive(restarted.new):
+        status = service.state().exit_status
+        raise StartFailed(f"server process exited with status {status} while {watch.phase}", evidence=watch.evidence())
+    if progress:
+        progress(f"ready after {service.startup_s:.1f} s (modelled)")
+    return Ready(
+        seconds=round(service.startup_s, 3),
+        phase_times=dict(service.phase_times),
+        log_cursor=watch.cursor,
+        endpoint=endpoint,
+    )
+
+
+# -- benchmark and gate ------------------------------------------------------------------------------------------
+
+
+class ModelBenchmark(BaseBenchmark):
+    """Scenario results from the model's noise-free figures times seeded multiplicative noise per repeat.
+
+    ``noise`` is the standard deviation of log throughput per repeat (0.02: ~2%). A scenario whose running
+    requests do not fit the KV pool kills the server mid-run and raises DiedUnderLoad, as the real one would.
+    ``seconds`` in the result is modelled time (warm-up + repeats), not wall time.
+    """
+
+    def __init__(
+        self,
+        *,
+        service: ModelService,
+        config: BenchmarkSection,
+        noise: float = 0.02,
+        rng: random.Random | None = None,
+    ) -> None:
+        if noise < 0:
+            raise ValueError(f"noise must be >= 0, got {noise}")
+        self._service = service
+        self._config = config
+        self._noise = noise
+        self._rng = rng or random.Random(0)
+
+    def run_scenario(self, scenario: Scenario) -> ScenarioResult:
+        cfg = self._service.server_config
+        if cfg is None:
+            raise DiedUnderLoad(f"no server answers for scenario {scenario.name}", evidence="the process is gone")
+        m = model_scenario(cfg, scenario)
+        if m.died is not None:
+            self._service.die(
+                "[TP0] Scheduler hit an exception: "
+                + _traceback("forward_batch_speculative", f"torch.OutOfMemoryError: {m.died}")
+                + "\nReceived sigquit from a child process. It usually means the child failed."
+            )
+            raise DiedUnderLoad(
+                f"died under load in scenario {scenario.name}: {scenario.concurrency}/{scenario.requests} requests "
+                "failed (server disconnected); the server no longer answers /health",
+                evidence=m.died,
+            )
+        cfg_b = self._config
+        factors = [math.exp(self._rng.gauss(0.0, self._noise)) if self._noise else 1.0 for _ in range(cfg_b.repeats)]
+        tok_s = [m.tok_s * f for f in factors]
+        per_stream = [m.per_stream_tok_s * f for f in factors]
+        warmup_s = m.seconds * cfg_b.warmup_requests / scenario.requests
+        seconds = warmup_s + sum(m.seconds / f for f in factors)
+        self._service.clock.add("benchmark", seconds)
+        ci = bootstrap_ci(tok_s, 0.95)
+        return ScenarioResult(
+            name=scenario.name,
+            concurrency=scenario.concurrency,
+            repeats_tok_s=tuple(tok_s),
+            output_tok_s=statistics.median(tok_s),
+            score=robust_score(tok_s, cfg_b.mad_k),
+            per_stream_tok_s=statistics.median(per_stream),
+            accept_length=m.accept_length,
+            ci_low=ci[0] if ci else None,
+            ci_high=ci[1] if ci else None,
+            requests=scenario.requests * cfg_b.repeats,
+            seconds=round(seconds, 3),
+            repeats_per_stream_tok_s=tuple(per_stream),
+            per_stream_score=robust_score(per_stream, cfg_b.mad_k),
+            accept_method="model",
+            output_tokens=scenario.requests * scenario.output_tokens * cfg_b.repeats,
+            warmup_requests=cfg_b.warmup_requests,
+        )
+
+
+class ModelGate(BaseGate):
+    """The correctness gate against the model: every answer is right unless the config corrupts code.
+
+    On the "buggy kernel path" (:func:`tuner.sim.corrupts_code`) each answer passes with probability
+    ``corrupt_pass_rate`` (default 0: all wrong), drawn from ``rng``.
+    """
+
+    def __init__(
+        self,
+        *,
+        service: ModelService,
+        section: GateSection,
+        corrupt_pass_rate: float = 0.0,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not 0.0 <= corrupt_pass_rate <= 1.0:
+            raise ValueError(f"corrupt_pass_rate must be within [0, 1], got {corrupt_pass_rate}")
+        self._service = service
+        self._section = section
+        self._pass_rate = corrupt_pass_rate
+        self._rng = rng or random.Random(0)
+
+    def run(self) -> GateResult:
+        cfg = self._service.server_config
+        tasks = list(self._section.tasks)
+        if self._section.count is not None:
+            tasks = [f"problem-{i}" for i in range(self._section.count)]
+        corrupt = cfg is None or corrupts_code(cfg)
+        outcomes = []
+        for task in tasks:
+            passed = not corrupt or self._rng.random() < self._pass_rate
+            reason = "" if passed else "AssertionError: wrong answer (the config corrupts generated code)"
+            outcomes.append(ProblemOutcome(task_id=task, passed=passed, reason=reason))
+        seconds = 0.0
+        if cfg is not None:
+            answers = Scenario(
+                name="gate",
+                concurrency=min(self._section.concurrency, len(tasks)),
+                prompt_tokens=GATE_PROMPT_TOKENS,
+                output_tokens=GATE_ANSWER_TOKENS,
+                requests=len(tasks),
+            )
+            seconds = model_scenario(cfg, answers).seconds
+        self._service.clock.add("gate", seconds)
+        return GateResult(
+            passed=sum(o.passed for o in outcomes), total=len(outcomes), outcomes=tuple(outcomes), seconds=seconds
+        )
+
+
+def model_parts(
+    config: StudyConfig,
+    service: BaseService,
+    *,
+    noise: float = 0.02,
+    seed: int = 0,
+    corrupt_pass_rate: float = 0.0,
+) -> TrialParts:
+    """TrialParts for a :class:`ModelService`; ``functools.partial`` it into run_study's ``parts_factory``."""
+    if not isinstance(service, ModelService):
+        raise TypeError(f"model_parts needs a ModelService, got {type(service).__name__}")
+    bench_rng, gate_rng = random.Random(seed), random.Random(seed + 1)
+    gate = config.gate if config.gate and config.gate.enabled else None
+    return TrialParts(
+        service=service,
+        endpoint=Endpoint(base_url=config.target.base_url, model=config.target.model or "model"),
+        benchmark=lambda endpoint: ModelBenchmark(service=service, config=config.benchmark, noise=noise, rng=bench_rng),
+        gate=(
+            (
+                lambda endpoint: ModelGate(
+                    service=service, section=gate, corrupt_pass_rate=corrupt_pass_rate, rng=gate_rng
+                )
+            )
+            if gate
+            else None
+        ),
+        gate_policy=(lambda result: check_gate(result, gate)) if gate else None,
+        readiness=model_readiness,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class InProcessRun:
+    study_name: str
+    storage: str
+    clock: VirtualClock
+    counted: int
+
+
+def run_inprocess(
+    config: StudyConfig,
+    *,
+    storage: str,
+    trials: int | None = None,
+    study_name: str | None = None,
+    noise: float = 0.02,
+    seed: int = 0,
+    load_time_s: float = REAL_LOAD_TIME_S,
+    artifacts_dir: Path | None = None,
+    console: Console | None = None,
+) -> InProcessRun:
+    """Run a whole study through :func:`tuner.study.run_study` against the model.
+
+    ``storage`` is required so a model run never lands in the real study's database. Evidence files go to
+    ``artifacts_dir`` (default: a temporary directory removed afterwards). ``on_exit`` is forced to "stop":
+    there is no real server to leave in any state.
+    """
+    from tuner.study._loop import Console, run_study  # tuner.study imports this package: import at call time
+
+    with tempfile.TemporaryDirectory(prefix="tune-model-") as tmp:
+        study_section = dataclasses.replace(
+            config.study, on_exit="stop", artifacts_dir=artifacts_dir or Path(tmp) / "artifacts"
+        )
+        config = dataclasses.replace(config, study=study_section)
+        service = ModelService(base=base_spec(config.target), load_time_s=load_time_s)
+        summary = run_study(
+            config,
+            trials=trials,
+            storage=storage,
+            study_name=study_name,
+            service=service,
+            parts_factory=functools.partial(model_parts, noise=noise, seed=seed),
+            console=console or Console(stream=_Null(), live=False),
+        )
+    return InProcessRun(study_name=summary.study_name, storage=storage, clock=service.clock, counted=summary.counted)
+
+
+class _Null:
+    """A stream that swallows the loop's progress lines."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False

@@ -1,0 +1,119 @@
+"""Regression pruning: stop benchmarking a config once it is confidently slower than a reference trial.
+
+The objective runs a trial's scenarios cheapest first and, after each one, reports and asks
+``trial.should_prune()``. Optuna's stock pruners compare intermediate *values*; a benchmark has something better:
+the per-repeat samples (user attr ``<scenario>.repeats``), so the comparison can be a statistical test that
+knows the noise (:func:`tuner.bench.is_slower`) instead of a rank among noisy point estimates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.bench import is_slower
+from tuner.study import _attrs as attrs
+
+__all__ = ["RegressionPruner", "pruning_savings"]
+
+REFERENCES = ("best", "baseline")
+
+
+class RegressionPruner(optuna.pruners.BasePruner):
+    """Prune a trial when the scenario it just finished is confidently slower than the reference's.
+
+    Args:
+        scenarios: Scenario names in the order the objective runs them (step ``i`` is ``scenarios[i]``).
+        reference: ``"best"``: the best feasible COMPLETE trial so far; ``"baseline"``: trial 0 (the
+            unmodified command). "best" prunes more (it rises as the study improves); "baseline" only stops
+            configs that make the server worse than it was.
+        margin: Prune only when slower by more than this fraction (0.05 = 5%).
+        confidence: One-sided confidence the test needs (0.9: wrongly pruning an equal config happens at most
+            ~10% of the time per comparison, less the further it is from the margin).
+        min_repeats: Samples each side needs before the test is trusted.
+
+    The last scenario is never pruned: nothing remains to be skipped, so pruning would only throw away a
+    finished measurement. Multi-objective studies cannot use pruners (``Trial.report`` is single-objective in
+    Optuna); :func:`tuner.search.make_pruner` gives them a NopPruner.
+    """
+
+    def __init__(
+        self,
+        *,
+        scenarios: Sequence[str],
+        reference: str = "best",
+        margin: float = 0.05,
+        confidence: float = 0.9,
+        min_repeats: int = 2,
+    ) -> None:
+        if reference not in REFERENCES:
+            raise ValueError(f"reference must be one of {REFERENCES}, got {reference!r}")
+        if not 0.0 <= margin < 1.0:
+            raise ValueError(f"margin must be within [0, 1), got {margin}")
+        if not 0.0 < confidence < 1.0:
+            raise ValueError(f"confidence must be within (0, 1), got {confidence}")
+        if min_repeats < 2:
+            raise ValueError(f"min_repeats must be >= 2 (one repeat has no noise estimate), got {min_repeats}")
+        self._scenarios = tuple(scenarios)
+        self._reference = reference
+        self._margin = margin
+        self._confidence = confidence
+        self._min_repeats = min_repeats
+
+    def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
+        step = trial.last_step
+        if step is None or not 0 <= step < len(self._scenarios) - 1:
+            return False
+        scenario = self._scenarios[step]
+        candidate = _samples(trial, scenario)
+        if len(candidate) < self._min_repeats:
+            return False
+        ref = self.reference_trial(study, exclude=trial.number)
+        if ref is None:
+            return False
+        reference = _samples(ref, scenario)
+        if len(reference) < self._min_repeats:
+            return False
+        return is_slower(candidate, reference, margin=self._margin, confidence=self._confidence)
+
+    def reference_trial(self, study: optuna.Study, *, exclude: int | None = None) -> FrozenTrial | None:
+        """The trial a candidate is compared with (None: nothing to compare with yet)."""
+        # Imported here: tuner.study imports this package to build its sampler and pruner.
+        from tuner.study._loop import best_trials
+
+        if self._reference == "baseline":
+            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+                if t.user_attrs.get(attrs.BASELINE) and t.number != exclude and _feasible(t):
+                    return t
+            return None
+        best = [t for t in best_trials(study) if t.number != exclude]
+        return best[0] if best else None
+
+
+def _feasible(t: FrozenTrial) -> bool:
+    from tuner.study._loop import is_feasible
+
+    return is_feasible(t)
+
+
+def _samples(trial: FrozenTrial, scenario: str) -> list[float]:
+    raw = trial.user_attrs.get(attrs.scenario_key(scenario, "repeats"))
+    if not isinstance(raw, list):
+        return []
+    return [float(x) for x in raw if isinstance(x, int | float)]
+
+
+def pruning_savings(study: optuna.Study) -> float:
+    """Benchmark seconds the regression pruner saved over the whole study (sum of ``pruning_saved_s``).
+
+    Each pruned trial's saving is estimated by the objective from the baseline's timings of the scenarios it
+    skipped, so it is in the same seconds as the benchmark (modelled seconds for the in-process model).
+    """
+    total = 0.0
+    for t in study.get_trials(deepcopy=False):
+        saved = t.user_attrs.get(attrs.PRUNING_SAVED_S)
+        if isinstance(saved, int | float):
+            total += float(saved)
+    return round(total, 3)
