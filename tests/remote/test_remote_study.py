@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import optuna
-from fixtures_sshd import Sshd, SimUnit, write_sim_unit
+from fixtures_sshd import SimUnit, Sshd, write_sim_unit
 from optuna.trial import TrialState
 
 from tuner.config import load_config

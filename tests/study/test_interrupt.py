@@ -75,7 +75,7 @@ def test_kill_9_then_start_again_reaches_the_total(make_config, port, tmp_path: 
     os.killpg(proc.pid, signal.SIGKILL)  # tune and nothing else: the server has its own session
     proc.wait()
     second = tune(cfg.source, 3)
-    out, err = second.communicate(timeout=180)
+    _, err = second.communicate(timeout=180)
     assert second.returncode == 0, err
     study = optuna.load_study(study_name=cfg.study.name, storage=cfg.study.storage)
     killed = study.trials[number]

@@ -17,6 +17,7 @@ from tuner.services._base import (
     ServiceState,
 )
 from tuner.services._proc import ProcStat, process_table, serves_port, stat_of
+
 if TYPE_CHECKING:  # tuner.config imports this package (launch specs); only the type is needed here
     from tuner.config import GpuWaitSection
 
