@@ -27,6 +27,7 @@ import statistics
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,7 @@ def run_one(task: tuple[str, str, int, int, float, float, dict[str, Any]]) -> di
 
     config_path, strategy, seed, trials, optimum, noise, search = task
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # TPE's group=True
     _install_search()
     config, fixed = strategy_config(load_config(config_path), strategy, seed, **search)
     n = fixed or trials

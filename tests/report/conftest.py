@@ -11,101 +11,19 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fixtures_study import study_toml
+
 from tuner.config import StudyConfig, load_config
 from tuner.sim.testing import free_port
 from tuner.study import Evidence, make_storage, open_study, run_study
 from tuner.study import _attrs as attrs
 
-# A tiny study against the simulator: one small scenario, no gate, fast loading and pacing.
-TEMPLATE = """
-[study]
-name = "{name}"
-trials = 4
-seed = 3
-on_exit = "stop"
-
-[target]
-command = [
-  "{python}", "-u", "-m", "tuner.sim", "--host", "127.0.0.1", "--port", "{port}",
-  "--speculative-algorithm", "DDTREE", "--speculative-ddtree-budget", "12",
-  "--speculative-dflash-block-size", "8", "--speculative-dflash-draft-window-size", "2048",
-  "--max-running-requests", "64", "--mem-fraction-static", "0.85",
-  "--sim-load-time", "0.2", "--sim-time-scale", "10", "--sim-seed", "5",
-]
-env = {{ SGLANG_DDTREE_MAX_TOPK = "6" }}
-base_url = "http://127.0.0.1:{port}"
-stop_grace_s = 5
-
-[readiness]
-timeout_s = 30
-poll_interval_s = 0.05
-progress = false
-
-[space.algorithm]
-type = "categorical"
-choices = ["DDTREE", "DFLASH"]
-flag = "--speculative-algorithm"
-
-[space.budget]
-type = "int"
-low = 4
-high = 32
-step = 4
-flag = "--speculative-ddtree-budget"
-when = {{ algorithm = "DDTREE" }}
-
-[space.topk]
-type = "int"
-low = 1
-high = 10
-env = "SGLANG_DDTREE_MAX_TOPK"
-when = {{ algorithm = "DDTREE" }}
-
-[space.block_size]
-type = "categorical"
-choices = [4, 8, 16]
-flag = "--speculative-dflash-block-size"
-
-[space.draft_window]
-type = "categorical"
-choices = ["none", 8, 2048]
-absent = "none"
-flag = "--speculative-dflash-draft-window-size"
-
-[space.mem_fraction_static]
-type = "float"
-low = 0.80
-high = 0.92
-step = 0.01
-flag = "--mem-fraction-static"
-
-[[constraints]]
-left = "draft_window"
-op = ">="
-right = "block_size"
-
-[search]
-n_startup_trials = 3
-
-[benchmark]
-warmup_requests = 0
-repeats = 2
-
-[[benchmark.scenarios]]
-name = "c2"
-concurrency = 2
-prompt_tokens = 32
-output_tokens = 16
-requests = 2
-
-[gate]
-enabled = false
-"""
-
 
 def write_config(directory: Path, *, name: str, port: int) -> StudyConfig:
     path = directory / f"{name}.toml"
-    path.write_text(TEMPLATE.format(name=name, port=port, python=sys.executable))
+    path.write_text(study_toml(name=name, port=port, gate=False))
     return load_config(path)
 
 

@@ -6,107 +6,21 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fixtures_study import study_toml
+
 from tuner.config import StudyConfig, load_config
-
-# A small, fast study against the simulator: one scenario, time-scaled pacing, a 2-problem gate.
-TEMPLATE = """
-[study]
-name = "{name}"
-trials = 4
-seed = 3
-on_exit = "{on_exit}"
-
-[target]
-command = [
-  "{python}", "-u", "-m", "tuner.sim", "--host", "127.0.0.1", "--port", "{port}",
-  "--speculative-algorithm", "DDTREE", "--speculative-ddtree-budget", "12",
-  "--speculative-dflash-block-size", "8", "--speculative-dflash-draft-window-size", "2048",
-  "--max-running-requests", "64", "--mem-fraction-static", "0.85",
-  "--sim-load-time", "0.2", "--sim-time-scale", "10", "--sim-seed", "5",
-]
-env = {{ SGLANG_DDTREE_MAX_TOPK = "6" }}
-base_url = "http://127.0.0.1:{port}"
-stop_grace_s = 5
-
-[readiness]
-timeout_s = 30
-poll_interval_s = 0.05
-progress = false
-
-[space.algorithm]
-type = "categorical"
-choices = ["DDTREE", "DFLASH"]
-flag = "--speculative-algorithm"
-
-[space.budget]
-type = "int"
-low = 4
-high = 32
-step = 4
-flag = "--speculative-ddtree-budget"
-when = {{ algorithm = "DDTREE" }}
-
-[space.topk]
-type = "int"
-low = 1
-high = 10
-env = "SGLANG_DDTREE_MAX_TOPK"
-when = {{ algorithm = "DDTREE" }}
-
-[space.block_size]
-type = "categorical"
-choices = [4, 8, 16]
-flag = "--speculative-dflash-block-size"
-
-[space.draft_window]
-type = "categorical"
-choices = ["none", 8, 2048]
-absent = "none"
-flag = "--speculative-dflash-draft-window-size"
-
-[space.max_running_requests]
-type = "categorical"
-choices = [16, 64, 128]
-flag = "--max-running-requests"
-
-[space.mem_fraction_static]
-type = "categorical"
-choices = [0.85, 0.92]
-flag = "--mem-fraction-static"
-
-[[constraints]]
-left = "draft_window"
-op = ">="
-right = "block_size"
-
-[search]
-n_startup_trials = 3
-{search}
-
-[benchmark]
-warmup_requests = 1
-repeats = 2
-
-[[benchmark.scenarios]]
-name = "c2"
-concurrency = 2
-prompt_tokens = 64
-output_tokens = 32
-requests = 4
-
-[gate]
-tasks = ["HumanEval/0", "HumanEval/2"]
-min_passed = 2
-max_tokens = 1024
-"""
 
 MakeConfig = Callable[..., StudyConfig]
 
 
 @pytest.fixture
 def make_config(tmp_path: Path, port: int) -> MakeConfig:
-    def make(*, name: str = "t", on_exit: str = "stop", search: str = "", edit: Callable[[str], str] | None = None):
-        text = TEMPLATE.format(name=name, on_exit=on_exit, port=port, python=sys.executable, search=search)
+    def make(
+        *, name: str = "t", on_exit: str = "stop", search: str = "", edit: Callable[[str], str] | None = None
+    ) -> StudyConfig:
+        text = study_toml(name=name, port=port, on_exit=on_exit, search=search)
         if edit:
             text = edit(text)
         path = tmp_path / f"{name}.toml"

@@ -305,6 +305,9 @@ def run_study(
         pruner=make_pruner(config),
         force_config=True,
     )
+    from tuner.report import write_study_note
+
+    write_study_note(study, config)
     stale = recover_stale_trials(study)
     if stale:
         console.line(f"marked interrupted trials FAIL and re-enqueued them: {stale}")
@@ -430,6 +433,8 @@ def _run_one(
     durations: list[float],
 ) -> bool:
     """Run one asked trial to its end; True when it counts towards the target."""
+    from tuner.report import mark_feasibility
+
     params = suggest(trial, config.space)
     violations = config.space.violations(params)
     if violations:
@@ -444,6 +449,7 @@ def _run_one(
         if duplicate.state == TrialState.COMPLETE:
             for key, value in duplicate.constraints.items():
                 trial.set_constraint(key, value)
+            mark_feasibility(trial)
             study.tell(trial, duplicate.values)
         else:
             trial.set_user_attr(attrs.FAILURE_REASON, f"same config as trial #{duplicate.number}, which failed")
@@ -464,6 +470,7 @@ def _run_one(
             console.line(f"  pruned: [{failure.phase}] {failure.reason}")
             study.tell(trial, state=TrialState.PRUNED)
             return True
+    mark_feasibility(trial)
     study.tell(trial, list(result.values))
     best = best_trials(study)
     best_text = f"; best #{best[0].number} {_values(best[0].values)}" if best else ""

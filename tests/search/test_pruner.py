@@ -1,0 +1,97 @@
+"""RegressionPruner and the [search] section, without running trials."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+from optuna.distributions import FloatDistribution
+from optuna.trial import TrialState, create_trial
+
+from tuner.config import SearchSection
+from tuner.errors import ConfigError
+from tuner.search import RegressionPruner, make_pruner, make_sampler, scenario_order
+
+from .conftest import MakeConfig
+
+SCENARIOS = ("c32-long", "c1-short", "c8-short")
+DIST = {"x": FloatDistribution(0, 1)}
+
+
+def _study(*trials: optuna.trial.FrozenTrial) -> optuna.Study:
+    study = optuna.create_study(direction="maximize")
+    for t in trials:
+        study.add_trial(t)
+    return study
+
+
+def _done(value: float, repeats: list[float], *, baseline: bool = False, x: float = 0.5) -> optuna.trial.FrozenTrial:
+    return create_trial(
+        value=value,
+        params={"x": x},
+        distributions=DIST,
+        user_attrs={"baseline": baseline, "c32-long.repeats": repeats},
+    )
+
+
+def _candidate(repeats: list[float], *, step: int = 0) -> optuna.trial.FrozenTrial:
+    t = create_trial(
+        state=TrialState.RUNNING,
+        params={"x": 0.1},
+        distributions=DIST,
+        user_attrs={"c32-long.repeats": repeats},
+        intermediate_values={s: repeats[0] for s in range(step + 1)},
+    )
+    t.number = 99
+    return t
+
+
+@pytest.mark.parametrize("reference", ["baseline", "best"])
+def test_prunes_a_clearly_slower_config_and_keeps_one_within_noise(reference: str) -> None:
+    study = _study(_done(300, [400, 404, 396], baseline=True), _done(310, [460, 455, 462], x=0.7))
+    pruner = RegressionPruner(scenarios=SCENARIOS, reference=reference, margin=0.05, confidence=0.9)
+    ref_level = 400 if reference == "baseline" else 460
+    assert pruner.prune(study, _candidate([0.8 * ref_level, 0.81 * ref_level, 0.79 * ref_level]))
+    assert not pruner.prune(study, _candidate([0.99 * ref_level, 1.01 * ref_level, 0.98 * ref_level]))
+
+
+def test_never_prunes_without_evidence_or_at_the_last_step() -> None:
+    study = _study(_done(300, [400, 404], baseline=True))
+    pruner = RegressionPruner(scenarios=SCENARIOS, reference="baseline", margin=0.05, confidence=0.9)
+    assert pruner.prune(study, _candidate([200, 201]))
+    assert not pruner.prune(study, _candidate([200]))  # one repeat: no noise estimate
+    assert not pruner.prune(study, _candidate([200, 201], step=2))  # nothing left to skip
+    assert not pruner.prune(_study(), _candidate([200, 201]))  # nothing to compare with
+    noisy = _study(_done(300, [300, 500], baseline=True))
+    assert not pruner.prune(noisy, _candidate([330, 350]))  # the difference is within the noise
+
+
+def test_constructor_validates() -> None:
+    with pytest.raises(ValueError, match="reference"):
+        RegressionPruner(scenarios=SCENARIOS, reference="median")
+    with pytest.raises(ValueError, match="margin"):
+        RegressionPruner(scenarios=SCENARIOS, margin=1.0)
+    with pytest.raises(ValueError, match="min_repeats"):
+        RegressionPruner(scenarios=SCENARIOS, min_repeats=1)
+
+
+def test_search_section_and_factories(make_config: MakeConfig) -> None:
+    cfg = make_config(search='prune_against = "baseline"\nprune_margin = 0.1\nprune_confidence = 0.95')
+    assert cfg.search.prune_against == "baseline" and cfg.search.prune_margin == 0.1
+    assert SearchSection().pruning is True
+    assert scenario_order(cfg) == SCENARIOS  # cheapest first, as the objective runs them
+    assert isinstance(make_pruner(cfg), RegressionPruner)
+    assert isinstance(make_pruner(make_config(name="off", search="pruning = false")), optuna.pruners.NopPruner)
+    multi = make_config(
+        name="multi",
+        edit=lambda text: text.replace('kind = "geomean"', 'kind = "multi"\nobjectives = ["c1-short", "c32-long"]'),
+    )
+    assert isinstance(make_pruner(multi), optuna.pruners.NopPruner)  # Trial.report is single-objective only
+    assert isinstance(make_sampler(cfg, offset=3), optuna.samplers.TPESampler)
+    random = make_config(name="random", search='sampler = "random"')
+    assert isinstance(make_sampler(random, offset=0), optuna.samplers.RandomSampler)
+    with pytest.raises(ConfigError, match="prune_margin"):
+        make_config(name="bad", search="prune_margin = 1.5")
+    with pytest.raises(ConfigError, match="prune_confidence"):
+        make_config(name="bad2", search="prune_confidence = 1.0")
+    with pytest.raises(ConfigError, match="prune_against"):
+        make_config(name="bad3", search='prune_against = "median"')
