@@ -105,12 +105,18 @@ def run_one(task: tuple[str, str, int, int, float, float, dict[str, Any]]) -> di
             "seed": seed,
             "fractions": fractions,
             "pruned": sum(1 for t in counted if t.user_attrs.get("pruning_saved_s") is not None),
-            "failed": sum(1 for t in counted if t.state.name == "PRUNED" and t.user_attrs.get("pruning_saved_s") is None),
+            "failed": sum(
+                1 for t in counted if t.state.name == "PRUNED" and t.user_attrs.get("pruning_saved_s") is None
+            ),
             "saved_s": pruning_savings(study),
             "bench_s": run.clock.seconds(what="benchmark"),
             "total_s": run.clock.seconds(),
             "wall_s": wall,
         }
+
+
+def _regression_pruned(t: Any) -> bool:
+    return t.user_attrs.get("pruned_skipped_scenarios") is not None
 
 
 def _fast_tmp() -> str | None:
@@ -157,7 +163,9 @@ def main() -> int:
         search["prune_against"] = args.prune_against
     strategies = [s for s in args.strategies.split(",") if s]
     tasks = [
-        (args.config, s, seed, args.trials, optimum, args.noise, search) for s in strategies for seed in range(args.seeds)
+        (args.config, s, seed, args.trials, optimum, args.noise, search)
+        for s in strategies
+        for seed in range(args.seeds)
     ]
     t1 = time.monotonic()
     with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
@@ -184,11 +192,13 @@ def main() -> int:
         share = f"{saved:.0f} s of {bench:.0f} s benchmark ({saved / bench:.0%})" if bench else "-"
         cells = [f"{statistics.median(at(f, k) for f in fr):.1%}" for k in checkpoints]
         print(
-            f"| {s} | " + " | ".join(cells)
+            f"| {s} | "
+            + " | ".join(cells)
             + f" | {min(at(f, args.trials) for f in fr):.1%}"
             + f" | {med_reach if math.isfinite(med_reach) else '>' + str(args.trials)}"
             + f" | {reached}/{len(rows)}"
-            + f" | {statistics.median(r['failed'] for r in rows):.0f}/{statistics.median(r['pruned'] for r in rows):.0f}"
+            + f" | {statistics.median(r['failed'] for r in rows):.0f}"
+            + f"/{statistics.median(r['pruned'] for r in rows):.0f}"
             + f" | {share} |"
         )
     print("\ngrid has only its 4 distinct configs: its later columns repeat its final value.")

@@ -148,9 +148,7 @@ def test_multi_objective_study_reports_a_pareto_front(make_config: MakeConfig) -
         )
     best = per_scenario_best(study, ["c1-short", "c32-long"])
     assert set(best) == {"c1-short", "c32-long"}
-    assert best["c1-short"].user_attrs["c1-short.tok_s"] == max(
-        t.user_attrs["c1-short.tok_s"] for t in front
-    )
+    assert best["c1-short"].user_attrs["c1-short.tok_s"] == max(t.user_attrs["c1-short.tok_s"] for t in front)
 
 
 def test_model_readiness_fails_like_the_real_server(make_config: MakeConfig) -> None:

@@ -32,7 +32,9 @@ def test_scenario_model_agrees_with_the_simulator_model() -> None:
     assert m.tok_s == pytest.approx(decode_tok_s(cfg, concurrency=1, context_tokens=ctx), rel=0.03)
     assert m.tok_s < decode_tok_s(cfg, concurrency=1, context_tokens=ctx)
     tight = ServerConfig(algorithm="DFLASH", block_size=4, draft_window=1024, mem_fraction_static=0.71)
-    died = model_scenario(tight, Scenario(name="c32", concurrency=32, prompt_tokens=3000, output_tokens=48, requests=32))
+    died = model_scenario(
+        tight, Scenario(name="c32", concurrency=32, prompt_tokens=3000, output_tokens=48, requests=32)
+    )
     assert died.died is not None and died.tok_s == 0
 
 

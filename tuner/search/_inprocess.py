@@ -32,11 +32,11 @@ from tuner.readiness import LogWatch, Ready
 from tuner.search._truth import model_scenario, parse_server_config
 from tuner.services import BaseService, LaunchSpec, LogChunk, ProcessIdentity, Restarted, ServiceState
 from tuner.sim import ServerConfig, capture_seconds, corrupts_code, startup_failure, startup_seconds, verify_width
-from tuner.study._objective import Progress, TrialParts
 from tuner.target import base_spec
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # tuner.study imports this package: its names are imported at call time below
     from tuner.study._loop import Console
+    from tuner.study._objective import Progress, TrialParts
 
 __all__ = [
     "InProcessRun",
@@ -385,6 +385,8 @@ def model_parts(
     corrupt_pass_rate: float = 0.0,
 ) -> TrialParts:
     """TrialParts for a :class:`ModelService`; ``functools.partial`` it into run_study's ``parts_factory``."""
+    from tuner.study._objective import TrialParts
+
     if not isinstance(service, ModelService):
         raise TypeError(f"model_parts needs a ModelService, got {type(service).__name__}")
     bench_rng, gate_rng = random.Random(seed), random.Random(seed + 1)
@@ -433,7 +435,7 @@ def run_inprocess(
     ``artifacts_dir`` (default: a temporary directory removed afterwards). ``on_exit`` is forced to "stop":
     there is no real server to leave in any state.
     """
-    from tuner.study._loop import Console, run_study  # tuner.study imports this package: import at call time
+    from tuner.study._loop import Console, run_study
 
     with tempfile.TemporaryDirectory(prefix="tune-model-") as tmp:
         study_section = dataclasses.replace(

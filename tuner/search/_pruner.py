@@ -14,7 +14,9 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.bench import is_slower
-from tuner.study import _attrs as attrs
+
+# tuner.study is imported inside functions throughout this package: tuner.study builds its sampler and pruner
+# from here, so importing it at module level would make the two packages' import order matter.
 
 __all__ = ["RegressionPruner", "pruning_savings"]
 
@@ -80,7 +82,7 @@ class RegressionPruner(optuna.pruners.BasePruner):
 
     def reference_trial(self, study: optuna.Study, *, exclude: int | None = None) -> FrozenTrial | None:
         """The trial a candidate is compared with (None: nothing to compare with yet)."""
-        # Imported here: tuner.study imports this package to build its sampler and pruner.
+        from tuner.study import _attrs as attrs
         from tuner.study._loop import best_trials
 
         if self._reference == "baseline":
@@ -99,7 +101,9 @@ def _feasible(t: FrozenTrial) -> bool:
 
 
 def _samples(trial: FrozenTrial, scenario: str) -> list[float]:
-    raw = trial.user_attrs.get(attrs.scenario_key(scenario, "repeats"))
+    from tuner.study._attrs import scenario_key
+
+    raw = trial.user_attrs.get(scenario_key(scenario, "repeats"))
     if not isinstance(raw, list):
         return []
     return [float(x) for x in raw if isinstance(x, int | float)]
@@ -111,9 +115,11 @@ def pruning_savings(study: optuna.Study) -> float:
     Each pruned trial's saving is estimated by the objective from the baseline's timings of the scenarios it
     skipped, so it is in the same seconds as the benchmark (modelled seconds for the in-process model).
     """
+    from tuner.study._attrs import PRUNING_SAVED_S
+
     total = 0.0
     for t in study.get_trials(deepcopy=False):
-        saved = t.user_attrs.get(attrs.PRUNING_SAVED_S)
+        saved = t.user_attrs.get(PRUNING_SAVED_S)
         if isinstance(saved, int | float):
             total += float(saved)
     return round(total, 3)

@@ -7,8 +7,6 @@ from collections.abc import Iterable
 import optuna
 from optuna.trial import FrozenTrial
 
-from tuner.study import _attrs as attrs
-
 __all__ = ["per_scenario_best"]
 
 
@@ -19,12 +17,14 @@ def per_scenario_best(study: optuna.Study, scenarios: Iterable[str]) -> dict[str
     any study. Only COMPLETE, feasible trials count (a pruned trial's partial figures are not evidence of a
     working config). Scenarios without any such trial are left out.
     """
-    from tuner.study._loop import is_counted, is_feasible  # tuner.study imports this package
+    # Imported here: tuner.study imports this package (see tuner.search._pruner).
+    from tuner.study._attrs import scenario_key
+    from tuner.study._loop import is_counted, is_feasible
 
     done = [t for t in study.get_trials(deepcopy=False) if is_counted(t) and is_feasible(t)]
     best: dict[str, FrozenTrial] = {}
     for name in scenarios:
-        key = attrs.scenario_key(name, "tok_s")
+        key = scenario_key(name, "tok_s")
         ranked = [t for t in done if isinstance(t.user_attrs.get(key), int | float)]
         if ranked:
             best[name] = max(ranked, key=lambda t: (t.user_attrs[key], -t.number))

@@ -12,20 +12,14 @@ from tuner.hosts import BaseHost
 # Every process's stat line, for finding group members and start times without procps.
 PROC_STATS = r"""for d in /proc/[0-9]*; do read -r line < "$d/stat" 2>/dev/null && printf '%s\n' "$line"; done"""
 
-# PIDs holding a LISTEN socket on port $1 (IPv4 or IPv6): socket inodes from /proc/net/tcp*, then the fds
-# that point at them. Processes whose fds we may not read are simply not reported.
+# Inodes of LISTEN sockets on port $1 (IPv4 or IPv6), a separator, then every process's fd links in one
+# `ls` (a fork per fd would cost half a second on a busy host). Fds we may not read are simply not listed.
 _LISTENERS = r"""
 hex=$(printf ':%04X' "$1")
-inodes=$(awk -v p="$hex" 'FNR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p { print $10 }' \
-  /proc/net/tcp /proc/net/tcp6 2>/dev/null)
-[ -z "$inodes" ] && exit 0
-for fd in /proc/[0-9]*/fd/*; do
-  link=$(readlink "$fd" 2>/dev/null) || continue
-  case "$link" in socket:*) ;; *) continue ;; esac
-  for ino in $inodes; do
-    if [ "$link" = "socket:[$ino]" ]; then pid=${fd#/proc/}; echo "${pid%%/*}"; fi
-  done
-done
+awk -v p="$hex" 'FNR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p { print $10 }' \
+  /proc/net/tcp /proc/net/tcp6 2>/dev/null
+echo --
+ls -l /proc/[0-9]*/fd 2>/dev/null | grep -e '^/proc/' -e 'socket:'
 """
 
 
@@ -91,7 +85,19 @@ def descendants(stats: dict[int, ProcStat], root: int) -> set[int]:
 
 def listener_pids(host: BaseHost, port: int) -> set[int]:
     out = host.run_script(_LISTENERS, str(port)).stdout
-    return {int(x) for x in out.split() if x.isdigit()}
+    head, _, fds = out.partition("--\n")
+    inodes = {f"socket:[{x}]" for x in head.split() if x.isdigit()}
+    if not inodes:
+        return set()
+    pids: set[int] = set()
+    pid = None
+    for line in fds.splitlines():
+        if line.startswith("/proc/"):  # "/proc/123/fd:" heads each directory's listing
+            part = line.split("/")[2]
+            pid = int(part) if part.isdigit() else None
+        elif pid is not None and line.rsplit(" ", 1)[-1] in inodes:
+            pids.add(pid)
+    return pids
 
 
 def serves_port(host: BaseHost, pid: int, port: int) -> bool | None:
