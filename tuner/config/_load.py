@@ -46,9 +46,10 @@ class StudyConfig:
     baseline: dict[str, Value]
 
     def fingerprint(self) -> str:
-        """Hash of what makes two trials comparable: space, constraints, objective, scenarios, gate, target.
+        """Hash of what makes two trials comparable: space, constraints, objective, scenarios and gate.
 
-        Resuming with a different fingerprint would mix incomparable scores in one study.
+        Resuming with a different fingerprint would mix incomparable scores in one study. The target (host,
+        port, base command) is left out on purpose: several workers, each with its own server, share a study.
         """
         material = {
             "space": [asdict(p) for p in self.space.params],
@@ -57,8 +58,6 @@ class StudyConfig:
             "scenarios": [asdict(s) for s in self.benchmark.scenarios],
             "mad_k": self.benchmark.mad_k,
             "gate": asdict(self.gate) if self.gate else None,
-            "command": list(self.target.command),
-            "env": self.target.env,
         }
         blob = json.dumps(material, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]

@@ -383,7 +383,10 @@ def _drive(
     durations: list[float] = []
     uncounted_in_a_row = 0
     host_errors_in_a_row = 0
-    while (done := counted_trials(study)) < target:
+    # Other workers' running trials count as in flight, so several workers sharing a study stop at N together.
+    while (done := counted_trials(study)) + len(
+        study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    ) < target:
         if uncounted_in_a_row >= MAX_UNCOUNTED_IN_A_ROW:
             raise TuneError(
                 f"the sampler proposed {uncounted_in_a_row} configs in a row that violate constraints or "
