@@ -19,13 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in _COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"tuner.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"tuner.cli.{name}":
-                raise
-            continue
-        module.register(sub)
+        importlib.import_module(f"tuner.cli.{name}").register(sub)
     return parser
 
 
