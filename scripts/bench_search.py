@@ -34,22 +34,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import tuner.services  # noqa: E402,F401  (imported before tuner.config: keeps the package import order stable)
 
 STRATEGIES = ("tune", "random", "grid")
 CHECKPOINTS = (10, 20, 30)
 TARGET = 0.98
 #: The seed session's 4-point sweep (budget, top-k, draft window); everything else stays at the base command.
 GRID = ((8, 4, "none"), (16, 4, 2048), (4, 4, 2048), (12, 6, 2048))
-
-
-def _install_search() -> None:
-    """Run the loop with tuner.search's sampler and pruner (a no-op once tuner.study imports them itself)."""
-    import tuner.study._loop as loop
-    from tuner.search import make_pruner, make_sampler
-
-    loop.make_sampler = make_sampler  # type: ignore[assignment]
-    loop.make_pruner = make_pruner  # type: ignore[assignment]
 
 
 def strategy_config(config: Any, strategy: str, seed: int, **search: Any) -> tuple[Any, int | None]:
@@ -81,7 +71,6 @@ def run_one(task: tuple[str, str, int, int, float, float, dict[str, Any]]) -> di
     config_path, strategy, seed, trials, optimum, noise, search = task
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # TPE's group=True
-    _install_search()
     config, fixed = strategy_config(load_config(config_path), strategy, seed, **search)
     n = fixed or trials
     with tempfile.TemporaryDirectory(prefix="bench-search-", dir=_fast_tmp()) as tmp:

@@ -2,28 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-import tuner.services  # noqa: F401  (before tuner.config, as the CLI does)
-import tuner.study._loop as loop
 from tuner.config import StudyConfig, load_config
-from tuner.search import make_pruner, make_sampler
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = (ROOT / "studies" / "demo.toml").read_text()
 
 MakeConfig = Callable[..., StudyConfig]
-
-
-@pytest.fixture(autouse=True)
-def search_in_loop(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The loop builds tuner.search's sampler and pruner (a no-op once tuner.study imports them itself)."""
-    monkeypatch.setattr(loop, "make_sampler", make_sampler)
-    monkeypatch.setattr(loop, "make_pruner", make_pruner)
-    yield
 
 
 @pytest.fixture

@@ -127,11 +127,6 @@ def test_invalid_seed_params_are_rejected_at_load(make_config: MakeConfig) -> No
         make_config(search=seeds({"topp": 3}))
 
 
-@pytest.mark.xfail(
-    raises=NotImplementedError,
-    strict=False,
-    reason="needs tuner.study wiring: TrialRunner must not call trial.report in multi-objective studies",
-)
 def test_multi_objective_study_reports_a_pareto_front(make_config: MakeConfig) -> None:
     cfg = make_config(
         edit=lambda text: text.replace('kind = "geomean"', 'kind = "multi"\nobjectives = ["c1-short", "c32-long"]')

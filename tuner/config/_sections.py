@@ -124,6 +124,10 @@ class BenchmarkSection:
     api: str = "chat"
     seed: int = 0
 
+    def in_run_order(self) -> tuple[Scenario, ...]:
+        """Cheapest first, so a regression pruner can stop a slow config before the expensive scenarios."""
+        return tuple(sorted(self.scenarios, key=lambda s: s.cost))
+
 
 @dataclass(frozen=True, kw_only=True)
 class ObjectiveSection:

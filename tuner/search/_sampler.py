@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import optuna
 
 from tuner.config import StudyConfig
@@ -25,18 +27,21 @@ def make_sampler(config: StudyConfig, *, offset: int) -> optuna.samplers.BaseSam
     seed = None if config.study.seed is None else config.study.seed + offset
     if config.search.sampler == "random":
         return optuna.samplers.RandomSampler(seed=seed)
-    return optuna.samplers.TPESampler(
-        multivariate=True,
-        group=True,
-        constant_liar=True,
-        seed=seed,
-        n_startup_trials=config.search.n_startup_trials,
-    )
+    with warnings.catch_warnings():
+        # group=True has been "experimental" since Optuna 2.8; it is what conditional spaces need.
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(
+            multivariate=True,
+            group=True,
+            constant_liar=True,
+            seed=seed,
+            n_startup_trials=config.search.n_startup_trials,
+        )
 
 
 def scenario_order(config: StudyConfig) -> tuple[str, ...]:
     """Scenario names in the order the objective benchmarks them (cheapest first; step i = entry i)."""
-    return tuple(s.name for s in sorted(config.benchmark.scenarios, key=lambda s: s.cost))
+    return tuple(s.name for s in config.benchmark.in_run_order())
 
 
 def make_pruner(config: StudyConfig) -> optuna.pruners.BasePruner:

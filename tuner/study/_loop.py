@@ -16,7 +16,6 @@ import socket
 import sys
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import StudyConfig
 from tuner.errors import HostError, TrialFailure, TuneError
+from tuner.search import make_pruner, make_sampler
 from tuner.services import BaseService
 from tuner.space import Value, render, suggest
 from tuner.study import _attrs as attrs
@@ -178,27 +178,6 @@ def find_duplicate(study: optuna.Study, params: dict[str, Value], number: int) -
 
 
 # -- the loop ------------------------------------------------------------------
-
-
-def make_sampler(config: StudyConfig, *, offset: int) -> optuna.samplers.BaseSampler:
-    # A fixed seed would replay the same startup samples on every resume: offset it by what the study holds.
-    seed = None if config.study.seed is None else config.study.seed + offset
-    if config.search.sampler == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
-    with warnings.catch_warnings():
-        # group=True is "experimental" since Optuna 2.8 and is what conditional spaces need.
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.samplers.TPESampler(
-            multivariate=True,
-            group=True,
-            constant_liar=True,
-            seed=seed,
-            n_startup_trials=config.search.n_startup_trials,
-        )
-
-
-def make_pruner(config: StudyConfig) -> optuna.pruners.BasePruner:
-    return optuna.pruners.NopPruner()
 
 
 @contextmanager
@@ -519,7 +498,7 @@ def _on_exit(
         console.line("restoring the baseline configuration")
     restarted = service.restart(label="on-exit")
     try:
-        wait_ready(
+        (parts.readiness or wait_ready)(
             service=service,
             restarted=restarted,
             endpoint=parts.endpoint,

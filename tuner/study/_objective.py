@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import optuna
 
 from tuner.bench import BaseBenchmark, ScenarioResult
-from tuner.config import ObjectiveSection, ReadinessSection, Scenario, StudyConfig
+from tuner.config import BenchmarkSection, ObjectiveSection, ReadinessSection, Scenario, StudyConfig
 from tuner.endpoint import Endpoint
 from tuner.errors import ConfigNotApplied, DiedUnderLoad, GateFailed, RegressionPruned, TrialFailure
 from tuner.gate import BaseGate, GateResult
@@ -102,14 +102,14 @@ def verify_applied(service: BaseService, applied: Applied) -> None:
 
 def benchmark_server(
     benchmark: BaseBenchmark,
-    scenarios: tuple[Scenario, ...],
+    section: BenchmarkSection,
     *,
     service: BaseService,
     restarted: Restarted,
     on_result: Callable[[int, ScenarioResult], None],
 ) -> BenchmarkOutcome:
     """Run scenarios cheapest first, so a regression pruner can stop a slow config early."""
-    ordered = sorted(scenarios, key=lambda s: s.cost)
+    ordered = section.in_run_order()
     start = time.monotonic()
     results: list[ScenarioResult] = []
     for step, scenario in enumerate(ordered):
@@ -232,7 +232,7 @@ class TrialRunner:
             try:
                 outcome = benchmark_server(
                     bench,
-                    cfg.benchmark.scenarios,
+                    cfg.benchmark,
                     service=service,
                     restarted=restarted,
                     on_result=lambda step, r: self._intermediate(trial, step, r),
@@ -258,6 +258,8 @@ class TrialRunner:
         if self._progress:
             accept = f", accept {result.accept_length:.2f}" if result.accept_length else ""
             self._progress(f"{result.name}: {result.output_tok_s:.1f} tok/s{accept}")
+        if len(trial.study.directions) > 1:
+            return  # Optuna has no intermediate values (hence no pruning) for multi-objective studies
         trial.report(result.score, step)
         if trial.should_prune():
             raise RegressionPruned(
