@@ -80,8 +80,11 @@ class Sshd:
             "-o", "PermitRootLogin=prohibit-password",
             "-o", "Subsystem=sftp internal-sftp",
             "-o", "MaxStartups=100", "-o", "MaxSessions=100",
-            "-o", f"SetEnv=PATH={path}",
+            # A private HOME: the remote login shell would otherwise source the account's ~/.bashrc (this
+            # machine's runs `pyenv init`, whose rehash lock stalls concurrent commands for up to a minute).
+            "-o", f"SetEnv=PATH={path} HOME={self.dir / 'home'}",
         ]  # fmt: skip
+        (self.dir / "home").mkdir(exist_ok=True)
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # privilege separation dir (tmpfs)
         log = self.log.open("ab")
         self.proc = subprocess.Popen(argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)

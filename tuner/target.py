@@ -7,6 +7,7 @@ receives a :class:`~tuner.hosts.BaseHost` and a :class:`~tuner.services.BaseServ
 from __future__ import annotations
 
 import sys
+from urllib.parse import urlsplit
 
 from tuner.config import StudyConfig, TargetSection
 from tuner.hosts import BaseHost, LocalHost
@@ -46,4 +47,6 @@ def make_service(config: StudyConfig, host: BaseHost) -> BaseService:
         workdir=target.workdir,
         stop_grace_s=target.stop_grace_s,
         gpu_wait=target.gpu_wait,
+        # One record per port: workers sharing a config directory each manage their own server.
+        record_name=f"server-{urlsplit(target.base_url).port or 80}.json",
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -95,6 +96,15 @@ def test_short_study_over_ssh_and_systemd_leaves_the_unit_untouched(sim_unit: Si
 
 def test_sshd_restarted_mid_study_the_study_goes_on(private_sshd: Sshd, tmp_path: Path) -> None:
     unit = write_sim_unit(private_sshd)
+    try:
+        _outage_study(private_sshd, unit, tmp_path)
+    finally:
+        subprocess.run(
+            [str(private_sshd.shim_dir / "systemctl"), "stop", unit.name], capture_output=True, timeout=60, check=False
+        )
+
+
+def _outage_study(private_sshd: Sshd, unit: SimUnit, tmp_path: Path) -> None:
     cfg = load_config(study_file(unit, tmp_path, name="outage", trials=4))
     errors: list[BaseException] = []
 
@@ -121,13 +131,15 @@ def test_sshd_restarted_mid_study_the_study_goes_on(private_sshd: Sshd, tmp_path
     private_sshd.start()
     worker.join(timeout=240)
     assert not worker.is_alive()
-    assert not errors, errors
     study = optuna.load_study(study_name="outage", storage=cfg.study.storage)
-    assert counted_trials(study) == 4
+    story = [(t.number, t.state.name, t.user_attrs.get(attrs.FAILURE_PHASE), t.user_attrs.get(attrs.FAILURE_REASON))
+             for t in study.trials]  # fmt: skip
+    assert not errors, (errors, story)
+    assert counted_trials(study) == 4, story
     failed = [t for t in study.trials if t.state == TrialState.FAIL]
     # Either the outage fell between commands and nothing failed, or the hit trial failed cleanly and its
     # params were retried once.
     for t in failed:
-        assert t.user_attrs[attrs.FAILURE_PHASE] == "host"
+        assert t.user_attrs[attrs.FAILURE_PHASE] == "host", story
         assert any(r.user_attrs.get(attrs.RETRY_OF) == t.number for r in study.trials)
     assert not study.get_trials(states=(TrialState.RUNNING,))

@@ -63,8 +63,9 @@ class ProcessService(BaseService):
 
     Stops are SIGTERM to the server's process group, a grace period, then SIGKILL to the group; processes
     are only ever addressed by the PID/PGID we started (plus the kernel start time), never by name. What runs
-    is remembered in ``LOG_DIR/current.json`` on the host, so a new ``tune`` process (after a crash or
-    ``kill -9``) stops the server its predecessor left instead of colliding with it on the port.
+    is remembered in ``LOG_DIR/<record_name>`` on the host (one record per served port), so a new ``tune``
+    process (after a crash or ``kill -9``) stops the server its predecessor left instead of colliding with it
+    on the port.
     """
 
     def __init__(
@@ -77,6 +78,7 @@ class ProcessService(BaseService):
         stop_grace_s: float = 30.0,
         poll_interval_s: float = 0.05,
         gpu_wait: GpuWaitSection | None = None,
+        record_name: str = "current.json",
     ) -> None:
         self._host = host
         self._base = base
@@ -85,7 +87,7 @@ class ProcessService(BaseService):
         self._workdir = workdir
         self._grace = stop_grace_s
         self._poll = poll_interval_s
-        self._record = posixpath.join(log_dir, "current.json")
+        self._record = posixpath.join(log_dir, record_name)
         self._gpu_wait = gpu_wait
 
     # -- what runs ---------------------------------------------------------------------------------------

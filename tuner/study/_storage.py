@@ -33,9 +33,10 @@ def make_storage(url: str) -> optuna.storages.BaseStorage:
     for attempt in range(5):
         try:
             return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
-        except sqlalchemy.exc.IntegrityError:
-            # Workers starting together on a fresh database race to create Optuna's schema; the loser
-            # finds it created on the next attempt.
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.OperationalError):
+            # Workers starting together on a fresh database race to create Optuna's schema ("table studies
+            # already exists", a duplicate alembic row); the loser finds it created on the next attempt. A
+            # database that is really unreachable still fails after the last attempt.
             if attempt == 4:
                 raise
             time.sleep(0.2 * (attempt + 1))
