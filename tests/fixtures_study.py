@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import sys
 
 # One scenario, time-scaled pacing, a 2-problem gate (optional): a trial takes about a second.
@@ -102,3 +104,21 @@ def study_toml(*, name: str, port: int, on_exit: str = "stop", search: str = "",
     return TEMPLATE.format(
         name=name, on_exit=on_exit, port=port, python=sys.executable, search=search, gate=str(gate).lower()
     )
+
+
+def running_trials(storage: str, *, with_attr: str | None = None) -> list[int]:
+    """Numbers of RUNNING trials, read straight from the SQLite file.
+
+    Tests poll a study that a tune process is creating; an Optuna storage object would race tune to create
+    the schema (and make tune's own start fail), so this opens the file read-only and asks the tables.
+    """
+    path = storage.removeprefix("sqlite:///")
+    query = "SELECT t.number FROM trials t WHERE t.state = 'RUNNING'"
+    if with_attr is not None:
+        query += " AND EXISTS (SELECT 1 FROM trial_user_attributes a WHERE a.trial_id = t.trial_id AND a.key = ?)"
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1)) as conn:
+            rows = conn.execute(query, (with_attr,) if with_attr else ()).fetchall()
+    except sqlite3.Error:
+        return []  # no file or no schema yet
+    return sorted(r[0] for r in rows)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import optuna
 from fixtures_sshd import SimUnit, Sshd, write_sim_unit
+from fixtures_study import running_trials
 from optuna.trial import TrialState
 
 from tuner.config import load_config
@@ -118,23 +119,19 @@ def _outage_study(private_sshd: Sshd, unit: SimUnit, tmp_path: Path) -> None:
     worker.start()
     # Wait until trial #1 is running, then take sshd away for a moment.
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            study = optuna.load_study(study_name="outage", storage=cfg.study.storage)
-            if any(t.number >= 1 for t in study.get_trials(states=(TrialState.RUNNING,))):
-                break
-        except Exception:
-            pass
+    while time.monotonic() < deadline and not errors:
+        if any(n >= 1 for n in running_trials(cfg.study.storage)):
+            break
         time.sleep(0.05)
     private_sshd.stop()
     time.sleep(1.0)
     private_sshd.start()
     worker.join(timeout=240)
     assert not worker.is_alive()
+    assert not errors, errors
     study = optuna.load_study(study_name="outage", storage=cfg.study.storage)
     story = [(t.number, t.state.name, t.user_attrs.get(attrs.FAILURE_PHASE), t.user_attrs.get(attrs.FAILURE_REASON))
              for t in study.trials]  # fmt: skip
-    assert not errors, (errors, story)
     assert counted_trials(study) == 4, story
     failed = [t for t in study.trials if t.state == TrialState.FAIL]
     # Either the outage fell between commands and nothing failed, or the hit trial failed cleanly and its

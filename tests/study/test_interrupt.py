@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import optuna
-import sqlalchemy.exc
+from fixtures_study import running_trials
 from optuna.trial import TrialState
 
 from tuner.study import _attrs as attrs
@@ -33,16 +33,9 @@ def wait_for_running_trial(cfg, proc: subprocess.Popen[str], *, after: int = 1) 
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
-        if not Path(cfg.study.storage.removeprefix("sqlite:///")).exists():
-            time.sleep(0.05)
-            continue
-        try:
-            study = optuna.load_study(study_name=cfg.study.name, storage=cfg.study.storage)
-            for t in study.get_trials(states=(TrialState.RUNNING,)):
-                if t.number >= after and attrs.COMMAND in t.user_attrs:
-                    return t.number
-        except (KeyError, sqlalchemy.exc.SQLAlchemyError):
-            pass  # the study (or its schema) is still being created by tune
+        numbers = [n for n in running_trials(cfg.study.storage, with_attr=attrs.COMMAND) if n >= after]
+        if numbers:
+            return numbers[0]
         time.sleep(0.05)
     raise AssertionError("no trial started")
 

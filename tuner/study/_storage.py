@@ -30,16 +30,17 @@ def make_storage(url: str) -> optuna.storages.BaseStorage:
         with sqlite3.connect(path, timeout=60) as conn:
             conn.execute("PRAGMA journal_mode=WAL")
         kwargs = {"connect_args": {"timeout": 60}}
-    for attempt in range(5):
+    attempts = 8
+    for attempt in range(attempts):
         try:
             return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
         except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.OperationalError):
             # Workers starting together on a fresh database race to create Optuna's schema ("table studies
             # already exists", a duplicate alembic row); the loser finds it created on the next attempt. A
             # database that is really unreachable still fails after the last attempt.
-            if attempt == 4:
+            if attempt == attempts - 1:
                 raise
-            time.sleep(0.2 * (attempt + 1))
+            time.sleep(0.25 * (attempt + 1))
     raise AssertionError("unreachable")
 
 
