@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+import pytest
 from fixtures_sshd import SimUnit
 
 from tuner.cli._remote import cmd_check, cmd_restore, run_check
@@ -63,7 +64,9 @@ requests = 1
     return path
 
 
-def test_check_passes_and_cycle_restores(sim_unit: SimUnit, tmp_path: Path) -> None:
+def test_check_passes_and_cycle_restores(
+    sim_unit: SimUnit, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config_path = _study(sim_unit, tmp_path)
     lines: list[str] = []
     assert run_check(load_config(config_path), out=lines.append) == 0, "\n".join(lines)
@@ -71,6 +74,8 @@ def test_check_passes_and_cycle_restores(sim_unit: SimUnit, tmp_path: Path) -> N
     assert "host key SHA256:" in text and "ExecStart matches" in text and "tuned flags are accepted" in text
     before = sim_unit.path.read_bytes()
     assert cmd_check(argparse.Namespace(config=config_path, cycle=True)) == 0
+    out = capsys.readouterr().out
+    assert "tiny benchmark:" in out and "tok/s" in out
     assert cmd_restore(argparse.Namespace(config=config_path)) == 0
     assert sim_unit.path.read_bytes() == before
 

@@ -12,6 +12,7 @@ import httpx
 
 from tuner.cli._common import DEFAULT_CONFIG
 from tuner.config import StudyConfig, load_config
+from tuner.endpoint import Endpoint
 from tuner.errors import HostError, TuneError
 from tuner.hosts import BaseHost
 from tuner.services import BaseService, LaunchSpec, spec_matches
@@ -202,9 +203,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"{failed} check(s) failed", file=sys.stderr)
         return 1
     if args.cycle:
-        print("cycle: baseline config -> restart -> ready -> restore")
+        print("cycle: baseline config -> restart -> ready -> tiny benchmark -> restore")
         _cycle(config)
-        print(f" {OK} one full apply/restart/ready/restore cycle worked")
+        print(f" {OK} one full apply/restart/ready/benchmark/restore cycle worked")
     return 0
 
 
@@ -225,15 +226,20 @@ def _with_target(config: StudyConfig, action: Callable[[BaseService, BaseHost], 
         host.close()
 
 
-def _bring_up(config: StudyConfig, service: BaseService, spec: LaunchSpec | None, label: str) -> None:
+def _bring_up(
+    config: StudyConfig, service: BaseService, spec: LaunchSpec | None, label: str, *, measure: bool = False
+) -> None:
+    """The trial's own steps (apply -> restart -> ready -> verify), optionally with a tiny benchmark."""
     from tuner.readiness import wait_ready
+    from tuner.study import apply_config, restart_server, verify_applied
     from tuner.study._parts import endpoint_for
 
+    applied = None
     if spec is None:
         service.revert()
     else:
-        service.apply(spec)
-    restarted = service.restart(label=label)
+        applied = apply_config(service, spec)
+    restarted = restart_server(service, label=label)
     ready = wait_ready(
         service=service,
         restarted=restarted,
@@ -241,11 +247,30 @@ def _bring_up(config: StudyConfig, service: BaseService, spec: LaunchSpec | None
         config=config.readiness,
         progress=lambda m: print(f"   {m}", file=sys.stderr),
     )
-    if spec is not None:
-        actual = service.running_spec()
-        if actual is not None and spec_matches(spec, actual):
-            raise TuneError("config not applied: " + "; ".join(spec_matches(spec, actual)))
+    if applied is not None:
+        verify_applied(service, applied)
     print(f" {OK} {label}: ready after {ready.seconds:.1f} s ({restarted.new})")
+    if measure:
+        _tiny_benchmark(config, ready.endpoint or endpoint_for(config))
+
+
+def _tiny_benchmark(config: StudyConfig, endpoint: Endpoint) -> None:
+    """One short streamed request through the real benchmark engine: proves the measuring path end to end."""
+    from dataclasses import replace
+
+    from tuner.bench import HttpBenchmark
+    from tuner.config import Scenario
+
+    section = replace(config.benchmark, warmup_requests=0, repeats=1)
+    bench = HttpBenchmark(endpoint=endpoint, config=section)
+    try:
+        result = bench.run_scenario(
+            Scenario(name="check", concurrency=1, prompt_tokens=32, output_tokens=16, requests=1)
+        )
+    finally:
+        bench.close()
+    accept = f", acceptance {result.accept_length:.2f}" if result.accept_length else ""
+    print(f" {OK} tiny benchmark: {result.output_tok_s:.1f} tok/s{accept}")
 
 
 def _cycle(config: StudyConfig) -> None:
@@ -256,7 +281,7 @@ def _cycle(config: StudyConfig) -> None:
 
     def act(service: BaseService, host: BaseHost) -> None:
         try:
-            _bring_up(config, service, spec, "check-cycle")
+            _bring_up(config, service, spec, "check-cycle", measure=True)
         finally:
             _bring_up(config, service, None, "check-restore")
 

@@ -231,7 +231,7 @@ class Console:
     def __init__(self, *, stream: Any = None, live: bool | None = None) -> None:
         self._stream = stream or sys.stderr
         self._live = self._stream.isatty() if live is None else live
-        self._last_live = 0.0
+        self._last_live = -math.inf
         self._dirty = False
 
     def line(self, text: str) -> None:
@@ -242,14 +242,16 @@ class Console:
         self._stream.flush()
 
     def status(self, text: str) -> None:
-        now = time.monotonic()
         if self._live:
             self._stream.write("\r\033[K  " + text[:150])
             self._stream.flush()
             self._dirty = True
-        elif now - self._last_live >= 15:
+            return
+        # A log file gets the status every 15 s at most: enough to see a 6-minute load progress.
+        now = time.monotonic()
+        if now - self._last_live >= 15:
+            self._last_live = now
             self.line("  " + text)
-        self._last_live = now if not self._live else self._last_live
 
 
 def _fmt_duration(seconds: float) -> str:
