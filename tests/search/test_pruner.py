@@ -13,7 +13,7 @@ from tuner.search import RegressionPruner, make_pruner, make_sampler, scenario_o
 
 from .conftest import MakeConfig
 
-SCENARIOS = ("c32-long", "c1-short", "c8-short")
+SCENARIOS = ("c1-short", "c8-short", "c32-long")
 DIST = {"x": FloatDistribution(0, 1)}
 
 
@@ -29,7 +29,7 @@ def _done(value: float, repeats: list[float], *, baseline: bool = False, x: floa
         value=value,
         params={"x": x},
         distributions=DIST,
-        user_attrs={"baseline": baseline, "c32-long.repeats": repeats},
+        user_attrs={"baseline": baseline, f"{SCENARIOS[0]}.repeats": repeats},
     )
 
 
@@ -38,7 +38,7 @@ def _candidate(repeats: list[float], *, step: int = 0) -> optuna.trial.FrozenTri
         state=TrialState.RUNNING,
         params={"x": 0.1},
         distributions=DIST,
-        user_attrs={"c32-long.repeats": repeats},
+        user_attrs={f"{SCENARIOS[0]}.repeats": repeats},
         intermediate_values={s: repeats[0] for s in range(step + 1)},
     )
     t.number = 99

@@ -115,7 +115,9 @@ def _status(args: argparse.Namespace) -> int:
         json.dump(rows, sys.stdout, indent=2, default=str)
         print()
         return 0
-    print(f"study {study.study_name}: {counted_trials(study)}/{config.study.trials} counted trials")
+    saved = study.user_attrs.get("pruning_saved_s")
+    saved_text = f"; regression pruning saved {saved:.0f} s of benchmark" if saved else ""
+    print(f"study {study.study_name}: {counted_trials(study)}/{config.study.trials} counted trials{saved_text}")
     head = f"{'#':>4} {'state':<8} {'score':>8} " + " ".join(f"{s[:10]:>10}" for s in scenarios) + "  params / reason"
     print(head)
     for r in rows:

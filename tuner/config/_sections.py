@@ -107,9 +107,12 @@ class Scenario:
     weight: float = 1.0
 
     @property
-    def cost(self) -> int:
-        """A proxy for how long the scenario takes: tokens generated per concurrent stream."""
-        return self.output_tokens * -(-self.requests // self.concurrency)
+    def cost(self) -> float:
+        """A proxy for how long the scenario takes: per concurrent stream, its rounds of requests times the
+        tokens each request costs, prompt tokens at 1/8 of a generated one (prefill is batched; decode is not).
+        """
+        rounds = -(-self.requests // self.concurrency)
+        return rounds * (self.output_tokens + self.prompt_tokens / 8)
 
 
 @dataclass(frozen=True, kw_only=True)
