@@ -106,6 +106,7 @@ def trial_row(t: Any, scenarios: list[str]) -> dict[str, Any]:
 
 
 def _status(args: argparse.Namespace) -> int:
+    from tuner.space import format_value
     from tuner.study import counted_trials
 
     config, study = _load(args)
@@ -121,7 +122,8 @@ def _status(args: argparse.Namespace) -> int:
     head = f"{'#':>4} {'state':<8} {'score':>8} " + " ".join(f"{s[:10]:>10}" for s in scenarios) + "  params / reason"
     print(head)
     for r in rows:
-        score = "/".join(f"{v:.1f}" for v in r["values"]) if r["values"] else "-"
+        # A PRUNED trial carries its last intermediate value in Optuna: not a score.
+        score = "/".join(f"{v:.1f}" for v in r["values"]) if r["values"] and r["state"] == "COMPLETE" else "-"
         toks = " ".join(f"{v:>10.1f}" if isinstance(v, int | float) else f"{'-':>10}" for v in r["tok_s"].values())
         notes = []
         if r["baseline"]:
@@ -132,7 +134,7 @@ def _status(args: argparse.Namespace) -> int:
             notes.append(f"repeat of #{r['duplicate_of']}")
         if r["failure_reason"]:
             notes.append(f"[{r['failure_phase']}] {r['failure_reason']}")
-        params = " ".join(f"{k}={v}" for k, v in r["params"].items())
+        params = " ".join(f"{k}={format_value(v)}" for k, v in r["params"].items())
         print(
             f"{r['number']:>4} {r['state']:<8} {score:>8} {toks}  {params}"
             + (f"  <{'; '.join(notes)}>" if notes else "")
@@ -141,7 +143,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _best(args: argparse.Namespace) -> int:
-    from tuner.space import render
+    from tuner.space import format_value, render
     from tuner.study import best_trials
     from tuner.target import base_spec
 
@@ -165,7 +167,7 @@ def _best(args: argparse.Namespace) -> int:
     print(f"{title} of study {study.study_name} ({', '.join(study.metric_names or [])}):")
     for r in out:
         print(f"  trial #{r['number']}: values {r['values']}")
-        print("    params: " + " ".join(f"{k}={v}" for k, v in r["params"].items()))
+        print("    params: " + " ".join(f"{k}={format_value(v)}" for k, v in r["params"].items()))
         print("    tok/s:  " + " ".join(f"{k}={v}" for k, v in r["tok_s"].items()))
         print(f"    launch: {r['launch']}")
     return 0

@@ -17,6 +17,7 @@ import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from tuner.space import format_value
 from tuner.study import _attrs as attrs
 from tuner.study import best_trials, is_counted, is_feasible
 
@@ -209,13 +210,6 @@ def failure_groups(study: optuna.Study) -> list[FailureGroup]:
         for (phase, key), ts in groups.items()
     ]
     return sorted(out, key=lambda g: (-len(g.trials), g.phase, g.reason))
-
-
-def format_value(v: Any) -> str:
-    """Parameter values as the user wrote them: Optuna's stepped floats carry binary noise (0.7999999999999999)."""
-    if isinstance(v, float):
-        return f"{v:.10g}"
-    return str(v)
 
 
 def best_feasible(study: optuna.Study) -> list[FrozenTrial]:

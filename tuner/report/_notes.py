@@ -12,8 +12,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import StudyConfig
-from tuner.report._facts import best_feasible, feasibility_label, format_value, infeasibility
-from tuner.space import Param
+from tuner.report._facts import best_feasible, feasibility_label, infeasibility
+from tuner.space import Param, format_value
 from tuner.study import _attrs as attrs
 from tuner.target import base_spec
 
@@ -52,6 +52,7 @@ def _range(p: Param) -> str:
         return "{true, false}"
     step = f" step {format_value(p.step)}" if p.step is not None else ""
     log = " log" if p.log else ""
+    assert p.low is not None and p.high is not None  # numeric kinds always have bounds
     return f"[{format_value(p.low)}, {format_value(p.high)}]{step}{log}"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import warnings
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,11 +22,11 @@ from tuner.report._facts import (
     compare_scenarios,
     failure_groups,
     feasibility_label,
-    format_value,
     params_text,
     rank_value,
     scenario_figure,
 )
+from tuner.space import format_value
 from tuner.study import _attrs as attrs
 from tuner.study import counted_trials, is_counted, is_feasible
 
@@ -76,7 +77,11 @@ def importances(study: optuna.Study) -> tuple[dict[str, float], Any, str | None]
     evaluator = PedAnovaImportanceEvaluator(target_quantile=min(0.5, max(0.1, 3 / n)))
     target, _ = _target(study)
     try:
-        values = get_param_importances(feasible, evaluator=evaluator, target=target)
+        with warnings.catch_warnings():
+            # "Some regimes ... have less than 2 trials": expected for conditional params; the report says
+            # how many trials the ranking rests on.
+            warnings.simplefilter("ignore", UserWarning)
+            values = get_param_importances(feasible, evaluator=evaluator, target=target)
     except (ValueError, RuntimeError) as exc:
         return {}, None, f"PED-ANOVA could not rank the parameters: {exc}"
     if not values:

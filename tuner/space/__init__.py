@@ -1,7 +1,7 @@
 """The search space: parameters, their conditions and constraints, and how a sample becomes a launch spec."""
 
 from tuner.space._model import OPERATORS, Condition, Constraint, Param, SearchSpace, Value
-from tuner.space._render import baseline_params, render
+from tuner.space._render import baseline_params, format_value, render
 from tuner.space._sample import suggest
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "SearchSpace",
     "Value",
     "baseline_params",
+    "format_value",
     "render",
     "suggest",
 ]

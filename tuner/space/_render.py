@@ -37,7 +37,8 @@ def _strip_flag(argv: list[str], p: Param) -> tuple[list[str], str | None, bool]
     return out, value, seen
 
 
-def _text(value: Value) -> str:
+def format_value(value: Value) -> str:
+    """A value as the server (and the user) should read it."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
@@ -70,9 +71,9 @@ def render(space: SearchSpace, base: LaunchSpec, params: Mapping[str, Value]) ->
                 if value:
                     argv.append(p.flag)
             else:
-                argv.extend([p.flag, _text(value)])
+                argv.extend([p.flag, format_value(value)])
         if p.env:
-            env[p.env] = _text(value)
+            env[p.env] = format_value(value)
     return LaunchSpec(argv=tuple(argv), env=env)
 
 
@@ -90,7 +91,7 @@ def _parse(p: Param, text: str, *, where: str) -> Value:
         except ValueError:
             raise ConfigError(file=None, key=f"space.{p.name}", expected=f"a number in {where}", got=text) from None
     for choice in p.choices:
-        if _text(choice) == text:
+        if format_value(choice) == text:
             return choice
     raise ConfigError(file=None, key=f"space.{p.name}", expected=f"{where} to hold one of {list(p.choices)}", got=text)
 
