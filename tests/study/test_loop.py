@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import optuna
 import pytest
 from optuna.trial import TrialState
@@ -97,3 +99,16 @@ def test_changed_space_is_refused_unless_forced(make_config) -> None:
         run_study(changed, trials=2)
     run_study(changed, trials=2, force_config=True)
     assert counted_trials(load(changed)) == 2
+
+
+def test_resume_uses_the_config_stored_in_the_study(make_config, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from tuner.cli import main
+
+    cfg = make_config(name="stored")
+    run_study(cfg, trials=1)
+    Path(cfg.source).unlink()  # the study file is gone: resume must not need it
+    assert main(["resume", "--storage", cfg.study.storage, "--study", "stored", "--trials", "2"]) == 0
+    assert counted_trials(load(cfg)) == 2
+    assert main(["status", "--storage", cfg.study.storage, "--study", "stored"]) == 0
+    out = capsys.readouterr().out
+    assert "study stored: 2/4 counted trials" in out and "<baseline>" in out
