@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,3 +144,24 @@ def test_metacharacters_stay_one_literal_argument(managed: Managed) -> None:
     values = [running.argv[i + 1] for i, a in enumerate(running.argv) if a == "--served-model-name"]
     assert values == list(METACHARACTERS)
     assert spec_matches(spec, running) == []
+
+
+def test_preflight_changes_nothing_and_names_the_program(managed: Managed) -> None:
+    before = managed.unit_file.read_bytes() if managed.unit_file else None
+    result = managed.service.preflight()
+    assert result.findings and all(f.ok is not False for f in result.findings), result.findings
+    # The program part is what `--help` is asked for: the interpreter and module, none of the flags.
+    assert result.program and result.program[-1] == "tuner.sim"
+    assert not managed.service.state().running
+    if managed.unit_file:
+        assert managed.unit_file.read_bytes() == before
+
+
+def test_serves_tells_the_new_process_from_any_other(managed: Managed) -> None:
+    restarted = managed.service.restart(label="serves")
+    _ready(managed, restarted)
+    assert managed.service.serves(restarted.new, managed.port) is True
+    with socket.socket() as other:  # a listener that is not the server's (this test process holds it)
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        assert managed.service.serves(restarted.new, other.getsockname()[1]) is False

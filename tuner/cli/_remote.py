@@ -15,7 +15,7 @@ from tuner.config import StudyConfig, load_config
 from tuner.endpoint import Endpoint
 from tuner.errors import HostError, TuneError
 from tuner.hosts import BaseHost
-from tuner.services import BaseService, LaunchSpec, spec_matches
+from tuner.services import BaseService, LaunchSpec
 
 OK, BAD, WARN = "✓", "✗", "!"
 
@@ -23,9 +23,7 @@ OK, BAD, WARN = "✓", "✗", "!"
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     check = subparsers.add_parser("check", help="preflight: verify the target can be tuned (changes nothing)")
     _config_arg(check)
-    check.add_argument(
-        "--cycle", action="store_true", help="also run one apply -> restart -> ready -> restore cycle"
-    )
+    check.add_argument("--cycle", action="store_true", help="also run one apply -> restart -> ready -> restore cycle")
     check.set_defaults(func=cmd_check)
 
     apply = subparsers.add_parser("apply", help="apply a stored trial's configuration and wait until ready")
@@ -55,16 +53,6 @@ class Checklist:
         self._out(f" {mark} {text}")
 
 
-def _program_part(argv: tuple[str, ...]) -> list[str]:
-    """The command without its flags (``python -m sglang.launch_server``), for ``--help``."""
-    out: list[str] = []
-    for a in argv:
-        if a.startswith("--"):
-            break
-        out.append(a)
-    return out
-
-
 def _endpoint_ok(config: StudyConfig) -> str | None:
     url = config.target.base_url
     try:
@@ -80,32 +68,24 @@ def _endpoint_ok(config: StudyConfig) -> str | None:
 def run_check(config: StudyConfig, *, out: Callable[[str], None] = print) -> int:
     """The preflight checklist; returns the number of failed items."""
     from tuner.lock import TargetLock, lock_path_for
-    from tuner.services._systemd import SystemdService
-    from tuner.target import base_spec, make_host, make_service
+    from tuner.target import make_host, make_service
 
     t = config.target
     c = Checklist(out)
     out(f"tune check: {config.source}")
     try:
         host = make_host(t)
-        connect = getattr(host, "connect", None)
-        if connect:
-            connect()
+        verified = host.verify()
     except HostError as exc:
         c.item(BAD, f"connect: {exc}")
         return c.failed
     try:
-        fp = getattr(host, "host_key_fingerprint", None)
-        c.item(OK, f"host {host.name} reachable" + (f", host key {fp} verified" if fp else ""))
+        c.item(OK, verified)
         service = make_service(config, host)
-        base = base_spec(t)
-        program = list(_program_part(base.argv))
-        if isinstance(service, SystemdService):
-            program = _check_systemd(c, service, base) or program
-        else:
-            probe = host.run(["sh", "-c", 'command -v "$1"', "sh", base.argv[0]])
-            c.item(OK if probe.ok else BAD, f"program {base.argv[0]} " + ("found" if probe.ok else "not found"))
-        _check_flags(c, config, host, program)
+        preflight = service.preflight()
+        for finding in preflight.findings:
+            c.item({True: OK, None: WARN, False: BAD}[finding.ok], finding.text)
+        _check_flags(c, config, host, list(preflight.program))
         problem = _endpoint_ok(config)
         running = _safe_running(service)
         if problem is None:
@@ -141,36 +121,6 @@ def _safe_running(service: BaseService) -> bool:
         return service.state().running
     except TuneError:
         return False
-
-
-def _check_systemd(c: Checklist, service: object, base: LaunchSpec) -> list[str] | None:
-    from tuner.services._systemd import SystemdService
-
-    assert isinstance(service, SystemdService)
-    try:
-        unit = service.unit_config()
-    except HostError as exc:
-        c.item(BAD, f"unit {service.unit}: {exc}")
-        return None
-    c.item(OK, f"unit {service.unit} exists")
-    if unit.exec_start is None:
-        c.item(BAD, f"unit {service.unit} has no ExecStart")
-        return None
-    if tuple(unit.exec_start) == tuple(base.argv):
-        c.item(OK, "ExecStart matches target.command")
-    else:
-        diff = spec_matches(LaunchSpec(argv=base.argv), LaunchSpec(argv=unit.exec_start))
-        c.item(BAD, "ExecStart differs from target.command: " + "; ".join(diff))
-    for key, value in base.env.items():
-        got = unit.environment.get(key)
-        if got != value:
-            c.item(WARN, f"unit Environment {key}={got!r}, target.env says {value!r}")
-    later = [f for f in unit.exec_start_files if f.endswith(".conf") and f > service.dropin_path]
-    if later:
-        c.item(BAD, f"drop-ins sorted after ours override ExecStart: {', '.join(later)}")
-    if service.dropin_present():
-        c.item(WARN, f"{service.dropin_path} from an earlier run is in place (`tune restore` removes it)")
-    return _program_part(unit.exec_start)
 
 
 def _check_flags(c: Checklist, config: StudyConfig, host: BaseHost, program: list[str]) -> None:

@@ -70,6 +70,10 @@ class BaseHost(abc.ABC):
         """Run a POSIX ``sh`` script with positional arguments ``$1..$n`` (passed as literal arguments)."""
         return self.run(["sh", "-c", script, "sh", *args], timeout=timeout)
 
+    def verify(self) -> str:
+        """Reach the host now (verifying its identity where there is one) and say how; raises HostError."""
+        return f"{self.name} host"
+
     def remove_file(self, path: str) -> None:
         """Remove ``path`` if it exists."""
         self.run(["rm", "-f", "--", path]).check()

@@ -251,6 +251,10 @@ class SSHHost(BaseHost):
         """Connect now (verifying the host key) instead of on first use; ``tune check`` starts here."""
         self._ensure()
 
+    def verify(self) -> str:
+        self.connect()
+        return f"host {self.name} reachable, host key {self.host_key_fingerprint} verified"
+
     def close(self) -> None:
         self._drop()
 

@@ -30,7 +30,16 @@ from tuner.errors import DiedUnderLoad, StartFailed
 from tuner.gate import BaseGate, GateResult, ProblemOutcome, check_gate
 from tuner.readiness import LogWatch, Ready
 from tuner.search._truth import model_scenario, parse_server_config
-from tuner.services import BaseService, LaunchSpec, LogChunk, ProcessIdentity, Restarted, ServiceState
+from tuner.services import (
+    BaseService,
+    Finding,
+    LaunchSpec,
+    LogChunk,
+    Preflight,
+    ProcessIdentity,
+    Restarted,
+    ServiceState,
+)
 from tuner.sim import ServerConfig, capture_seconds, corrupts_code, startup_failure, startup_seconds, verify_width
 from tuner.target import base_spec
 
@@ -154,6 +163,9 @@ class ModelService(BaseService):
 
     def running_spec(self) -> LaunchSpec | None:
         return self._spec if self._alive else None
+
+    def preflight(self) -> Preflight:
+        return Preflight(findings=(Finding(ok=True, text="in-process simulator model: nothing to reach"),), program=())
 
     def stop(self) -> None:
         if self._alive:

@@ -2,22 +2,28 @@
 
 from tuner.services._base import (
     BaseService,
+    Finding,
     LaunchSpec,
     LogChunk,
+    Preflight,
     ProcessIdentity,
     Restarted,
     ServiceState,
+    program_part,
     spec_matches,
 )
 from tuner.services._process import ProcessService
 
 __all__ = [
     "BaseService",
+    "Finding",
     "LaunchSpec",
     "LogChunk",
+    "Preflight",
     "ProcessIdentity",
     "ProcessService",
     "Restarted",
     "ServiceState",
+    "program_part",
     "spec_matches",
 ]

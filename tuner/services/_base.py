@@ -65,6 +65,32 @@ class LogChunk:
     cursor: str
 
 
+@dataclass(frozen=True)
+class Finding:
+    """One line of a preflight: ``ok`` is True (fine), None (a warning) or False (a problem)."""
+
+    ok: bool | None
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Preflight:
+    findings: tuple[Finding, ...]
+    program: tuple[str, ...]
+    """The command without its flags (``python -m sglang.launch_server``): ``PROGRAM --help`` lists the flags
+    the server accepts."""
+
+
+def program_part(argv: tuple[str, ...]) -> tuple[str, ...]:
+    """The command up to its first flag."""
+    out: list[str] = []
+    for a in argv:
+        if a.startswith("--"):
+            break
+        out.append(a)
+    return tuple(out)
+
+
 class BaseService(abc.ABC):
     """How a server is managed: the service-manager seam (plain process, systemd unit, in-process model).
 
@@ -116,6 +142,10 @@ class BaseService(abc.ABC):
     @abc.abstractmethod
     def revert(self) -> None:
         """Drop every change :meth:`apply` made, so the next restart runs the untouched base configuration."""
+
+    @abc.abstractmethod
+    def preflight(self) -> Preflight:
+        """What this manager can verify about its server without changing anything (``tune check``)."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources held by the manager (not the server)."""

@@ -10,11 +10,14 @@ from tuner.errors import HostError, StartFailed
 from tuner.hosts import BaseHost
 from tuner.services._base import (
     BaseService,
+    Finding,
     LaunchSpec,
     LogChunk,
+    Preflight,
     ProcessIdentity,
     Restarted,
     ServiceState,
+    program_part,
 )
 from tuner.services._proc import ProcStat, process_table, serves_port, stat_of
 
@@ -230,6 +233,12 @@ class ProcessService(BaseService):
             if time.monotonic() >= deadline:
                 raise HostError(f"process group {pgid} survived SIGKILL on {self._host.name}")
             time.sleep(self._poll)
+
+    def preflight(self) -> Preflight:
+        program = self._base.argv[0]
+        found = self._host.run(["sh", "-c", 'command -v "$1"', "sh", program]).ok
+        finding = Finding(ok=found, text=f"program {program} " + ("found" if found else "not found"))
+        return Preflight(findings=(finding,), program=program_part(self._base.argv))
 
     def read_log(self, cursor: str) -> LogChunk:
         running = self._load()

@@ -29,12 +29,17 @@ from tuner.errors import ConfigNotApplied, HostError, StartFailed
 from tuner.hosts import BaseHost, CommandResult
 from tuner.services._base import (
     BaseService,
+    Finding,
     LaunchSpec,
     LogChunk,
+    Preflight,
     ProcessIdentity,
     Restarted,
     ServiceState,
+    program_part,
+    spec_matches,
 )
+from tuner.services._proc import serves_port
 
 __all__ = [
     "SystemdService",
@@ -233,9 +238,7 @@ def parse_unit_text(text: str, *, skip_files: Sequence[str] = ()) -> UnitConfig:
         elif key == "UnsetEnvironment":
             for item in systemd_split(value, exec_line=False):
                 env.pop(item.partition("=")[0], None)
-    return UnitConfig(
-        exec_start=exec_start, environment=env, files=tuple(files), exec_start_files=tuple(exec_files)
-    )
+    return UnitConfig(exec_start=exec_start, environment=env, files=tuple(files), exec_start_files=tuple(exec_files))
 
 
 # -- the service ---------------------------------------------------------------------------------------------
@@ -299,10 +302,15 @@ class _Snapshot:
     @property
     def running(self) -> bool:
         active = self.props.get("ActiveState", "")
-        return self.pid > 0 and active in ("active", "activating", "reloading") and self.proc_state not in (
-            None,
-            "Z",
-            "X",
+        return (
+            self.pid > 0
+            and active in ("active", "activating", "reloading")
+            and self.proc_state
+            not in (
+                None,
+                "Z",
+                "X",
+            )
         )
 
 
@@ -387,9 +395,7 @@ class SystemdService(BaseService):
         """SHA-256 of the unit file's bytes, read through the sudo prefix (units can be root-only)."""
         result = self._run([*self._s.sudo, "cat", "--", self.unit_path()])
         if not result.ok:
-            raise HostError(
-                f"cannot read unit file {self.unit_path()} on {self._host.name}: {result.stderr.strip()}"
-            )
+            raise HostError(f"cannot read unit file {self.unit_path()} on {self._host.name}: {result.stderr.strip()}")
         return hashlib.sha256(result.stdout.encode("utf-8", "surrogateescape")).hexdigest()
 
     def _remember_checksum(self) -> None:
@@ -528,9 +534,7 @@ class SystemdService(BaseService):
     def _stop_unit(self) -> None:
         result = self._run(self._systemctl("stop", self.unit))
         if not result.ok:
-            raise HostError(
-                f"`systemctl stop {self.unit}` failed on {self._host.name}: {result.stderr.strip()}"
-            )
+            raise HostError(f"`systemctl stop {self.unit}` failed on {self._host.name}: {result.stderr.strip()}")
 
     def stop(self) -> None:
         self._stop_unit()
@@ -542,9 +546,7 @@ class SystemdService(BaseService):
         if not result.ok and not result.stdout and "No such file" in result.stderr:
             return ""  # a unit that never logged (journalctl3 keeps one file per unit, created on first start)
         if not result.ok:
-            raise HostError(
-                f"`journalctl -u {self.unit}` failed on {self._host.name}: {result.stderr.strip()}"
-            )
+            raise HostError(f"`journalctl -u {self.unit}` failed on {self._host.name}: {result.stderr.strip()}")
         return result.stdout
 
     def read_log(self, cursor: str) -> LogChunk:
@@ -583,6 +585,40 @@ class SystemdService(BaseService):
         argv = tuple(a for a in cmdline.stdout.split("\0") if a)
         env = _parse_environ(environ.stdout) if environ.ok else {}
         return LaunchSpec(argv=argv, env=env)
+
+    def serves(self, identity: ProcessIdentity, port: int) -> bool | None:
+        if not self.is_alive(identity):
+            return False
+        return serves_port(self._host, identity.pid, port)
+
+    def preflight(self) -> Preflight:
+        """The unit exists, its ExecStart/Environment are the study's base command, nothing overrides our drop-in."""
+        fallback = program_part(self._base.argv)
+        try:
+            unit = self.unit_config()
+        except HostError as exc:
+            return Preflight(findings=(Finding(ok=False, text=f"unit {self.unit}: {exc}"),), program=fallback)
+        found = [Finding(ok=True, text=f"unit {self.unit} exists")]
+        if unit.exec_start is None:
+            found.append(Finding(ok=False, text=f"unit {self.unit} has no ExecStart"))
+            return Preflight(findings=tuple(found), program=fallback)
+        if tuple(unit.exec_start) == tuple(self._base.argv):
+            found.append(Finding(ok=True, text="ExecStart matches target.command"))
+        else:
+            diff = spec_matches(LaunchSpec(argv=self._base.argv), LaunchSpec(argv=tuple(unit.exec_start)))
+            found.append(Finding(ok=False, text="ExecStart differs from target.command: " + "; ".join(diff)))
+        for key, value in self._base.env.items():
+            got = unit.environment.get(key)
+            if got != value:
+                found.append(Finding(ok=None, text=f"unit Environment {key}={got!r}, target.env says {value!r}"))
+        later = [f for f in unit.exec_start_files if f.endswith(".conf") and f > self.dropin_path]
+        if later:
+            found.append(Finding(ok=False, text=f"drop-ins sorted after ours override ExecStart: {', '.join(later)}"))
+        if self.dropin_present():
+            found.append(
+                Finding(ok=None, text=f"{self.dropin_path} from an earlier run is in place (`tune restore` removes it)")
+            )
+        return Preflight(findings=tuple(found), program=program_part(tuple(unit.exec_start)))
 
     def unit_config(self) -> UnitConfig:
         """The unit as configured without our drop-in (``systemctl cat``), for ``tune check``."""
