@@ -30,7 +30,9 @@ def seeds(*trials: dict) -> str:  # type: ignore[type-arg]
     return f"seed_trials = [{rows}]".replace("'", '"')
 
 
-def test_short_study_completes_with_baseline_first(make_config) -> None:
+def test_short_study_completes_with_baseline_first(make_config, capsys) -> None:  # type: ignore[no-untyped-def]
+    from tuner.cli import main
+
     cfg = make_config()
     summary = run_study(cfg, trials=3)
     study = load(cfg)
@@ -45,6 +47,12 @@ def test_short_study_completes_with_baseline_first(make_config) -> None:
     assert "--speculative-ddtree-budget 12" in first.user_attrs[attrs.COMMAND]
     assert best_trials(study)
     assert study.user_attrs["config_fingerprint"] == cfg.fingerprint()
+    capsys.readouterr()
+    assert main(["best", "--config", cfg.source]) == 0
+    out = capsys.readouterr().out
+    best = best_trials(study)[0]
+    assert f"trial #{best.number}" in out and "launch: " in out and "--speculative-algorithm" in out
+    assert "best feasible config per scenario:" in out and "c2 " in out
 
 
 def test_failing_and_incorrect_configs_are_pruned_with_evidence(make_config) -> None:

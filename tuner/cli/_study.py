@@ -143,7 +143,9 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _best(args: argparse.Namespace) -> int:
+    from tuner.search import per_scenario_best
     from tuner.space import format_value, render
+    from tuner.study import _attrs as attrs
     from tuner.study import best_trials
     from tuner.target import base_spec
 
@@ -170,4 +172,13 @@ def _best(args: argparse.Namespace) -> int:
         print("    params: " + " ".join(f"{k}={format_value(v)}" for k, v in r["params"].items()))
         print("    tok/s:  " + " ".join(f"{k}={v}" for k, v in r["tok_s"].items()))
         print(f"    launch: {r['launch']}")
+    # Which config to run for one kind of workload, whatever the overall objective says.
+    per_scenario = per_scenario_best(study, scenarios)
+    if per_scenario:
+        print("best feasible config per scenario:")
+        width = max(len(name) for name in per_scenario)
+        for name, t in per_scenario.items():
+            tok_s = t.user_attrs[attrs.scenario_key(name, "tok_s")]
+            params = " ".join(f"{k}={format_value(v)}" for k, v in t.params.items())
+            print(f"  {name:<{width}}  {tok_s:>9.1f} tok/s  trial #{t.number}: {params}")
     return 0
