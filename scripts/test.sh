@@ -4,11 +4,15 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$ROOT/scripts/setup.sh"
 cd "$ROOT"
-# The SSH/systemd tests run against a real OpenSSH server on loopback.
-if [ ! -x /usr/sbin/sshd ] && [ "$(id -u)" = "0" ]; then
-  echo "test: installing openssh-server for the SSH tests"
+# Real peers for the tests: an OpenSSH server (SSH/systemd tests) and a PostgreSQL server (workers sharing a
+# study), both started privately on loopback by the tests themselves.
+missing=""
+[ -x /usr/sbin/sshd ] || missing="$missing openssh-server"
+ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$missing postgresql"
+if [ -n "$missing" ] && [ "$(id -u)" = "0" ]; then
+  echo "test: installing$missing"
   apt-get update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
 fi
 .venv/bin/ruff check tuner tests scripts
 .venv/bin/mypy

@@ -8,9 +8,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from fixtures_postgres import postgres_url
 from fixtures_study import study_toml
 
 from tuner.config import StudyConfig, load_config
+
+__all__ = ["postgres_url"]
 
 MakeConfig = Callable[..., StudyConfig]
 

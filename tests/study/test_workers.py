@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import optuna
+import pytest
 from fixtures_study import study_toml
 from optuna.trial import TrialState
 
@@ -15,12 +16,20 @@ from tuner.study import _attrs as attrs
 from tuner.study import counted_trials
 
 
-def test_two_workers_share_a_study_and_stop_at_the_total(tmp_path: Path) -> None:
-    storage = f"sqlite:///{tmp_path / 'shared.db'}"
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_two_workers_share_a_study_and_stop_at_the_total(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if backend == "postgresql":
+        storage = request.getfixturevalue("postgres_url")
+        study_name = f"shared-{tmp_path.name}"
+    else:
+        storage = f"sqlite:///{tmp_path / 'shared.db'}"
+        study_name = "shared"
     procs = []
     for worker in ("a", "b"):
-        text = study_toml(name="shared", port=free_port(), gate=False)
-        text = text.replace('[study]\nname = "shared"', f'[study]\nname = "shared"\nstorage = "{storage}"')
+        text = study_toml(name=study_name, port=free_port(), gate=False)
+        text = text.replace(f'[study]\nname = "{study_name}"', f'[study]\nname = "{study_name}"\nstorage = "{storage}"')
         path = tmp_path / f"worker-{worker}.toml"
         path.write_text(text)
         procs.append(
@@ -34,7 +43,7 @@ def test_two_workers_share_a_study_and_stop_at_the_total(tmp_path: Path) -> None
     for proc in procs:
         _, err = proc.communicate(timeout=240)
         assert proc.returncode == 0, err
-    study = optuna.load_study(study_name="shared", storage=storage)
+    study = optuna.load_study(study_name=study_name, storage=storage)
     # Each worker counts the other's running trial as in flight; two workers checking at the same instant can
     # still start one trial more than asked.
     assert counted_trials(study) in (6, 7)
