@@ -271,23 +271,18 @@ def run_study(
     console: Console | None = None,
 ) -> RunSummary:
     """Run trials until the study holds ``trials`` counted trials in total (a resume continues to N)."""
+    # Imported here: these packages import tuner.study themselves.
+    from tuner.lock import TargetLock, lock_path_for
+    from tuner.report import write_study_note
     from tuner.study._parts import http_parts
     from tuner.target import make_host, make_service
 
     console = console or Console()
     target = trials if trials is not None else config.study.trials
-    probe = open_study(config, storage=storage, study_name=study_name, force_config=force_config)
-    offset = len(probe.trials)
-    study = open_study(
-        config,
-        storage=storage,
-        study_name=study_name,
-        sampler=make_sampler(config, offset=offset),
-        pruner=make_pruner(config),
-        force_config=True,
-    )
-    from tuner.report import write_study_note
-
+    study = open_study(config, storage=storage, study_name=study_name, force_config=force_config)
+    # The sampler's seed is offset by what the study already holds (see make_sampler).
+    study.sampler = make_sampler(config, offset=len(study.trials))
+    study.pruner = make_pruner(config)
     write_study_note(study, config)
     stale = recover_stale_trials(study)
     if stale:
@@ -297,8 +292,6 @@ def run_study(
     host = None
     lock: Any = contextlib.nullcontext()
     if service is None:
-        from tuner.lock import TargetLock, lock_path_for
-
         host = make_host(config.target)
         service = make_service(config, host)
         if config.target.lock:

@@ -60,8 +60,6 @@ def open_study(
     *,
     storage: str | None = None,
     study_name: str | None = None,
-    sampler: optuna.samplers.BaseSampler | None = None,
-    pruner: optuna.pruners.BasePruner | None = None,
     force_config: bool = False,
 ) -> optuna.Study:
     """Create the study or load it, refusing to mix trials from a different configuration.
@@ -75,8 +73,6 @@ def open_study(
         study_name=name,
         storage=store,
         directions=directions(config),
-        sampler=sampler,
-        pruner=pruner,
         load_if_exists=True,
     )
     stored = study.user_attrs.get(ATTR_FINGERPRINT)
