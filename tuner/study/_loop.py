@@ -171,8 +171,11 @@ def enqueue_starting_points(study: optuna.Study, config: StudyConfig) -> None:
 
 
 def find_duplicate(study: optuna.Study, params: dict[str, Value], number: int) -> FrozenTrial | None:
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
-        if t.number != number and t.params == params and is_counted(t):
+    """A measured (or, with several workers, currently running) trial with exactly these params."""
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)):
+        if t.number == number or t.params != params:
+            continue
+        if t.state == TrialState.RUNNING or is_counted(t):
             return t
     return None
 
@@ -430,6 +433,11 @@ def _run_one(
                 trial.set_constraint(key, value)
             mark_feasibility(trial)
             study.tell(trial, duplicate.values)
+        elif duplicate.state == TrialState.RUNNING:
+            # Another worker measures this config right now (two workers enqueued the same baseline, say).
+            # FAIL, not PRUNED: this trial says nothing about the config, and TPE ignores FAIL trials.
+            trial.set_user_attr(attrs.FAILURE_REASON, f"same config as trial #{duplicate.number}, running elsewhere")
+            study.tell(trial, state=TrialState.FAIL)
         else:
             trial.set_user_attr(attrs.FAILURE_REASON, f"same config as trial #{duplicate.number}, which failed")
             study.tell(trial, state=TrialState.PRUNED)
