@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tuner.sim.testing import SimProcess, spawn_sim
+from tuner.sim.testing import SimFleet, SimProcess, spawn_sim
 
 #: The seed session's best DDTree config: acceptance ~4.8 tokens per step, so events carry several tokens.
 DDTREE = [
@@ -32,17 +32,9 @@ TIME_SCALE = 2.0
 @pytest.fixture
 def start_sim(tmp_path: Path) -> Iterator[Callable[..., SimProcess]]:
     """``start_sim(*flags, env=...)``: a ready simulator; every one started is killed at teardown."""
-    started: list[SimProcess] = []
-
-    def start(*args: str, env: Mapping[str, str] | None = None) -> SimProcess:
-        sim = spawn_sim([*FAST, *args], log_dir=tmp_path, env=env)
-        started.append(sim)
-        sim.wait_ready()
-        return sim
-
-    yield start
-    for sim in started:
-        sim.kill()
+    fleet = SimFleet(log_dir=tmp_path, base_args=FAST)
+    yield fleet.start
+    fleet.close()
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from tuner.gate import (
     render_prompt,
 )
 from tuner.sim import ServerConfig, corrupts_code
-from tuner.sim.testing import SimProcess, free_port, spawn_sim
+from tuner.sim.testing import SimFleet, SimProcess, free_port
 
 NORMAL = [
     "--host", "127.0.0.1", "--sim-load-time", "0.3", "--sim-time-scale", "20",
@@ -42,17 +42,9 @@ SimFactory = Callable[..., SimProcess]
 
 @pytest.fixture
 def sim_factory(tmp_path: Path) -> Iterator[SimFactory]:
-    started: list[SimProcess] = []
-
-    def start(args: list[str], env: dict[str, str] | None = None) -> SimProcess:
-        sim = spawn_sim(args, log_dir=tmp_path, env=env)
-        started.append(sim)
-        sim.wait_ready()
-        return sim
-
-    yield start
-    for sim in started:
-        sim.kill()
+    fleet = SimFleet(log_dir=tmp_path)
+    yield lambda args, env=None: fleet.start(*args, env=env)
+    fleet.close()
 
 
 def _run_gate(url: str, section: GateSection | None = None) -> GateResult:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tuner.sim.testing import SimProcess, spawn_sim
+from tuner.sim.testing import SimFleet, SimProcess
 
 # Short load, exact pacing and a fixed seed keep these tests fast and repeatable.
 FAST = ["--sim-load-time", "0.3", "--sim-noise", "0", "--sim-seed", "1"]
@@ -16,15 +16,6 @@ FAST = ["--sim-load-time", "0.3", "--sim-noise", "0", "--sim-seed", "1"]
 @pytest.fixture
 def start_sim(tmp_path: Path) -> Iterator[Callable[..., SimProcess]]:
     """Start simulators (waiting for readiness unless ``ready=False``); all are killed at teardown."""
-    started: list[SimProcess] = []
-
-    def start(*args: str, env: Mapping[str, str] | None = None, ready: bool = True) -> SimProcess:
-        sim = spawn_sim([*FAST, *args], log_dir=tmp_path, env=env)
-        started.append(sim)
-        if ready:
-            sim.wait_ready()
-        return sim
-
-    yield start
-    for sim in started:
-        sim.kill()
+    fleet = SimFleet(log_dir=tmp_path, base_args=FAST)
+    yield fleet.start
+    fleet.close()

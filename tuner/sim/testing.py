@@ -27,7 +27,7 @@ from pathlib import Path
 
 import httpx
 
-__all__ = ["READY_MARKER", "SimProcess", "free_port", "run_sim", "spawn_sim", "sse_events"]
+__all__ = ["READY_MARKER", "SimFleet", "SimProcess", "free_port", "run_sim", "spawn_sim", "sse_events"]
 
 READY_MARKER = "The server is fired up and ready to roll!"
 
@@ -63,9 +63,7 @@ class SimProcess:
             if self.proc.poll() is not None:
                 if text in self.log():
                     return
-                raise AssertionError(
-                    f"simulator exited ({self.proc.returncode}) before {text!r}:\n{self.log()}"
-                )
+                raise AssertionError(f"simulator exited ({self.proc.returncode}) before {text!r}:\n{self.log()}")
             time.sleep(0.02)
         raise AssertionError(f"timed out waiting for {text!r}:\n{self.log()}")
 
@@ -81,6 +79,26 @@ class SimProcess:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(timeout=5)
+
+
+class SimFleet:
+    """Simulators started for one test, all killed by :meth:`close` (a fixture's teardown)."""
+
+    def __init__(self, *, log_dir: Path, base_args: Sequence[str] = ()) -> None:
+        self._log_dir = log_dir
+        self._base = list(base_args)
+        self._started: list[SimProcess] = []
+
+    def start(self, *args: str, env: Mapping[str, str] | None = None, ready: bool = True) -> SimProcess:
+        sim = spawn_sim([*self._base, *args], log_dir=self._log_dir, env=env)
+        self._started.append(sim)
+        if ready:
+            sim.wait_ready()
+        return sim
+
+    def close(self) -> None:
+        for sim in self._started:
+            sim.kill()
 
 
 def _command(args: Sequence[str], port: int) -> list[str]:
