@@ -73,18 +73,18 @@ def test_failing_and_incorrect_configs_are_pruned_with_evidence(make_config) -> 
 
 def test_resume_continues_to_the_total_and_skips_repeats(make_config) -> None:
     cfg = make_config(search=seeds(OOM))
-    run_study(cfg, trials=2)
-    study = load(cfg)
-    assert counted_trials(study) == 2
-    study.enqueue_trial(OOM)  # as a sampler might propose it again
-    run_study(cfg, trials=3)
+    run_study(cfg, trials=3)  # baseline, the seed, the DFLASH branch
     study = load(cfg)
     assert counted_trials(study) == 3
-    repeat = study.trials[2]
+    study.enqueue_trial(OOM)  # as a sampler might propose it again
+    run_study(cfg, trials=4)
+    study = load(cfg)
+    assert counted_trials(study) == 4
+    repeat = study.trials[3]
     assert repeat.params == OOM and repeat.user_attrs[attrs.DUPLICATE_OF] == 1
     assert repeat.state == TrialState.PRUNED  # a failed config is never run again
     assert attrs.COMMAND not in repeat.user_attrs
-    assert len(study.trials) == 4
+    assert len(study.trials) == 5
 
 
 def test_constraint_violations_cost_no_restart_and_do_not_count(make_config) -> None:

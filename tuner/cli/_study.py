@@ -61,7 +61,8 @@ def _resume(args: argparse.Namespace) -> int:
 
 def _print_summary(summary: Any) -> None:
     best = (
-        f"best trial #{summary.best_number}: {summary.best_values}"
+        f"best trial #{summary.best_number}: {' / '.join(f'{v:.1f}' for v in summary.best_values or ())}"
+        " (`tune best` prints its command)"
         if summary.best_number is not None
         else "no feasible trial"
     )

@@ -123,6 +123,11 @@ class SearchSpace:
                 out[p.name] = p.effective(params[p.name])
         return out
 
+    def branch_params(self) -> list[Param]:
+        """Unconditional categorical parameters that switch other parameters on or off (e.g. ``algorithm``)."""
+        gating = {c.param for p in self.params for c in p.when}
+        return [p for p in self.params if p.name in gating and p.kind == "categorical" and not p.when]
+
     def violations(self, params: Mapping[str, Value]) -> list[Constraint]:
         values = self.effective_values(params)
         return [c for c in self.constraints if not c.check(values)]

@@ -27,6 +27,7 @@ WORKER = "worker"
 HEARTBEAT = "heartbeat"
 SCORE = "score"
 SEED = "seed_trial"
+BRANCH = "branch"
 PRUNED_SKIPPED = "pruned_skipped_scenarios"
 PRUNING_SAVED_S = "pruning_saved_s"
 

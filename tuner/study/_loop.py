@@ -29,7 +29,7 @@ from tuner.config import StudyConfig
 from tuner.errors import HostError, TrialFailure, TuneError
 from tuner.search import make_pruner, make_sampler, pruning_savings
 from tuner.services import BaseService
-from tuner.space import Value, render, suggest
+from tuner.space import Value, format_value, render, suggest
 from tuner.study import _attrs as attrs
 from tuner.study._objective import Evidence, TrialParts, TrialRunner
 from tuner.study._storage import open_study
@@ -42,6 +42,7 @@ HEARTBEAT_S = 20.0
 STALE_AFTER_S = 90.0
 MAX_UNCOUNTED_IN_A_ROW = 200
 MAX_HOST_ERRORS_IN_A_ROW = 3
+MAX_BRANCH_TRIES = 20
 
 
 class Interrupted(TuneError):
@@ -148,7 +149,7 @@ def recover_stale_trials(study: optuna.Study, *, now: float | None = None) -> li
 def _requeue(study: optuna.Study, t: FrozenTrial) -> None:
     if t.user_attrs.get(attrs.RETRY_OF) is not None or not t.params:
         return  # once only: a config that kills the tuner twice is not tried a third time
-    carried = {k: t.user_attrs[k] for k in (attrs.BASELINE, attrs.SEED) if k in t.user_attrs}
+    carried = {k: t.user_attrs[k] for k in (attrs.BASELINE, attrs.SEED, attrs.BRANCH) if k in t.user_attrs}
     study.enqueue_trial(t.params, user_attrs={**carried, attrs.RETRY_OF: t.number})
 
 
@@ -168,6 +169,22 @@ def enqueue_starting_points(study: optuna.Study, config: StudyConfig) -> None:
         for t in ranked[: config.search.import_top]:
             params = {k: v for k, v in t.params.items() if k in names}
             study.enqueue_trial(params, user_attrs={attrs.SEED: f"{other.study_name}#{t.number}"}, skip_if_exists=True)
+    enqueue_branches(study, config)
+
+
+def enqueue_branches(study: optuna.Study, config: StudyConfig) -> None:
+    """One trial in each branch of a conditional space that no trial, seed or baseline has entered yet.
+
+    TPE models what it has seen: a branch (``algorithm = "DFLASH"``) with no observation gets no good-group
+    density, so after a few early successes in the other branch it is practically never sampled. One trial
+    fixes the branch choice and lets the sampler pick the rest, so every branch is measured at least once.
+    """
+    seen = [dict(config.baseline), *config.search.seed_trials]
+    seen += [t.system_attrs.get("fixed_params", t.params) for t in study.get_trials(deepcopy=False)]
+    for p in config.space.branch_params():
+        for choice in p.choices:
+            if not any(params.get(p.name) == choice for params in seen):
+                study.enqueue_trial({p.name: choice}, user_attrs={attrs.BRANCH: {p.name: choice}})
 
 
 def find_duplicate(study: optuna.Study, params: dict[str, Value], number: int) -> FrozenTrial | None:
@@ -424,6 +441,7 @@ def _run_one(
         trial.set_user_attr(attrs.FAILURE_PHASE, "sample")
         trial.set_user_attr(attrs.FAILURE_REASON, "violates " + ", ".join(str(c) for c in violations))
         study.tell(trial, state=TrialState.PRUNED)
+        _retry_branch(study, trial)
         return False
     duplicate = find_duplicate(study, dict(trial.params), trial.number)
     if duplicate is not None:
@@ -465,8 +483,18 @@ def _run_one(
     return True
 
 
+def _retry_branch(study: optuna.Study, trial: optuna.Trial) -> None:
+    """A branch trial whose sampled values broke a constraint: the branch is still unexplored, so try again."""
+    branch = trial.user_attrs.get(attrs.BRANCH)
+    if branch is None:
+        return
+    tries = sum(1 for t in study.get_trials(deepcopy=False) if t.user_attrs.get(attrs.BRANCH) == branch)
+    if tries < MAX_BRANCH_TRIES:  # a branch whose every config breaks a constraint is given up, not looped on
+        study.enqueue_trial(dict(branch), user_attrs={attrs.BRANCH: branch})
+
+
 def _describe(params: dict[str, Value]) -> str:
-    return " ".join(f"{k}={v}" for k, v in params.items())
+    return " ".join(f"{k}={format_value(v)}" for k, v in params.items())
 
 
 def _values(values: Any) -> str:
