@@ -184,7 +184,7 @@ def enqueue_branches(study: optuna.Study, config: StudyConfig) -> None:
     for p in config.space.branch_params():
         for choice in p.choices:
             if not any(params.get(p.name) == choice for params in seen):
-                study.enqueue_trial({p.name: choice}, user_attrs={attrs.BRANCH: {p.name: choice}})
+                study.enqueue_trial({p.name: choice}, user_attrs={attrs.BRANCH: {p.name: choice}}, skip_if_exists=True)
 
 
 def find_duplicate(study: optuna.Study, params: dict[str, Value], number: int) -> FrozenTrial | None:
