@@ -91,6 +91,8 @@ def trial_row(t: Any, scenarios: list[str]) -> dict[str, Any]:
         "values": t.values,
         "params": t.params,
         "baseline": bool(t.user_attrs.get(attrs.BASELINE)),
+        "seed": t.user_attrs.get(attrs.SEED),
+        "branch": t.user_attrs.get(attrs.BRANCH),
         "correct": t.user_attrs.get(attrs.CORRECT),
         "gate": t.user_attrs.get(attrs.GATE),
         "feasible": all(v <= 0 for v in t.constraints.values()),
@@ -129,6 +131,10 @@ def _status(args: argparse.Namespace) -> int:
         notes = []
         if r["baseline"]:
             notes.append("baseline")
+        if r["seed"] is not None:
+            notes.append(f"seed {r['seed']}")
+        if r["branch"]:
+            notes.append("branch " + " ".join(f"{k}={format_value(v)}" for k, v in r["branch"].items()))
         if r["correct"] is False:
             notes.append(f"INFEASIBLE gate {r['gate']}")
         if r["duplicate_of"] is not None:
