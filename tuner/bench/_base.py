@@ -1,9 +1,12 @@
 from __future__ import annotations
 
 import abc
+import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from tuner.bench._stats import bootstrap_ci, robust_score
 from tuner.config import Scenario
 
 
@@ -52,6 +55,34 @@ class ScenarioResult:
     warmup_requests: int = 0
     cache_flushed: bool | None = None
     """Whether ``/flush_cache`` succeeded before each repeat (None: not asked; False: server lacks it)."""
+
+    @classmethod
+    def from_repeats(
+        cls,
+        *,
+        scenario: Scenario,
+        repeats_tok_s: Sequence[float],
+        repeats_per_stream_tok_s: Sequence[float],
+        mad_k: float,
+        ci: float = 0.95,
+        **measured: Any,
+    ) -> ScenarioResult:
+        """Summarise per-repeat figures the one way every benchmark must (medians, robust scores, CI)."""
+        interval = bootstrap_ci(repeats_tok_s, ci)
+        per_stream = tuple(repeats_per_stream_tok_s)
+        return cls(
+            name=scenario.name,
+            concurrency=scenario.concurrency,
+            repeats_tok_s=tuple(repeats_tok_s),
+            output_tok_s=statistics.median(repeats_tok_s),
+            score=robust_score(repeats_tok_s, mad_k),
+            per_stream_tok_s=statistics.median(per_stream) if per_stream else 0.0,
+            ci_low=interval[0] if interval else None,
+            ci_high=interval[1] if interval else None,
+            repeats_per_stream_tok_s=per_stream,
+            per_stream_score=robust_score(per_stream, mad_k) if per_stream else None,
+            **measured,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -27,7 +27,7 @@ from tuner.bench._load import LoadResult, make_client, run_load
 from tuner.bench._prompts import build_prompt
 from tuner.bench._request import RequestRecord, RequestSpec
 from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between
-from tuner.bench._stats import bootstrap_ci, percentile, robust_score
+from tuner.bench._stats import percentile
 from tuner.config import BenchmarkSection, Scenario
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad
@@ -196,27 +196,21 @@ class HttpBenchmark(BaseBenchmark):
         itls = [gap for rec in records for gap in rec.itls()]
         latencies = [rec.latency_s for rec in records]
         accept, method = acceptance_between(before, after)
-        ci = bootstrap_ci(repeats_tok_s, self._ci)
         prompt_counts = [rec.prompt_tokens for rec in records if rec.prompt_tokens is not None]
-        return ScenarioResult(
-            name=scenario.name,
-            concurrency=scenario.concurrency,
-            repeats_tok_s=tuple(repeats_tok_s),
-            output_tok_s=statistics.median(repeats_tok_s),
-            score=robust_score(repeats_tok_s, cfg.mad_k),
-            per_stream_tok_s=statistics.median(per_stream) if per_stream else 0.0,
+        return ScenarioResult.from_repeats(
+            scenario=scenario,
+            repeats_tok_s=repeats_tok_s,
+            repeats_per_stream_tok_s=per_stream,
+            mad_k=cfg.mad_k,
+            ci=self._ci,
             ttft_p50_s=percentile(ttfts, 50),
             ttft_p99_s=percentile(ttfts, 99),
             itl_p50_s=percentile(itls, 50),
             itl_p99_s=percentile(itls, 99),
             accept_length=accept,
-            ci_low=ci[0] if ci else None,
-            ci_high=ci[1] if ci else None,
             requests=len(records),
             errors=0,
             seconds=seconds,
-            repeats_per_stream_tok_s=tuple(per_stream),
-            per_stream_score=robust_score(per_stream, cfg.mad_k) if per_stream else None,
             accept_method=method,
             latency_p50_s=percentile(latencies, 50),
             latency_p99_s=percentile(latencies, 99),

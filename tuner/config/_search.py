@@ -13,7 +13,7 @@ class SearchSection:
     sampler: str = "tpe"
     n_startup_trials: int = 4
     """Trials (baseline and seeds included) before TPE models the results. A trial costs minutes, so TPE starts
-    early: on scripts/bench_search.py's spaces 4 reached 98% of the optimum sooner than 8 and never later."""
+    early: on both of scripts/bench_search.py's spaces 4 reached 98% of the optimum in fewer trials than 8."""
     seed_trials: tuple[dict[str, Any], ...] = field(default_factory=tuple)
     """Expert configurations enqueued right after the baseline."""
     import_best_from: str | None = None

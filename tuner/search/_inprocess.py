@@ -16,14 +16,13 @@ import dataclasses
 import functools
 import math
 import random
-import statistics
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tuner.bench import BaseBenchmark, ScenarioResult, bootstrap_ci, robust_score
+from tuner.bench import BaseBenchmark, ScenarioResult
 from tuner.config import BenchmarkSection, GateSection, ReadinessSection, Scenario, StudyConfig
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, StartFailed
@@ -318,21 +317,14 @@ class ModelBenchmark(BaseBenchmark):
         warmup_s = m.seconds * cfg_b.warmup_requests / scenario.requests
         seconds = warmup_s + sum(m.seconds / f for f in factors)
         self._service.clock.add("benchmark", seconds)
-        ci = bootstrap_ci(tok_s, 0.95)
-        return ScenarioResult(
-            name=scenario.name,
-            concurrency=scenario.concurrency,
-            repeats_tok_s=tuple(tok_s),
-            output_tok_s=statistics.median(tok_s),
-            score=robust_score(tok_s, cfg_b.mad_k),
-            per_stream_tok_s=statistics.median(per_stream),
+        return ScenarioResult.from_repeats(
+            scenario=scenario,
+            repeats_tok_s=tok_s,
+            repeats_per_stream_tok_s=per_stream,
+            mad_k=cfg_b.mad_k,
             accept_length=m.accept_length,
-            ci_low=ci[0] if ci else None,
-            ci_high=ci[1] if ci else None,
             requests=scenario.requests * cfg_b.repeats,
             seconds=round(seconds, 3),
-            repeats_per_stream_tok_s=tuple(per_stream),
-            per_stream_score=robust_score(per_stream, cfg_b.mad_k),
             accept_method="model",
             output_tokens=scenario.requests * scenario.output_tokens * cfg_b.repeats,
             warmup_requests=cfg_b.warmup_requests,
