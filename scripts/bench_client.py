@@ -29,6 +29,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -183,6 +184,53 @@ def run_one(name: str, *, streams: int, rate: float, seconds: float, repeats: in
     }
 
 
+def _sse_chunks(tokens: int) -> list[bytes]:
+    """An SGLang-shaped chat stream: one token per event, per-chunk usage (``continuous_usage_stats``)."""
+    head = {"id": "0123456789abcdef", "object": "chat.completion.chunk", "created": 1700000000, "model": "m"}
+    out = []
+    for i in range(tokens):
+        delta = {"role": None, "content": " word", "reasoning_content": None, "tool_calls": None}
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": None, "matched_stop": None}
+        usage = {"prompt_tokens": 64, "total_tokens": 65 + i, "completion_tokens": i + 1}
+        out.append(b"data: " + json.dumps({**head, "choices": [choice], "usage": usage}).encode() + b"\n\n")
+    end = {**head, "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": "length"}]}
+    out.append(b"data: " + json.dumps(end).encode() + b"\n\ndata: [DONE]\n\n")
+    return out
+
+
+def parse_cost(*, tokens: int = 256, requests: int = 60, rounds: int = 5) -> float:
+    """CPU ms per 1,000 tokens of tune's per-stream path alone (stream_request: httpx response iteration, SSE
+    decoding, JSON, accounting) over an in-memory transport: no sockets, no server; best of ``rounds``."""
+    import asyncio
+
+    from tuner.bench import stream_request
+
+    chunks = _sse_chunks(tokens)
+
+    async def body() -> Any:
+        for c in chunks:
+            yield c
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=body(), headers={"content-type": "text/event-stream"})
+
+    async def run() -> float:
+        client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+        kw: dict[str, Any] = {"url": "http://x/v1/chat/completions", "body": b"{}", "headers": {}, "index": 0}
+        best = float("inf")
+        for r in range(rounds + 1):
+            cpu0 = _cpu_self()
+            for _ in range(requests):
+                rec = await stream_request(client, timeout_s=30.0, api="chat", **kw)
+                assert rec.ok and rec.output_tokens == tokens, rec
+            if r:  # the first round warms up
+                best = min(best, (_cpu_self() - cpu0) * 1000 / (requests * tokens / 1000))
+        await client.aclose()
+        return best
+
+    return asyncio.run(run())
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--streams", type=int, default=64)
@@ -192,7 +240,13 @@ def main() -> int:
     ap.add_argument("--prompt", type=int, default=64, help="prompt tokens")
     ap.add_argument("--config", choices=[*CONFIGS, "all"], default="all")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--parse", action="store_true", help="only tune's per-stream parsing path, in memory (CPU ms / 1k tokens)"
+    )
     args = ap.parse_args()
+    if args.parse:
+        print(f"stream_request, in-memory transport: {parse_cost():.1f} CPU ms / 1k tokens (best of 5)")
+        return 0
     names = list(CONFIGS) if args.config == "all" else [args.config]
     rows = [
         run_one(

@@ -124,7 +124,7 @@ class HttpBenchmark(BaseBenchmark):
         assert ep.model is not None
         url = ep.url("/v1/chat/completions" if cfg.api == "chat" else "/v1/completions")
         headers = {"Content-Type": "application/json", **ep.headers}
-        t0 = time.perf_counter()
+        t0 = time.monotonic()
         async with contextlib.AsyncExitStack() as stack:
             clients = [make_client(timeout_s=cfg.request_timeout_s) for _ in range(scenario.concurrency)]
             for c in clients:
@@ -172,7 +172,7 @@ class HttpBenchmark(BaseBenchmark):
                 if self._on_repeat is not None:
                     self._on_repeat(scenario, r, tuple(repeats_tok_s))
             after = await probe.snapshot()
-        return self._summarise(scenario, runs, repeats_tok_s, before, after, flushed, seconds=time.perf_counter() - t0)
+        return self._summarise(scenario, runs, repeats_tok_s, before, after, flushed, seconds=time.monotonic() - t0)
 
     def _summarise(
         self,
