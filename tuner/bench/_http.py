@@ -23,11 +23,12 @@ from collections.abc import Callable, Iterable, Sequence
 import httpx
 
 from tuner.bench._base import BaseBenchmark, ScenarioResult
-from tuner.bench._load import LoadResult, make_client, run_load
+from tuner.bench._load import LoadResult, LoadTarget, make_client
 from tuner.bench._prompts import build_prompt
 from tuner.bench._request import RequestRecord, RequestSpec
 from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between
 from tuner.bench._stats import percentile
+from tuner.bench._workers import LoadPlan, LoadRunner, choose_processes, make_runner
 from tuner.config import BenchmarkSection, Scenario
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad
@@ -66,9 +67,7 @@ class HttpBenchmark(BaseBenchmark):
             raise ValueError(f"request_rate must be > 0 requests/s, got {request_rate}")
         self._endpoint = endpoint
         self._config = config
-        self._rate = request_rate
-        self._poisson = poisson
-        self._grace = abort_grace_s
+        self._plan = LoadPlan(request_rate=request_rate, poisson=poisson, abort_grace_s=abort_grace_s)
         self._ci = ci_confidence
         self._on_repeat = on_repeat
 
@@ -122,63 +121,58 @@ class HttpBenchmark(BaseBenchmark):
         cfg = self._config
         ep = self._endpoint
         assert ep.model is not None
-        url = ep.url("/v1/chat/completions" if cfg.api == "chat" else "/v1/completions")
-        headers = {"Content-Type": "application/json", **ep.headers}
+        target = LoadTarget(
+            url=ep.url("/v1/chat/completions" if cfg.api == "chat" else "/v1/completions"),
+            headers={"Content-Type": "application/json", **ep.headers},
+            api=cfg.api,
+            model=ep.model,
+            timeout_s=cfg.request_timeout_s,
+        )
+        processes = choose_processes(cfg.client_processes, concurrency=scenario.concurrency)
         t0 = time.monotonic()
         async with contextlib.AsyncExitStack() as stack:
-            clients = [make_client(timeout_s=cfg.request_timeout_s) for _ in range(scenario.concurrency)]
-            for c in clients:
-                stack.push_async_callback(c.aclose)
+            # Clients (and client processes) exist before the warm-up: their start cost is never measured.
+            runner = make_runner(target=target, plan=self._plan, streams=scenario.concurrency, processes=processes)
+            stack.push_async_callback(runner.aclose)
+            await runner.start()
             control = make_client(timeout_s=min(30.0, cfg.request_timeout_s), connections=2)
             stack.push_async_callback(control.aclose)
             probe = ServerProbe(client=control, base_url=ep.base_url, headers=ep.headers)
-
-            async def load(specs: list[RequestSpec], concurrency: int, seed: int) -> LoadResult:
-                return await run_load(
-                    clients=clients,
-                    url=url,
-                    headers=headers,
-                    api=cfg.api,
-                    model=ep.model or "default",
-                    specs=specs,
-                    concurrency=concurrency,
-                    timeout_s=cfg.request_timeout_s,
-                    request_rate=self._rate,
-                    poisson=self._poisson,
-                    seed=seed,
-                    abort_grace_s=self._grace,
-                )
-
             if cfg.warmup_requests > 0:
                 warm = self._specs(scenario, phase="warmup", repeat=0, count=cfg.warmup_requests)
-                res = await load(warm, min(scenario.concurrency, len(warm)), cfg.seed)
+                res = await runner.run(warm, concurrency=min(scenario.concurrency, len(warm)), seed=cfg.seed)
                 if res.failures or res.cancelled:
                     raise await self._died(scenario, res, probe, during="warm-up")
-
             before = await probe.snapshot()
-            runs: list[LoadResult] = []
-            repeats_tok_s: list[float] = []
-            flushed: bool | None = None
-            for r in range(cfg.repeats):
-                if cfg.flush_cache:
-                    ok = await probe.flush_cache()
-                    flushed = ok if flushed is None else (flushed and ok)
-                specs = self._specs(scenario, phase="measure", repeat=r, count=scenario.requests)
-                res = await load(specs, scenario.concurrency, cfg.seed + r)
-                if res.failures or res.cancelled or len(res.records) != len(specs):
-                    raise await self._died(scenario, res, probe, during=f"repeat {r + 1}/{cfg.repeats}")
-                runs.append(res)
-                repeats_tok_s.append(_aggregate_tok_s(res.records))
-                if self._on_repeat is not None:
-                    self._on_repeat(scenario, r, tuple(repeats_tok_s))
+            runs, flushed = await self._repeats(scenario, runner, probe)
             after = await probe.snapshot()
-        return self._summarise(scenario, runs, repeats_tok_s, before, after, flushed, seconds=time.monotonic() - t0)
+        return self._summarise(scenario, runs, before, after, flushed, seconds=time.monotonic() - t0)
+
+    async def _repeats(
+        self, scenario: Scenario, runner: LoadRunner, probe: ServerProbe
+    ) -> tuple[list[LoadResult], bool | None]:
+        cfg = self._config
+        runs: list[LoadResult] = []
+        repeats_tok_s: list[float] = []
+        flushed: bool | None = None
+        for r in range(cfg.repeats):
+            if cfg.flush_cache:
+                ok = await probe.flush_cache()
+                flushed = ok if flushed is None else (flushed and ok)
+            specs = self._specs(scenario, phase="measure", repeat=r, count=scenario.requests)
+            res = await runner.run(specs, concurrency=scenario.concurrency, seed=cfg.seed + r)
+            if res.failures or res.cancelled or len(res.records) != len(specs):
+                raise await self._died(scenario, res, probe, during=f"repeat {r + 1}/{cfg.repeats}")
+            runs.append(res)
+            repeats_tok_s.append(_aggregate_tok_s(res.records))
+            if self._on_repeat is not None:
+                self._on_repeat(scenario, r, tuple(repeats_tok_s))
+        return runs, flushed
 
     def _summarise(
         self,
         scenario: Scenario,
         runs: list[LoadResult],
-        repeats_tok_s: list[float],
         before: ServerSnapshot,
         after: ServerSnapshot,
         flushed: bool | None,
@@ -187,6 +181,7 @@ class HttpBenchmark(BaseBenchmark):
     ) -> ScenarioResult:
         cfg = self._config
         records = [rec for run in runs for rec in run.records]
+        repeats_tok_s = [_aggregate_tok_s(run.records) for run in runs]
         per_stream = []
         for run in runs:
             rates = [x for x in (rec.decode_tok_s for rec in run.records) if x is not None]

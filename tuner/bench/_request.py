@@ -73,6 +73,13 @@ class RequestRecord:
     """Tokens attributed to each output-bearing event (same length as ``event_times``)."""
     error: str | None = None
     error_kind: str | None = None
+    t_due: float | None = None
+    """When the load generator should have sent the request (released, and its worker free); ``t_start -
+    t_due`` is the client's own start delay, the sign of a saturated event loop."""
+
+    @property
+    def start_delay_s(self) -> float | None:
+        return None if self.t_due is None else max(0.0, self.t_start - self.t_due)
 
     @property
     def ok(self) -> bool:

@@ -10,7 +10,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
 
 __all__ = [
     "MAD_TO_SIGMA",
@@ -85,6 +84,8 @@ def bootstrap_ci(
     if func is None:
         raise ValueError(f"statistic must be 'median' or 'mean', got {statistic!r}")
     method = "BCa" if arr.size >= 8 else "percentile"
+    from scipy import stats  # lazily: scipy.stats costs ~1 s to import, and client processes never need it
+
     res = stats.bootstrap(
         (arr,),
         func,
@@ -136,6 +137,8 @@ def is_slower(
     c, r = c[c > 0], r[r > 0]
     if c.size == 0 or r.size == 0:
         return False
+    from scipy import stats  # lazily, as in bootstrap_ci
+
     lc = np.log(c)
     lr = np.log(r) + math.log1p(-margin)  # the threshold the candidate must be confidently below
     diff = float(lc.mean() - lr.mean())
