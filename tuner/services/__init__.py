@@ -3,16 +3,14 @@
 from tuner.services._base import (
     BaseService,
     Finding,
-    LaunchSpec,
     LogChunk,
     Preflight,
     ProcessIdentity,
     Restarted,
     ServiceState,
-    program_part,
-    spec_matches,
 )
 from tuner.services._process import ProcessService
+from tuner.spec import LaunchSpec, program_part, spec_matches
 
 __all__ = [
     "BaseService",

@@ -4,10 +4,6 @@ from tuner.study._loop import (
     Console,
     Interrupted,
     RunSummary,
-    best_trials,
-    counted_trials,
-    is_counted,
-    is_feasible,
     recover_stale_trials,
     run_study,
 )
@@ -26,6 +22,7 @@ from tuner.study._objective import (
     verify_applied,
 )
 from tuner.study._storage import FingerprintMismatch, config_from_study, make_storage, open_study
+from tuner.trials import best_trials, counted_trials, is_counted, is_feasible
 
 __all__ = [
     "Applied",

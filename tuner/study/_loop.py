@@ -30,10 +30,10 @@ from tuner.errors import HostError, TrialFailure, TuneError
 from tuner.search import make_pruner, make_sampler, pruning_savings
 from tuner.services import BaseService
 from tuner.space import Value, format_value, render, suggest
-from tuner.study import _attrs as attrs
 from tuner.study._objective import Evidence, TrialParts, TrialRunner
 from tuner.study._storage import open_study
 from tuner.target import base_spec
+from tuner.trials import attrs, best_trials, counted_trials, is_counted, is_feasible
 
 Progress = Callable[[str], None]
 PartsFactory = Callable[[StudyConfig, BaseService], TrialParts]
@@ -58,46 +58,6 @@ class RunSummary:
     best_number: int | None
     best_values: tuple[float, ...] | None
     seconds: float
-
-
-# -- which trials count ------------------------------------------------------------------
-
-
-def is_counted(t: FrozenTrial) -> bool:
-    """A trial that ran the server to a verdict (not a rejected sample, a repeat, or an interruption)."""
-    if t.state not in (TrialState.COMPLETE, TrialState.PRUNED):
-        return False
-    return not (t.user_attrs.get(attrs.REJECTED) or t.user_attrs.get(attrs.DUPLICATE_OF) is not None)
-
-
-def is_feasible(t: FrozenTrial) -> bool:
-    return (
-        t.state == TrialState.COMPLETE
-        and all(v <= 0 for v in t.constraints.values())
-        and t.user_attrs.get(attrs.CORRECT, True) is not False
-    )
-
-
-def counted_trials(study: optuna.Study) -> int:
-    return sum(1 for t in study.get_trials(deepcopy=False) if is_counted(t))
-
-
-def best_trials(study: optuna.Study) -> list[FrozenTrial]:
-    """Feasible, counted COMPLETE trials: the best one (single objective) or the Pareto front (multi)."""
-    done = [t for t in study.get_trials(deepcopy=False) if is_counted(t) and is_feasible(t)]
-    if not done:
-        return []
-    if len(study.directions) == 1:
-        return [max(done, key=lambda t: t.values[0])]
-    front = []
-    for t in done:
-        dominated = any(
-            all(o >= v for o, v in zip(other.values, t.values, strict=True)) and other.values != t.values
-            for other in done
-        )
-        if not dominated:
-            front.append(t)
-    return sorted(front, key=lambda t: t.number)
 
 
 # -- starting points and recovery ------------------------------------------------------------------

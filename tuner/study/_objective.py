@@ -25,7 +25,7 @@ from tuner.errors import ConfigNotApplied, DiedUnderLoad, GateFailed, Regression
 from tuner.gate import BaseGate, GateResult
 from tuner.readiness import LogWatch, Ready, wait_ready
 from tuner.services import BaseService, LaunchSpec, Restarted, spec_matches
-from tuner.study import _attrs as attrs
+from tuner.trials import attrs
 
 Progress = Callable[[str], None]
 BenchmarkFactory = Callable[[Endpoint], BaseBenchmark]

@@ -28,7 +28,6 @@ from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, StartFailed
 from tuner.gate import BaseGate, GateResult, ProblemOutcome, check_gate
 from tuner.readiness import LogWatch, Ready
-from tuner.search._truth import model_scenario, parse_server_config
 from tuner.services import (
     BaseService,
     Finding,
@@ -40,6 +39,7 @@ from tuner.services import (
     ServiceState,
 )
 from tuner.sim import ServerConfig, capture_seconds, corrupts_code, startup_failure, startup_seconds, verify_width
+from tuner.sim.inprocess._truth import model_scenario, parse_server_config
 from tuner.target import base_spec
 
 if TYPE_CHECKING:  # tuner.study imports this package: its names are imported at call time below
