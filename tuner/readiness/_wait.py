@@ -5,6 +5,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 from urllib.parse import urlsplit
 
 import httpx
@@ -28,6 +29,20 @@ class Ready:
     log_cursor: str = "0"
     endpoint: Endpoint | None = None
     """The endpoint with its model id resolved."""
+
+
+class ReadinessCheck(Protocol):
+    """How "the new server really serves" is established; :func:`wait_ready` by default."""
+
+    def __call__(
+        self,
+        *,
+        service: BaseService,
+        restarted: Restarted,
+        endpoint: Endpoint,
+        config: ReadinessSection,
+        progress: Progress | None = None,
+    ) -> Ready: ...
 
 
 class LogWatch:

@@ -11,11 +11,10 @@ from optuna.trial import FrozenTrial
 from tuner.config import StudyConfig
 from tuner.errors import TuneError
 from tuner.report._facts import baseline_trial, best_feasible, feasibility_label, rank_value, scenario_figure
-from tuner.services import LaunchSpec
 from tuner.space import render
-from tuner.study import _attrs as attrs
-from tuner.study import is_counted, is_feasible
+from tuner.spec import LaunchSpec
 from tuner.target import base_spec
+from tuner.trials import attrs, is_counted, is_feasible
 
 __all__ = ["FORMATS", "choose_trial", "export_dropin", "export_json", "export_text", "launch_spec"]
 

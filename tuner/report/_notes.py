@@ -14,8 +14,8 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.config import StudyConfig
 from tuner.report._facts import best_feasible, feasibility_label, infeasibility
 from tuner.space import Param, format_value
-from tuner.study import _attrs as attrs
 from tuner.target import base_spec
+from tuner.trials import attrs
 
 __all__ = [
     "FEASIBLE_ATTR",

@@ -27,8 +27,7 @@ from tuner.report._facts import (
     scenario_figure,
 )
 from tuner.space import format_value
-from tuner.study import _attrs as attrs
-from tuner.study import counted_trials, is_counted, is_feasible
+from tuner.trials import attrs, counted_trials, is_counted, is_feasible
 
 __all__ = ["MIN_IMPORTANCE_TRIALS", "Report", "build_report", "importances"]
 

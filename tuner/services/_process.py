@@ -11,15 +11,14 @@ from tuner.hosts import BaseHost
 from tuner.services._base import (
     BaseService,
     Finding,
-    LaunchSpec,
     LogChunk,
     Preflight,
     ProcessIdentity,
     Restarted,
     ServiceState,
-    program_part,
 )
 from tuner.services._proc import ProcStat, process_table, serves_port, stat_of
+from tuner.spec import LaunchSpec, program_part
 
 if TYPE_CHECKING:  # tuner.config imports this package (launch specs); only the type is needed here
     from tuner.config import GpuWaitSection

@@ -30,16 +30,14 @@ from tuner.hosts import BaseHost, CommandResult
 from tuner.services._base import (
     BaseService,
     Finding,
-    LaunchSpec,
     LogChunk,
     Preflight,
     ProcessIdentity,
     Restarted,
     ServiceState,
-    program_part,
-    spec_matches,
 )
 from tuner.services._proc import serves_port
+from tuner.spec import LaunchSpec, program_part, spec_matches
 
 __all__ = [
     "SystemdService",

@@ -4,31 +4,22 @@ from tuner.study._loop import (
     Console,
     Interrupted,
     RunSummary,
-    best_trials,
-    counted_trials,
-    is_counted,
-    is_feasible,
     recover_stale_trials,
     run_study,
 )
 from tuner.study._objective import (
-    Applied,
     BenchmarkOutcome,
     Evidence,
     Score,
     TrialParts,
     TrialRunner,
-    apply_config,
-    await_ready,
     benchmark_server,
-    restart_server,
     score,
-    verify_applied,
 )
 from tuner.study._storage import FingerprintMismatch, config_from_study, make_storage, open_study
+from tuner.trials import best_trials, counted_trials, is_counted, is_feasible
 
 __all__ = [
-    "Applied",
     "BenchmarkOutcome",
     "Console",
     "Evidence",
@@ -38,8 +29,6 @@ __all__ = [
     "Score",
     "TrialParts",
     "TrialRunner",
-    "apply_config",
-    "await_ready",
     "benchmark_server",
     "best_trials",
     "config_from_study",
@@ -49,8 +38,6 @@ __all__ = [
     "make_storage",
     "open_study",
     "recover_stale_trials",
-    "restart_server",
     "run_study",
     "score",
-    "verify_applied",
 ]

@@ -28,15 +28,14 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.config import StudyConfig
 from tuner.errors import HostError, TrialFailure, TuneError
 from tuner.search import make_pruner, make_sampler, pruning_savings
-from tuner.services import BaseService
 from tuner.space import Value, format_value, render, suggest
-from tuner.study import _attrs as attrs
 from tuner.study._objective import Evidence, TrialParts, TrialRunner
 from tuner.study._storage import open_study
-from tuner.target import base_spec
+from tuner.target import Target, open_target
+from tuner.trials import attrs, best_trials, counted_trials, is_counted, is_feasible
 
 Progress = Callable[[str], None]
-PartsFactory = Callable[[StudyConfig, BaseService], TrialParts]
+PartsFactory = Callable[[StudyConfig, Target], TrialParts]
 
 HEARTBEAT_S = 20.0
 STALE_AFTER_S = 90.0
@@ -58,46 +57,6 @@ class RunSummary:
     best_number: int | None
     best_values: tuple[float, ...] | None
     seconds: float
-
-
-# -- which trials count ------------------------------------------------------------------
-
-
-def is_counted(t: FrozenTrial) -> bool:
-    """A trial that ran the server to a verdict (not a rejected sample, a repeat, or an interruption)."""
-    if t.state not in (TrialState.COMPLETE, TrialState.PRUNED):
-        return False
-    return not (t.user_attrs.get(attrs.REJECTED) or t.user_attrs.get(attrs.DUPLICATE_OF) is not None)
-
-
-def is_feasible(t: FrozenTrial) -> bool:
-    return (
-        t.state == TrialState.COMPLETE
-        and all(v <= 0 for v in t.constraints.values())
-        and t.user_attrs.get(attrs.CORRECT, True) is not False
-    )
-
-
-def counted_trials(study: optuna.Study) -> int:
-    return sum(1 for t in study.get_trials(deepcopy=False) if is_counted(t))
-
-
-def best_trials(study: optuna.Study) -> list[FrozenTrial]:
-    """Feasible, counted COMPLETE trials: the best one (single objective) or the Pareto front (multi)."""
-    done = [t for t in study.get_trials(deepcopy=False) if is_counted(t) and is_feasible(t)]
-    if not done:
-        return []
-    if len(study.directions) == 1:
-        return [max(done, key=lambda t: t.values[0])]
-    front = []
-    for t in done:
-        dominated = any(
-            all(o >= v for o, v in zip(other.values, t.values, strict=True)) and other.values != t.values
-            for other in done
-        )
-        if not dominated:
-            front.append(t)
-    return sorted(front, key=lambda t: t.number)
 
 
 # -- starting points and recovery ------------------------------------------------------------------
@@ -287,18 +246,21 @@ def run_study(
     study_name: str | None = None,
     force_config: bool = False,
     parts_factory: PartsFactory | None = None,
-    service: BaseService | None = None,
+    target: Target | None = None,
     console: Console | None = None,
 ) -> RunSummary:
-    """Run trials until the study holds ``trials`` counted trials in total (a resume continues to N)."""
-    # Imported here: these packages import tuner.study themselves.
-    from tuner.lock import TargetLock, lock_path_for
+    """Run trials until the study holds ``trials`` counted trials in total (a resume continues to N).
+
+    ``target`` replaces the one the config describes (the in-process model brings its own); it is closed at
+    the end either way.
+    """
+    from tuner.gate import check_problems
     from tuner.report import write_study_note
     from tuner.study._parts import http_parts
-    from tuner.target import make_host, make_service
 
     console = console or Console()
-    target = trials if trials is not None else config.study.trials
+    goal = trials if trials is not None else config.study.trials
+    check_problems(config.gate, file=config.source)
     study = open_study(config, storage=storage, study_name=study_name, force_config=force_config)
     # The sampler's seed is offset by what the study already holds (see make_sampler).
     study.sampler = make_sampler(config, offset=len(study.trials))
@@ -309,44 +271,31 @@ def run_study(
         console.line(f"marked interrupted trials FAIL and re-enqueued them: {stale}")
     enqueue_starting_points(study, config)
 
-    host = None
-    lock: Any = contextlib.nullcontext()
-    if service is None:
-        host = make_host(config.target)
-        service = make_service(config, host)
-        if config.target.lock:
-            # One tuner per server: a second one would restart the server under the first one's benchmark.
-            lock = TargetLock(host=host, path=lock_path_for(config.target), study=study.study_name)
-    parts = (parts_factory or http_parts)(config, service)
+    target = target or open_target(config)
+    parts = (parts_factory or http_parts)(config, target)
     evidence = Evidence(artifacts_dir=config.study.artifacts_dir)
     runner = TrialRunner(config=config, parts=parts, evidence=evidence, progress=console.status)
-    base = base_spec(config.target)
     start = time.monotonic()
     progress = _Progress()
-    try:
-        with lock:
+    with target, target.locked():
+        try:
+            with _signals_raise():
+                _drive(study, config, runner, target.base, console, goal, progress)
+        except KeyboardInterrupt:
+            progress.interrupted = True
+            console.line("interrupted: the running trial is marked FAIL and will be retried on resume")
+        finally:
+            # Only while we hold the lock: the server is ours to put back.
             try:
-                with _signals_raise():
-                    _drive(study, config, runner, base, console, target, progress)
-            except KeyboardInterrupt:
-                progress.interrupted = True
-                console.line("interrupted: the running trial is marked FAIL and will be retried on resume")
-            finally:
-                # Only while we hold the lock: the server is ours to put back.
-                try:
-                    _on_exit(config, study, service, base, console, parts)
-                except (TuneError, OSError) as exc:
-                    console.line(f"WARNING: could not put the server back ({config.study.on_exit}): {exc}")
-    finally:
-        service.close()
-        if host is not None:
-            host.close()
+                _on_exit(config, study, target, console)
+            except (TuneError, OSError) as exc:
+                console.line(f"WARNING: could not put the server back ({config.study.on_exit}): {exc}")
     # The study-level figure of what regression pruning saved (each trial records its own share).
     study.set_user_attr(attrs.PRUNING_SAVED_S, round(pruning_savings(study), 3))
     best = best_trials(study)
     summary = RunSummary(
         study_name=study.study_name,
-        target=target,
+        target=goal,
         counted=counted_trials(study),
         ran=progress.ran,
         best_number=best[0].number if best else None,
@@ -355,7 +304,7 @@ def run_study(
     )
     if progress.interrupted:
         raise Interrupted(
-            f"stopped at {summary.counted}/{target} trials. Resume with: tune start --trials {target} "
+            f"stopped at {summary.counted}/{goal} trials. Resume with: tune start --trials {goal} "
             f"--config {config.source}   (or: tune resume --study {study.study_name})"
         )
     return summary
@@ -501,42 +450,25 @@ def _values(values: Any) -> str:
     return "/".join(f"{v:.1f}" for v in values if isinstance(v, float) and math.isfinite(v))
 
 
-def _on_exit(
-    config: StudyConfig,
-    study: optuna.Study,
-    service: BaseService,
-    base: Any,
-    console: Console,
-    parts: TrialParts,
-) -> None:
+def _on_exit(config: StudyConfig, study: optuna.Study, target: Target, console: Console) -> None:
     """Leave the server in a known configuration, as the study file asks."""
-    from tuner.readiness import wait_ready
-
     action = config.study.on_exit
     if action == "leave":
         return
     if action == "stop":
-        service.stop()
+        target.service.stop()
         return
+    spec = None  # the baseline
     if action == "best":
         best = best_trials(study)
-        if not best:
-            console.line("no feasible best trial: restoring the baseline instead")
-            action = "baseline"
-        else:
-            service.apply(render(config.space, base, best[0].params))
+        if best:
+            spec = render(config.space, target.base, best[0].params)
             console.line(f"restarting with the best config (trial #{best[0].number})")
-    if action == "baseline":
-        service.revert()
+        else:
+            console.line("no feasible best trial: restoring the baseline instead")
+    if spec is None:
         console.line("restoring the baseline configuration")
-    restarted = service.restart(label="on-exit")
     try:
-        (parts.readiness or wait_ready)(
-            service=service,
-            restarted=restarted,
-            endpoint=parts.endpoint,
-            config=config.readiness,
-            progress=console.status,
-        )
+        target.bring_up(spec, label="on-exit", progress=console.status)
     except TrialFailure as failure:
         console.line(f"WARNING: the server did not come back after {action}: {failure.reason}")

@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 
 from tuner.config import Scenario, StudyConfig
-from tuner.services import LaunchSpec
 from tuner.sim import (
     ServerConfig,
     acceptance_length,
@@ -34,6 +33,7 @@ from tuner.sim import (
 )
 from tuner.sim._engine import PREFILL_S_PER_TOKEN
 from tuner.space import Param, SearchSpace, Value, render
+from tuner.spec import LaunchSpec
 from tuner.target import base_spec
 
 __all__ = [
