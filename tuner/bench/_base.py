@@ -55,6 +55,31 @@ class ScenarioResult:
     warmup_requests: int = 0
     cache_flushed: bool | None = None
     """Whether ``/flush_cache`` succeeded before each repeat (None: not asked; False: server lacks it)."""
+    client_bound: bool = False
+    """The load generator, not the server, set the pace (see tuner.bench._alarm): the figures understate the
+    server. Never set by a benchmark that does not measure its client."""
+    client_cpu_cores: float | None = None
+    """CPU of all load-generator processes over the measured repeats, in cores."""
+    client_busiest_process_cores: float | None = None
+    start_delay_p99_s: float | None = None
+    """p99 of the time from when a request was due to when it was sent."""
+    client_processes: int | None = None
+
+    def client_warning(self) -> str | None:
+        """A one-line warning naming the fix when the scenario was client-bound, else None."""
+        if not self.client_bound:
+            return None
+        n = self.client_processes or 1
+        seen = []
+        if self.client_busiest_process_cores is not None:
+            seen.append(f"{self.client_busiest_process_cores:.2f} core in the busiest of {n} process(es)")
+        if self.start_delay_p99_s is not None:
+            seen.append(f"request start delay p99 {self.start_delay_p99_s * 1000:.0f} ms")
+        return (
+            f"WARNING {self.name}: the load generator was the bottleneck ({', '.join(seen)}); its figures "
+            f"understate the server. Set [benchmark] client_processes = {n + 1} (or more, up to the client's "
+            "cores) or run the client on a machine with more cores."
+        )
 
     @classmethod
     def from_repeats(

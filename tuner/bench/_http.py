@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import httpx
 
+from tuner.bench._alarm import CPU_BUDGET_CORES, MIN_START_DELAY_S, ClientLoad, client_load
 from tuner.bench._base import BaseBenchmark, ScenarioResult
 from tuner.bench._load import LoadResult, LoadTarget, make_client
 from tuner.bench._prompts import build_prompt
@@ -50,6 +51,8 @@ class HttpBenchmark(BaseBenchmark):
 
     ``request_rate`` (requests/s, Poisson arrivals unless ``poisson=False``) turns the closed loop into a
     rate-limited one, still capped at the scenario's concurrency. ``on_repeat`` lets a pruner watch repeats.
+    ``cpu_budget_cores`` (per process) and ``min_start_delay_s`` (the floor of the start-delay bound) set when a
+    scenario is marked ``client_bound`` (see :mod:`tuner.bench._alarm`).
     """
 
     def __init__(
@@ -62,6 +65,8 @@ class HttpBenchmark(BaseBenchmark):
         abort_grace_s: float = 2.0,
         ci_confidence: float = 0.95,
         on_repeat: RepeatCallback | None = None,
+        cpu_budget_cores: float = CPU_BUDGET_CORES,
+        min_start_delay_s: float = MIN_START_DELAY_S,
     ) -> None:
         if request_rate is not None and request_rate <= 0:
             raise ValueError(f"request_rate must be > 0 requests/s, got {request_rate}")
@@ -70,6 +75,8 @@ class HttpBenchmark(BaseBenchmark):
         self._plan = LoadPlan(request_rate=request_rate, poisson=poisson, abort_grace_s=abort_grace_s)
         self._ci = ci_confidence
         self._on_repeat = on_repeat
+        self._cpu_budget = cpu_budget_cores
+        self._min_delay = min_start_delay_s
 
     @property
     def endpoint(self) -> Endpoint:
@@ -146,7 +153,10 @@ class HttpBenchmark(BaseBenchmark):
             before = await probe.snapshot()
             runs, flushed = await self._repeats(scenario, runner, probe)
             after = await probe.snapshot()
-        return self._summarise(scenario, runs, before, after, flushed, seconds=time.monotonic() - t0)
+        client = client_load(
+            runs, processes=runner.processes, cpu_budget_cores=self._cpu_budget, min_delay_s=self._min_delay
+        )
+        return self._summarise(scenario, runs, before, after, flushed, client, seconds=time.monotonic() - t0)
 
     async def _repeats(
         self, scenario: Scenario, runner: LoadRunner, probe: ServerProbe
@@ -176,6 +186,7 @@ class HttpBenchmark(BaseBenchmark):
         before: ServerSnapshot,
         after: ServerSnapshot,
         flushed: bool | None,
+        client: ClientLoad,
         *,
         seconds: float,
     ) -> ScenarioResult:
@@ -215,6 +226,11 @@ class HttpBenchmark(BaseBenchmark):
             prompt_tokens=statistics.fmean(prompt_counts) if prompt_counts else None,
             warmup_requests=cfg.warmup_requests,
             cache_flushed=flushed,
+            client_bound=client.bound,
+            client_cpu_cores=client.cpu_cores,
+            client_busiest_process_cores=client.busiest_process_cores,
+            start_delay_p99_s=client.start_delay_p99_s,
+            client_processes=client.processes,
         )
 
     async def _died(self, scenario: Scenario, res: LoadResult, probe: ServerProbe, *, during: str) -> DiedUnderLoad:

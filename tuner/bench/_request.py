@@ -74,12 +74,16 @@ class RequestRecord:
     error: str | None = None
     error_kind: str | None = None
     t_due: float | None = None
-    """When the load generator should have sent the request (released, and its worker free); ``t_start -
-    t_due`` is the client's own start delay, the sign of a saturated event loop."""
+    """When the load generator should have sent the request (released, and its stream free)."""
+    t_sent: float | None = None
+    """When the request body was written to the connection (httpx trace)."""
 
     @property
     def start_delay_s(self) -> float | None:
-        return None if self.t_due is None else max(0.0, self.t_start - self.t_due)
+        """``t_sent - t_due``: the client's own delay in sending, the sign of a saturated event loop."""
+        if self.t_due is None or self.t_sent is None:
+            return None
+        return max(0.0, self.t_sent - self.t_due)
 
     @property
     def ok(self) -> bool:
@@ -186,9 +190,14 @@ async def stream_request(
     clock = time.monotonic
     rec = RequestRecord(index=index, t_start=clock())
     events = StreamEvents(chat=api == "chat")
+
+    async def trace(name: str, info: dict[str, Any]) -> None:
+        if name == "http11.send_request_body.complete":
+            rec.t_sent = clock()
+
     try:
         async with asyncio.timeout(timeout_s):
-            async with client.stream("POST", url, content=body, headers=headers) as resp:
+            async with client.stream("POST", url, content=body, headers=headers, extensions={"trace": trace}) as resp:
                 if resp.status_code != 200:
                     text = (await resp.aread())[:500].decode("utf-8", "replace")
                     raise StreamError(f"HTTP {resp.status_code}", text.strip() or resp.reason_phrase)

@@ -44,6 +44,9 @@ SCENARIO_FIELDS = (
     "ci_high",
     "repeats",
     "seconds",
+    "client_bound",
+    "client_cpu_cores",
+    "start_delay_p99_s",
 )
 
 
@@ -66,6 +69,10 @@ def scenario_attrs(result: Any) -> dict[str, Any]:
         "ci_high": result.ci_high,
         "repeats": list(result.repeats_tok_s),
         "seconds": result.seconds,
+        # The load generator's own load: a client-bound figure understates the server (tuner.bench._alarm).
+        "client_bound": getattr(result, "client_bound", False),
+        "client_cpu_cores": getattr(result, "client_cpu_cores", None),
+        "start_delay_p99_s": getattr(result, "start_delay_p99_s", None),
     }
     return {scenario_key(result.name, k): _round(v) for k, v in values.items()}
 
