@@ -301,7 +301,9 @@ async def _aiohttp_client(url: str, streams: int, requests: int, tokens: int) ->
     return {"cpu_s": cpu, "window_s": window, "tokens": out, "ttft_p99_s": ttfts[int(0.99 * (len(ttfts) - 1))]}
 
 
-def _tune_client(url: str, streams: int, requests: int, tokens: int, processes: int | str) -> dict[str, float]:
+def _tune_client(
+    url: str, streams: int, requests: int, tokens: int, processes: int | str, library: str
+) -> dict[str, float]:
     scenario = Scenario(
         name="side", concurrency=streams, prompt_tokens=SIDE_PROMPT, output_tokens=tokens, requests=requests
     )
@@ -312,6 +314,7 @@ def _tune_client(url: str, streams: int, requests: int, tokens: int, processes: 
         flush_cache=False,
         api="completions",
         client_processes=processes,
+        http_client=library,
     )
     r = HttpBenchmark(endpoint=Endpoint(base_url=url, model="default"), config=section).run_scenario(scenario)
     window = r.output_tokens / r.output_tok_s
@@ -333,7 +336,8 @@ def client_run(args: argparse.Namespace) -> int:
         row = asyncio.run(_aiohttp_client(url + "/v1/completions", args.streams, args.requests, args.tokens))
     else:
         procs = args.client_processes if args.client_processes == "auto" else int(args.client_processes)
-        row = _tune_client(url, args.streams, args.requests, args.tokens, procs)
+        library = args.client_run.removeprefix("tune-")
+        row = _tune_client(url, args.streams, args.requests, args.tokens, procs, library)
     print(json.dumps(row))
     return 0
 
@@ -350,7 +354,9 @@ def _child(kind: str, url: str, streams: int, args: argparse.Namespace, cpu: int
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-def _summary(streams: int, runs: dict[str, list[dict[str, float]]], *, ideal: float, pinned: bool) -> dict[str, object]:
+def _summary(
+    streams: int, runs: dict[str, list[dict[str, float]]], tune: str, *, ideal: float, pinned: bool
+) -> dict[str, object]:
     import statistics
 
     def med(kind: str, f: Callable[[dict[str, float]], float]) -> float:
@@ -367,39 +373,41 @@ def _summary(streams: int, runs: dict[str, list[dict[str, float]]], *, ideal: fl
 
     return {
         "streams": streams,
+        "tune_http_client": tune.removeprefix("tune-"),
         "aiohttp_ms_per_1k": med("aiohttp", ms_per_1k),
-        "tune_ms_per_1k": med("tune", ms_per_1k),
-        "tune_cores": med("tune", cores),
+        "tune_ms_per_1k": med(tune, ms_per_1k),
+        "tune_cores": med(tune, cores),
         "aiohttp_cores": med("aiohttp", cores),
-        "tune_ideal": med("tune", of_ideal),
+        "tune_ideal": med(tune, of_ideal),
         "aiohttp_ideal": med("aiohttp", of_ideal),
-        "tune_ttft_p99_s": med("tune", lambda r: r["ttft_p99_s"]),
+        "tune_ttft_p99_s": med(tune, lambda r: r["ttft_p99_s"]),
         "aiohttp_ttft_p99_s": med("aiohttp", lambda r: r["ttft_p99_s"]),
-        "tune_processes": med("tune", lambda r: r["processes"]),
-        "tune_client_bound": sum(int(r["client_bound"]) for r in runs["tune"]),
+        "tune_processes": med(tune, lambda r: r["processes"]),
+        "tune_client_bound": sum(int(r["client_bound"]) for r in runs[tune]),
         "pinned": pinned,
     }
 
 
 def side_by_side(args: argparse.Namespace) -> list[dict[str, object]]:
-    """Per stream count: the sim paced at ``rate`` tok/s per stream, then interleaved tune/aiohttp repetitions."""
+    """Per stream count: the sim paced at ``rate`` tok/s per stream, then interleaved client repetitions."""
     pin = not args.no_pin and len(os.sched_getaffinity(0)) >= 2
     server_cpu, client_cpu = (0, 1) if pin else (None, None)
     cfg = ServerConfig.from_argv([], {})
+    tunes = [f"tune-{lib}" for lib in args.http_client.split(",")]
     rows = []
     for streams in args.side_streams:
         base = decode_tok_s(cfg, concurrency=streams, context_tokens=SIDE_PROMPT + args.tokens // 2)
         sim_argv = ["--sim-noise", "0", "--sim-time-scale", f"{args.rate / base:.6f}", "--max-running-requests", "512"]
-        runs: dict[str, list[dict[str, float]]] = {"tune": [], "aiohttp": []}
+        kinds = ["aiohttp", *tunes]
+        runs: dict[str, list[dict[str, float]]] = {k: [] for k in kinds}
         with SimProcess(sim_argv) as sim:
             if server_cpu is not None:
                 os.sched_setaffinity(sim.proc.pid, {server_cpu})
             sim.wait_ready()
             for rep in range(args.reps):
-                order = ("tune", "aiohttp") if rep % 2 == 0 else ("aiohttp", "tune")
-                for kind in order:
+                for kind in kinds[rep % len(kinds) :] + kinds[: rep % len(kinds)]:  # rotate the order
                     runs[kind].append(_child(kind, sim.base_url, streams, args, client_cpu))
-        rows.append(_summary(streams, runs, ideal=streams * args.rate, pinned=pin))
+        rows.extend(_summary(streams, runs, t, ideal=streams * args.rate, pinned=pin) for t in tunes)
     return rows
 
 
@@ -411,17 +419,18 @@ def print_side_by_side(rows: list[dict[str, object]], args: argparse.Namespace) 
         f"tune client_processes = {args.client_processes}"
     )
     print(
-        "| streams | aiohttp CPU ms / 1k tok | tune CPU ms / 1k tok | tune / aiohttp | tune core use "
-        "| tune % of ideal (aiohttp) | TTFT p99 tune / aiohttp | tune processes | client_bound runs |"
+        "| streams | tune http_client | aiohttp CPU ms / 1k tok | tune CPU ms / 1k tok | tune / aiohttp "
+        "| tune core use | tune % of ideal (aiohttp) | TTFT p99 tune / aiohttp | tune processes | client_bound runs |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        a, t = float(r["aiohttp_ms_per_1k"]), float(r["tune_ms_per_1k"])  # type: ignore[arg-type]
+        f = {k: float(v) for k, v in r.items() if isinstance(v, int | float)}
+        a, t = f["aiohttp_ms_per_1k"], f["tune_ms_per_1k"]
         print(
-            f"| {r['streams']} | {a:.1f} | {t:.1f} | {t / a:.2f}x | {float(r['tune_cores']):.2f} "  # type: ignore[arg-type]
-            f"| {float(r['tune_ideal']):.0%} ({float(r['aiohttp_ideal']):.0%}) "  # type: ignore[arg-type]
-            f"| {float(r['tune_ttft_p99_s']) * 1000:.0f} / {float(r['aiohttp_ttft_p99_s']) * 1000:.0f} ms "  # type: ignore[arg-type]
-            f"| {float(r['tune_processes']):.0f} | {r['tune_client_bound']}/{args.reps} |"  # type: ignore[arg-type]
+            f"| {r['streams']} | {r['tune_http_client']} | {a:.1f} | {t:.1f} | {t / a:.2f}x | {f['tune_cores']:.2f} "
+            f"| {f['tune_ideal']:.0%} ({f['aiohttp_ideal']:.0%}) "
+            f"| {f['tune_ttft_p99_s'] * 1000:.0f} / {f['aiohttp_ttft_p99_s'] * 1000:.0f} ms "
+            f"| {f['tune_processes']:.0f} | {r['tune_client_bound']}/{args.reps} |"
         )
 
 
@@ -444,7 +453,10 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3, help="side by side: interleaved repetitions")
     ap.add_argument("--client-processes", default="auto", help='side by side: tune\'s client_processes ("auto" or N)')
     ap.add_argument("--no-pin", action="store_true", help="side by side: do not pin server and client to a core each")
-    ap.add_argument("--client-run", choices=["tune", "aiohttp"], help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--http-client", default="httpx,aiohttp", help="side by side: tune's http_client value(s), comma-separated"
+    )
+    ap.add_argument("--client-run", choices=["tune-httpx", "tune-aiohttp", "aiohttp"], help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     ap.add_argument("--requests", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--cpu", type=int, help=argparse.SUPPRESS)

@@ -134,6 +134,7 @@ class HttpBenchmark(BaseBenchmark):
             api=cfg.api,
             model=ep.model,
             timeout_s=cfg.request_timeout_s,
+            library=cfg.http_client,
         )
         processes = choose_processes(cfg.client_processes, concurrency=scenario.concurrency)
         t0 = time.monotonic()

@@ -2,11 +2,12 @@
 
 Concurrency model
 -----------------
-``concurrency`` worker coroutines each own one ``httpx.AsyncClient`` holding one keep-alive connection. A
-shared ``httpx.AsyncClient`` is what makes httpx client-bound at 64 streams: its connection pool does work
-proportional to the number of connections every time a request starts or ends (REFERENCE.md, "Load-generator
-cost"). With one client per worker the pool is always size one, so the per-request cost stays flat with
-concurrency, and a worker's connection is reused by its next request (no reconnect inside the window).
+``concurrency`` worker coroutines each own one client (an ``aiohttp.ClientSession``, or an ``httpx.AsyncClient``
+with ``http_client = "httpx"``) holding one keep-alive connection. A shared ``httpx.AsyncClient`` is what
+makes httpx client-bound at 64 streams: its connection pool does work proportional to the number of connections
+every time a request starts or ends (REFERENCE.md, "Load-generator cost"). With one client per worker the pool
+is always size one, so the per-request cost stays flat with concurrency, and a worker's connection is reused by
+its next request (no reconnect inside the window).
 
 Closed loop: each worker takes the next request as soon as its previous one ends, so exactly ``concurrency``
 requests are in flight until the queue drains. With ``request_rate`` requests are *released* at that mean rate
@@ -32,9 +33,19 @@ from typing import Any
 
 import httpx
 
+from tuner.bench._aiohttp import make_session, stream_request_aiohttp
 from tuner.bench._request import RequestRecord, RequestSpec, build_body, stream_request
 
-__all__ = ["LoadResult", "LoadTarget", "make_client", "release_schedule", "run_load", "thread_cpu_s"]
+__all__ = [
+    "LoadResult",
+    "LoadTarget",
+    "close_stream_client",
+    "make_client",
+    "make_stream_client",
+    "release_schedule",
+    "run_load",
+    "thread_cpu_s",
+]
 
 
 @dataclass(kw_only=True)
@@ -95,6 +106,19 @@ def make_client(*, timeout_s: float, connections: int = 1) -> httpx.AsyncClient:
     )
 
 
+def make_stream_client(*, library: str, timeout_s: float) -> Any:
+    """One stream's client: an ``httpx.AsyncClient`` or an ``aiohttp.ClientSession`` (call in a running loop)."""
+    if library == "aiohttp":
+        return make_session(timeout_s=timeout_s, ssl_context=_ssl_context())
+    if library == "httpx":
+        return make_client(timeout_s=timeout_s)
+    raise ValueError(f"library must be 'httpx' or 'aiohttp', got {library!r}")
+
+
+async def close_stream_client(client: Any) -> None:
+    await (client.aclose() if isinstance(client, httpx.AsyncClient) else client.close())
+
+
 def thread_cpu_s() -> float:
     """CPU seconds of the calling thread (the event loop's): other threads of the process are not load work."""
     who = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
@@ -111,11 +135,13 @@ class LoadTarget:
     api: str
     model: str
     timeout_s: float
+    library: str = "aiohttp"
+    """The HTTP client library: ``aiohttp`` or ``httpx`` (see :mod:`tuner.bench._aiohttp`)."""
 
 
 async def run_load(
     *,
-    clients: Sequence[httpx.AsyncClient],
+    clients: Sequence[Any],
     url: str,
     headers: dict[str, str],
     api: str,
@@ -129,8 +155,10 @@ async def run_load(
     abort_grace_s: float = 2.0,
     stop: asyncio.Event | None = None,
     release_s: Sequence[float] | None = None,
+    library: str = "aiohttp",
 ) -> LoadResult:
-    """Run ``specs`` with ``concurrency`` streams in flight; ``clients`` supplies one client per worker.
+    """Run ``specs`` with ``concurrency`` streams in flight; ``clients`` supplies one client per worker (of the
+    HTTP ``library`` they belong to).
 
     ``stop`` may be set from outside (another client process failed) and is set here by the first failure.
     ``release_s`` (seconds from the start, one per spec) replaces the schedule drawn from ``request_rate``: a
@@ -139,7 +167,7 @@ async def run_load(
     workers = max(1, min(concurrency, len(specs)))
     if len(clients) < workers:
         raise ValueError(f"need {workers} clients, got {len(clients)}")
-    target = LoadTarget(url=url, headers=headers, api=api, model=model, timeout_s=timeout_s)
+    target = LoadTarget(url=url, headers=headers, api=api, model=model, timeout_s=timeout_s, library=library)
     load = _Load(target=target, specs=specs, stop=stop or asyncio.Event())
     cpu0 = thread_cpu_s()
     if release_s is None:
@@ -177,16 +205,17 @@ class _Load:
         self._stop = stop
         self.result = LoadResult()
 
-    async def _worker(self, client: httpx.AsyncClient) -> None:
+    async def _worker(self, client: Any) -> None:
         free_at = self.result.t_begin
         t, stop = self._t, self._stop
+        send = stream_request_aiohttp if t.library == "aiohttp" else stream_request
         while not stop.is_set():
             item = await self._queue.get()
             if item is None or stop.is_set():
                 return
             i, released = item
             self.result.started += 1
-            rec = await stream_request(
+            rec = await send(
                 client,
                 url=t.url,
                 body=self._bodies[i],
@@ -219,7 +248,7 @@ class _Load:
 
     async def run(
         self,
-        clients: Sequence[httpx.AsyncClient],
+        clients: Sequence[Any],
         *,
         release_s: Sequence[float] | None,
         abort_grace_s: float,

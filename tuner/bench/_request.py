@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +39,15 @@ from orjson import loads as _loads
 
 from tuner.bench._sse import SSEDecoder
 
-__all__ = ["RequestRecord", "RequestSpec", "StreamError", "StreamEvents", "build_body", "stream_request"]
+__all__ = [
+    "RequestRecord",
+    "RequestSpec",
+    "StreamError",
+    "StreamEvents",
+    "build_body",
+    "stream_request",
+    "timed_stream",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -186,7 +195,7 @@ async def stream_request(
     timeout_s: float,
     api: str,
 ) -> RequestRecord:
-    """Send one streamed request and time it; never raises for a request failure (see ``record.error``)."""
+    """Send one streamed request with httpx and time it; never raises for a request failure (``record.error``)."""
     clock = time.monotonic
     rec = RequestRecord(index=index, t_start=clock())
     events = StreamEvents(chat=api == "chat")
@@ -195,16 +204,35 @@ async def stream_request(
         if name == "http11.send_request_body.complete":
             rec.t_sent = clock()
 
+    async def exchange() -> None:
+        async with client.stream("POST", url, content=body, headers=headers, extensions={"trace": trace}) as resp:
+            if resp.status_code != 200:
+                text = (await resp.aread())[:500].decode("utf-8", "replace")
+                raise StreamError(f"HTTP {resp.status_code}", text.strip() or resp.reason_phrase)
+            feed = events.feed
+            async for chunk in resp.aiter_raw():
+                feed(chunk, clock())
+            events.close()
+
+    return await timed_stream(rec, events, exchange, timeout_s=timeout_s, classify=_classify)
+
+
+async def timed_stream(
+    rec: RequestRecord,
+    events: StreamEvents,
+    exchange: Callable[[], Awaitable[None]],
+    *,
+    timeout_s: float,
+    classify: Callable[[BaseException], tuple[str, str]],
+) -> RequestRecord:
+    """Run ``exchange`` (send, read every chunk into ``events``) under the deadline; fill or fail ``rec``.
+
+    Shared by every HTTP client library: only sending and the mapping of its exceptions differ.
+    """
+    clock = time.monotonic
     try:
         async with asyncio.timeout(timeout_s):
-            async with client.stream("POST", url, content=body, headers=headers, extensions={"trace": trace}) as resp:
-                if resp.status_code != 200:
-                    text = (await resp.aread())[:500].decode("utf-8", "replace")
-                    raise StreamError(f"HTTP {resp.status_code}", text.strip() or resp.reason_phrase)
-                feed = events.feed
-                async for chunk in resp.aiter_raw():
-                    feed(chunk, clock())
-                events.close()
+            await exchange()
         events.check_complete()
     except asyncio.CancelledError:
         rec.t_end = clock()
@@ -212,7 +240,7 @@ async def stream_request(
         raise
     except Exception as exc:
         rec.t_end = clock()
-        rec.error_kind, rec.error = _classify(exc)
+        rec.error_kind, rec.error = classify(exc)
         return rec
     rec.t_end = clock()
     events.fill(rec)

@@ -48,7 +48,14 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import IO, Any
 
-from tuner.bench._load import LoadResult, LoadTarget, make_client, release_schedule, run_load
+from tuner.bench._load import (
+    LoadResult,
+    LoadTarget,
+    close_stream_client,
+    make_stream_client,
+    release_schedule,
+    run_load,
+)
 from tuner.bench._request import RequestRecord, RequestSpec
 
 __all__ = [
@@ -140,7 +147,8 @@ class InProcessRunner(LoadRunner):
         return 1
 
     async def start(self) -> None:
-        self._clients = [make_client(timeout_s=self._target.timeout_s) for _ in range(self._streams)]
+        t = self._target
+        self._clients = [make_stream_client(library=t.library, timeout_s=t.timeout_s) for _ in range(self._streams)]
 
     async def run(self, specs: Sequence[RequestSpec], *, concurrency: int, seed: int) -> LoadResult:
         plan = self._plan
@@ -172,12 +180,13 @@ class InProcessRunner(LoadRunner):
             abort_grace_s=abort_grace_s,
             stop=stop,
             release_s=release_s,
+            library=t.library,
         )
 
     async def aclose(self) -> None:
         clients, self._clients = self._clients, []
         for c in clients:
-            await c.aclose()
+            await close_stream_client(c)
 
 
 def _share(n: int, parts: int, p: int) -> int:
