@@ -14,6 +14,18 @@ Two server configurations bracket the event rate: DDTREE (one SSE event per ~4.8
 aggregate >= 95% of ideal, TTFT p99 small against a request's duration.
 
     .venv/bin/python scripts/bench_client.py [--streams 64] [--rate 200] [--seconds 6] [--repeats 2]
+
+Side by side (``--side-by-side``): the same workload (one token per SSE event, ``--rate`` tok/s per stream,
+``--tokens``-token requests, ``--rounds`` requests per stream) through tune's benchmark (each ``--http-client``
+value) and through a plain aiohttp closed-loop client of the kind SGLang's ``bench_serving`` is, in the same
+run, each client run in its own process; the simulator is pinned to CPU 0 and the client to CPU 1 (unless
+``--no-pin``); medians of ``--reps`` interleaved repetitions. Client CPU is counted over the measured window
+(the event-loop thread of every client process).
+
+    .venv/bin/python scripts/bench_client.py --side-by-side [--side-streams 16,64,256] [--reps 3]
+
+``--parse`` measures only tune's per-stream parsing path (httpx response iteration, SSE, JSON, accounting)
+over an in-memory transport: CPU ms per 1,000 tokens, no server, no sockets.
 """
 
 from __future__ import annotations

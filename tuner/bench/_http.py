@@ -1,9 +1,11 @@
 """The HTTP benchmark: OpenAI-compatible streaming load against the live server, one scenario at a time.
 
-A scenario runs as: warm-up (``warmup_requests``, awaited to completion so it cannot overlap the window) ->
-counters snapshot -> ``repeats`` x (``/flush_cache``, measured run) -> counters snapshot -> summary. The sync
-:meth:`HttpBenchmark.run_scenario` runs the whole scenario in one ``asyncio.run``, so its connections live for
-the scenario (the warm-up opens them; measured requests reuse them) and nothing leaks between scenarios.
+A scenario runs as: clients (and client processes, ``[benchmark] client_processes``) started -> warm-up
+(``warmup_requests``, awaited to completion so it cannot overlap the window) -> counters snapshot -> ``repeats``
+x (``/flush_cache``, measured run) -> counters snapshot -> summary, with the client-bound check
+(:mod:`tuner.bench._alarm`). The sync :meth:`HttpBenchmark.run_scenario` runs the whole scenario in one
+``asyncio.run``, so its connections (and processes) live for the scenario (the warm-up opens them; measured
+requests reuse them) and nothing leaks between scenarios.
 
 Any failed request (HTTP error, cut or malformed stream, timeout, a server that dies) raises
 :class:`~tuner.errors.DiedUnderLoad`: a config that cannot survive its own benchmark is a failed config, never

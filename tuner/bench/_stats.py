@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -22,6 +23,13 @@ __all__ = [
 
 #: Scale factor that turns a median absolute deviation into a normal standard deviation estimate.
 MAD_TO_SIGMA = 1.4826
+
+
+def _scipy_stats() -> Any:
+    """``scipy.stats``, imported on first use: it costs ~1 s to import and client processes never need it."""
+    from scipy import stats
+
+    return stats
 
 
 def _finite(samples: Sequence[float]) -> np.ndarray:
@@ -84,9 +92,7 @@ def bootstrap_ci(
     if func is None:
         raise ValueError(f"statistic must be 'median' or 'mean', got {statistic!r}")
     method = "BCa" if arr.size >= 8 else "percentile"
-    from scipy import stats  # lazily: scipy.stats costs ~1 s to import, and client processes never need it
-
-    res = stats.bootstrap(
+    res = _scipy_stats().bootstrap(
         (arr,),
         func,
         confidence_level=confidence,
@@ -137,8 +143,7 @@ def is_slower(
     c, r = c[c > 0], r[r > 0]
     if c.size == 0 or r.size == 0:
         return False
-    from scipy import stats  # lazily, as in bootstrap_ci
-
+    stats = _scipy_stats()
     lc = np.log(c)
     lr = np.log(r) + math.log1p(-margin)  # the threshold the candidate must be confidently below
     diff = float(lc.mean() - lr.mean())
