@@ -4,7 +4,10 @@ Timing model
 ------------
 * ``t_start`` is taken just before the request is sent; ``t_first`` at the first event that carries output
   (content, ``reasoning_content``, completion text, or a growing per-chunk usage count); ``t_last`` at the
-  last such event. TTFT = ``t_first - t_start``.
+  last such event. TTFT = ``t_first - t_start``. All times are ``time.monotonic()``, one clock for every
+  client process. ``t_sent`` is when the body was written (the HTTP library's trace hook) and ``t_due`` (set by
+  the load generator) when the request should have gone out: ``t_sent - t_due`` is the client's own start
+  delay, which the client-bound check reads.
 * A speculative-decoding server emits one event per decode step carrying *several* tokens. Each event's
   token count comes from per-chunk usage when the server sends it (``stream_options.continuous_usage_stats``,
   which SGLang and vLLM honour), otherwise the final ``usage.completion_tokens`` is apportioned over the
