@@ -37,6 +37,7 @@ def test_client_over_its_cpu_budget_is_flagged_with_the_fix(ddtree_sim: SimProce
         assert result.client_bound is True
         assert result.client_processes == processes
         warning = result.client_warning()
+        assert result.client_bound_by == "cpu"
         assert warning is not None and warning.startswith("WARNING c2: the load generator was the bottleneck")
         assert f"client_processes = {processes + 1}" in warning
         flat = attrs.scenario_attrs(result)
@@ -56,8 +57,9 @@ def test_start_delay_bound_is_relative_to_request_latency() -> None:
     easy = client_load([_run([0.001] * 50 + [0.09])], processes=1)  # p99 ~0.045 s: under 5% of 2 s
     assert not easy.bound and easy.start_delay_bound_s == pytest.approx(0.1, rel=0.01)
     late = client_load([_run([0.001] * 40 + [0.3] * 10)], processes=1)
-    assert late.bound and late.start_delay_p99_s == pytest.approx(0.3)
+    assert late.bound and late.start_delay_p99_s == pytest.approx(0.3) and late.reason == "start delay"
     busy = client_load([_run([0.0] * 10, cpu=0.9)], processes=1)
+    assert busy.reason == "cpu"
     assert busy.bound and busy.busiest_process_cores == 0.9 and busy.cpu_cores == pytest.approx(0.45)  # 0.9 s over 2 s
 
 
@@ -70,3 +72,9 @@ def test_bench_table_marks_client_bound_scenarios() -> None:
     table = format_table([ok, bound])
     assert "0.31c/2p" in table and "BOUND" not in table.splitlines()[2]
     assert "0.97c/1p BOUND" in table.splitlines()[3]
+    late = ScenarioResult(  # type: ignore[arg-type]
+        name="late", client_bound=True, client_bound_by="start delay", start_delay_p99_s=0.163, **common
+    )
+    warning = late.client_warning()
+    assert warning is not None and "requests went out late (request start delay p99 163 ms)" in warning
+    assert "client_processes = 2" in warning

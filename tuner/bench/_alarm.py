@@ -48,10 +48,21 @@ class ClientLoad:
     cpu_budget_cores: float
 
     @property
+    def over_cpu(self) -> bool:
+        return self.busiest_process_cores is not None and self.busiest_process_cores > self.cpu_budget_cores
+
+    @property
+    def late(self) -> bool:
+        return self.start_delay_p99_s is not None and self.start_delay_p99_s > self.start_delay_bound_s
+
+    @property
     def bound(self) -> bool:
-        over_cpu = self.busiest_process_cores is not None and self.busiest_process_cores > self.cpu_budget_cores
-        late = self.start_delay_p99_s is not None and self.start_delay_p99_s > self.start_delay_bound_s
-        return over_cpu or late
+        return self.over_cpu or self.late
+
+    @property
+    def reason(self) -> str | None:
+        """``cpu``, ``start delay``, ``cpu, start delay``, or None when not bound."""
+        return ", ".join(r for r, hit in (("cpu", self.over_cpu), ("start delay", self.late)) if hit) or None
 
 
 def client_load(

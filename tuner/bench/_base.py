@@ -58,6 +58,8 @@ class ScenarioResult:
     client_bound: bool = False
     """The load generator, not the server, set the pace (see tuner.bench._alarm): the figures understate the
     server. Never set by a benchmark that does not measure its client."""
+    client_bound_by: str | None = None
+    """Why: ``cpu`` (a client process over its CPU budget), ``start delay`` (requests went out late), or both."""
     client_cpu_cores: float | None = None
     """CPU of all load-generator processes over the measured repeats, in cores."""
     client_busiest_process_cores: float | None = None
@@ -66,19 +68,22 @@ class ScenarioResult:
     client_processes: int | None = None
 
     def client_warning(self) -> str | None:
-        """A one-line warning naming the fix when the scenario was client-bound, else None."""
+        """A one-line warning naming the cause and the fix when the scenario was client-bound, else None."""
         if not self.client_bound:
             return None
         n = self.client_processes or 1
-        seen = []
-        if self.client_busiest_process_cores is not None:
-            seen.append(f"{self.client_busiest_process_cores:.2f} core in the busiest of {n} process(es)")
-        if self.start_delay_p99_s is not None:
-            seen.append(f"request start delay p99 {self.start_delay_p99_s * 1000:.0f} ms")
+        cpu = f"{self.client_busiest_process_cores or 0.0:.2f} core in the busiest of {n} process(es)"
+        delay = f"request start delay p99 {(self.start_delay_p99_s or 0.0) * 1000:.0f} ms"
+        fix = f"set [benchmark] client_processes = {n + 1} (or more, up to the client's cores)"
+        if "cpu" in (self.client_bound_by or "cpu"):
+            return (
+                f"WARNING {self.name}: the load generator was the bottleneck ({cpu}, {delay}); its figures "
+                f"understate the server: {fix}, or run the client on a machine with more cores."
+            )
         return (
-            f"WARNING {self.name}: the load generator was the bottleneck ({', '.join(seen)}); its figures "
-            f"understate the server. Set [benchmark] client_processes = {n + 1} (or more, up to the client's "
-            "cores) or run the client on a machine with more cores."
+            f"WARNING {self.name}: requests went out late ({delay}) though the load generator used only {cpu}: "
+            f"other work on the client machine competes for its CPU, or the start burst is large; the figures "
+            f"understate the server: {fix}, or measure from a quieter client machine."
         )
 
     @classmethod

@@ -230,6 +230,7 @@ class HttpBenchmark(BaseBenchmark):
             warmup_requests=cfg.warmup_requests,
             cache_flushed=flushed,
             client_bound=client.bound,
+            client_bound_by=client.reason,
             client_cpu_cores=client.cpu_cores,
             client_busiest_process_cores=client.busiest_process_cores,
             start_delay_p99_s=client.start_delay_p99_s,
