@@ -15,7 +15,7 @@ from tuner.config import StudyConfig
 from tuner.report._facts import best_feasible, feasibility_label, infeasibility
 from tuner.space import Param, format_value
 from tuner.target import base_spec
-from tuner.trials import attrs
+from tuner.trials import attrs, current_trial, storage_of, study_id, trial_id
 
 __all__ = [
     "FEASIBLE_ATTR",
@@ -37,7 +37,7 @@ def mark_feasibility(trial: optuna.Trial) -> str:
     The value is ``"yes"`` or ``"INFEASIBLE gate 3/5"``: a string, so the dashboard's trial table shows the
     reason in the column rather than a bare False.
     """
-    frozen = trial.study._storage.get_trial(trial._trial_id)
+    frozen = current_trial(trial)
     why = infeasibility(frozen.constraints, frozen.user_attrs)
     label = "yes" if why is None else f"INFEASIBLE {why}"
     trial.set_user_attr(FEASIBLE_ATTR, label)
@@ -152,7 +152,7 @@ def _save(storage: optuna.storages.BaseStorage, study_id: int, trial_id: int | N
 
 def write_study_note(study: optuna.Study, config: StudyConfig) -> None:
     """Describe the target, search space and objective in the dashboard's study note (idempotent)."""
-    _save(study._storage, study._study_id, None, study_note_text(config, study_name=study.study_name))
+    _save(storage_of(study), study_id(study), None, study_note_text(config, study_name=study.study_name))
 
 
 def trial_note_text(t: FrozenTrial, *, best_numbers: frozenset[int] = frozenset()) -> str | None:
@@ -189,6 +189,6 @@ def annotate_trials(study: optuna.Study) -> int:
             continue
         # "" clears a note of ours that no longer applies (a trial that was best earlier but is not now).
         text = trial_note_text(t, best_numbers=best) or ""
-        if _save(study._storage, study._study_id, t._trial_id, text):
+        if _save(storage_of(study), study_id(study), trial_id(t), text):
             changed += 1
     return changed

@@ -32,7 +32,8 @@ from tuner.space import Value, format_value, render, suggest
 from tuner.study._objective import Evidence, TrialParts, TrialRunner
 from tuner.study._storage import open_study
 from tuner.target import Target, open_target
-from tuner.trials import attrs, best_trials, counted_trials, is_counted, is_feasible
+from tuner.trials import attrs, best_trials, counted_trials, is_counted, is_feasible, set_trial_attr, storage_of
+from tuner.wait import Every
 
 Progress = Callable[[str], None]
 PartsFactory = Callable[[StudyConfig, Target], TrialParts]
@@ -98,7 +99,7 @@ def recover_stale_trials(study: optuna.Study, *, now: float | None = None) -> li
         )
         if not stale:
             continue
-        study._storage.set_trial_user_attr(t._trial_id, attrs.INTERRUPTED, "stale: worker gone")
+        set_trial_attr(study, t, attrs.INTERRUPTED, "stale: worker gone")
         study.tell(t.number, state=TrialState.FAIL)
         _requeue(study, t)
         failed.append(t.number)
@@ -118,7 +119,7 @@ def enqueue_starting_points(study: optuna.Study, config: StudyConfig) -> None:
     for i, seed in enumerate(config.search.seed_trials):
         study.enqueue_trial(dict(seed), user_attrs={attrs.SEED: i}, skip_if_exists=True)
     if config.search.import_best_from:
-        other = optuna.load_study(study_name=config.search.import_best_from, storage=study._storage)
+        other = optuna.load_study(study_name=config.search.import_best_from, storage=storage_of(study))
         ranked = sorted(
             (t for t in other.get_trials(deepcopy=False) if is_counted(t) and is_feasible(t)),
             key=lambda t: t.values[0],
@@ -180,28 +181,25 @@ class _Heartbeat:
     """Marks the running trial alive, so other workers (and later runs) can tell a stale trial."""
 
     def __init__(self, study: optuna.Study, trial: optuna.Trial) -> None:
-        self._storage = study._storage
-        self._trial_id = trial._trial_id
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="tune-heartbeat", daemon=True)
+        self._study = study
+        self._trial = trial
+        self._every = Every(HEARTBEAT_S, self._beat_quietly, name="tune-heartbeat")
 
     def __enter__(self) -> _Heartbeat:
         self._beat()
-        self._thread.start()
+        self._every.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+        self._every.stop()
 
     def _beat(self) -> None:
-        self._storage.set_trial_user_attr(self._trial_id, attrs.HEARTBEAT, time.time())
+        set_trial_attr(self._study, self._trial, attrs.HEARTBEAT, time.time())
 
-    def _loop(self) -> None:
-        while not self._stop.wait(HEARTBEAT_S):
-            # A missed beat only risks a false "stale"; never kill the trial for it.
-            with contextlib.suppress(Exception):
-                self._beat()
+    def _beat_quietly(self) -> None:
+        # A missed beat only risks a false "stale"; never kill the trial for it.
+        with contextlib.suppress(Exception):
+            self._beat()
 
 
 class Console:
@@ -343,7 +341,7 @@ def _drive(
         try:
             counted = _run_one(study, trial, config, runner, base, console, done, target, durations)
         except KeyboardInterrupt:
-            study._storage.set_trial_user_attr(trial._trial_id, attrs.INTERRUPTED, "Ctrl-C or SIGTERM")
+            set_trial_attr(study, trial, attrs.INTERRUPTED, "Ctrl-C or SIGTERM")
             study.tell(trial, state=TrialState.FAIL)
             _requeue(study, study.trials[trial.number])
             raise
@@ -351,8 +349,8 @@ def _drive(
             # The host, not the config, failed (SSH dropped, a command timed out): FAIL keeps the sampler from
             # learning anything from it, and the params are retried once the host is back.
             host_errors_in_a_row += 1
-            study._storage.set_trial_user_attr(trial._trial_id, attrs.FAILURE_PHASE, "host")
-            study._storage.set_trial_user_attr(trial._trial_id, attrs.FAILURE_REASON, str(exc)[:1000])
+            set_trial_attr(study, trial, attrs.FAILURE_PHASE, "host")
+            set_trial_attr(study, trial, attrs.FAILURE_REASON, str(exc)[:1000])
             study.tell(trial, state=TrialState.FAIL)
             _requeue(study, study.trials[trial.number])
             console.line(f"  host error (trial will be retried): {exc}")
