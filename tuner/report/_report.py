@@ -204,7 +204,10 @@ class _ReportWriter:
         self.md += ["## Recommendation", ""]
         best, baseline = self.best, self.baseline
         if best is None:
-            self.md += ["**No feasible trial yet: nothing to recommend.** See *Failures* below for why configs failed.", ""]
+            self.md += [
+                "**No feasible trial yet: nothing to recommend.** See *Failures* below for why configs failed.",
+                "",
+            ]
             return
         base_score = baseline.values[0] if baseline is not None and baseline.values and len(best.values) == 1 else None
         gain = f" ({best.values[0] / base_score:.2f}x the baseline's {base_score:.1f})" if base_score else ""
