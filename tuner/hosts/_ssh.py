@@ -41,6 +41,48 @@ T = TypeVar("T")
 _TRANSIENT = (OSError, EOFError, paramiko.SSHException)
 
 
+_DEADLINE = "tune: command deadline"
+
+
+def _drain(chan: paramiko.Channel, *, deadline: float) -> tuple[list[bytes], list[bytes]]:
+    """Read a command's stdout and stderr until it exits; ``TimeoutError(_DEADLINE)`` past the deadline.
+
+    Both streams are read as they come (a command filling the stderr window would otherwise block forever).
+    """
+    out: list[bytes] = []
+    err: list[bytes] = []
+    chan.settimeout(0.05)
+    stdout_open = True
+    while True:
+        while chan.recv_stderr_ready():
+            err.append(chan.recv_stderr(65536))
+        if stdout_open:
+            data = _recv_some(chan)
+            if data == b"":
+                stdout_open = False
+            elif data:
+                out.append(data)
+        if not stdout_open and chan.exit_status_ready():
+            while chan.recv_stderr_ready():
+                err.append(chan.recv_stderr(65536))
+            return out, err
+        transport = chan.get_transport()
+        if transport is None or not transport.is_active():
+            raise OSError("connection closed")
+        if time.monotonic() >= deadline:
+            raise TimeoutError(_DEADLINE)
+        if not stdout_open:
+            time.sleep(0.01)
+
+
+def _recv_some(chan: paramiko.Channel) -> bytes | None:
+    """Up to 64 KiB of stdout; None when nothing arrived within the channel's short timeout."""
+    try:
+        return chan.recv(65536)
+    except TimeoutError:
+        return None
+
+
 class _GaveUp(Exception):
     """Every retry failed transiently; ``last`` is the final error."""
 
@@ -332,45 +374,18 @@ class SSHHost(BaseHost):
     def _collect(
         self, chan: paramiko.Channel, command: str, limit: float, stdin: bytes | None
     ) -> CommandResult:
-        deadline = time.monotonic() + limit
         try:
             if stdin is not None:
                 chan.sendall(stdin)
             chan.shutdown_write()  # EOF on the command's stdin, so `cat`-like commands finish
-            out: list[bytes] = []
-            err: list[bytes] = []
-            chan.settimeout(0.05)
-            stdout_open = True
-            while True:
-                while chan.recv_stderr_ready():
-                    err.append(chan.recv_stderr(65536))
-                if stdout_open:
-                    try:
-                        data = chan.recv(65536)
-                    except TimeoutError:
-                        data = None
-                    if data == b"":
-                        stdout_open = False
-                    elif data:
-                        out.append(data)
-                if not stdout_open and chan.exit_status_ready():
-                    while chan.recv_stderr_ready():
-                        err.append(chan.recv_stderr(65536))
-                    break
-                transport = chan.get_transport()
-                if transport is None or not transport.is_active():
-                    raise OSError("connection closed")
-                if time.monotonic() >= deadline:
-                    raise HostError(
-                        f"`{command}` timed out after {limit:g} s on {self.name} (channel closed; the remote "
-                        "command may still be running)"
-                    )
-                if not stdout_open:
-                    time.sleep(0.01)
+            out, err = _drain(chan, deadline=time.monotonic() + limit)
             status = chan.recv_exit_status()
-        except HostError:
-            raise
         except (TimeoutError, *_TRANSIENT) as exc:
+            if isinstance(exc, TimeoutError) and str(exc) == _DEADLINE:
+                raise HostError(
+                    f"`{command}` timed out after {limit:g} s on {self.name} (channel closed; the remote "
+                    "command may still be running)"
+                ) from None
             self._drop()
             raise HostError(
                 f"connection to {self.name} lost while `{command}` was running "
