@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import math
 import random
+import shlex
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from tuner.services import (
     ProcessIdentity,
     Restarted,
     ServiceState,
+    program_part,
 )
 from tuner.sim import ServerConfig, capture_seconds, corrupts_code, startup_failure, startup_seconds, verify_width
 from tuner.sim.inprocess._truth import model_scenario, parse_server_config
@@ -163,7 +165,9 @@ class ModelService(BaseService):
         return self._spec if self._alive else None
 
     def preflight(self) -> Preflight:
-        return Preflight(findings=(Finding(ok=True, text="in-process simulator model: nothing to reach"),), program=())
+        program = program_part(self._base.argv)
+        text = f"in-process model of `{shlex.join(program)}`: nothing to reach"
+        return Preflight(findings=(Finding(ok=True, text=text),), program=program)
 
     def stop(self) -> None:
         if self._alive:
