@@ -9,8 +9,8 @@ from tuner.bench._alarm import client_load
 from tuner.cli._bench import format_table
 from tuner.config import BenchmarkSection, Scenario
 from tuner.endpoint import Endpoint
+from tuner.metrics import scenario_attrs
 from tuner.sim.testing import SimProcess
-from tuner.trials import attrs
 
 SC = Scenario(name="c2", concurrency=2, prompt_tokens=32, output_tokens=48, requests=4)
 
@@ -40,7 +40,7 @@ def test_client_over_its_cpu_budget_is_flagged_with_the_fix(ddtree_sim: SimProce
         assert result.client_bound_by == "cpu"
         assert warning is not None and warning.startswith("WARNING c2: the load generator was the bottleneck")
         assert f"client_processes = {processes + 1}" in warning
-        flat = attrs.scenario_attrs(result)
+        flat = scenario_attrs(result)
         assert flat["c2.client_bound"] is True
         assert flat["c2.client_cpu_cores"] == round(result.client_cpu_cores or -1, 4)
 

@@ -1,12 +1,7 @@
 """The study: Optuna storage, the trial's story, and the tuning loop."""
 
-from tuner.study._loop import (
-    Console,
-    Interrupted,
-    RunSummary,
-    recover_stale_trials,
-    run_study,
-)
+from tuner.study._console import Console
+from tuner.study._loop import Interrupted, RunSummary, run_study
 from tuner.study._objective import (
     BenchmarkOutcome,
     Evidence,
@@ -16,6 +11,7 @@ from tuner.study._objective import (
     benchmark_server,
     score,
 )
+from tuner.study._recovery import recover_stale_trials
 from tuner.study._storage import FingerprintMismatch, config_from_study, make_storage, open_study
 from tuner.trials import best_trials, counted_trials, is_counted, is_feasible
 

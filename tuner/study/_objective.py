@@ -23,6 +23,7 @@ from tuner.config import BenchmarkSection, ObjectiveSection, Scenario, StudyConf
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, GateFailed, RegressionPruned, TrialFailure
 from tuner.gate import BaseGate, GateResult
+from tuner.metrics import objective_value, scenario_attrs
 from tuner.readiness import LogWatch
 from tuner.services import BaseService, Restarted
 from tuner.spec import LaunchSpec
@@ -79,14 +80,7 @@ def benchmark_server(
 
 
 def score(outcome: BenchmarkOutcome, objective: ObjectiveSection, scenarios: tuple[Scenario, ...]) -> Score:
-    by_name = {r.name: r for r in outcome.results}
-
-    def metric(r: ScenarioResult) -> float:
-        if objective.metric == "per_stream_tok_s":
-            return r.per_stream_score if r.per_stream_score is not None else r.per_stream_tok_s
-        return r.score
-
-    per = {name: metric(r) for name, r in by_name.items()}
+    per = {r.name: objective_value(r, objective.metric) for r in outcome.results}
     if objective.kind == "multi":
         return Score(values=tuple(per[name] for name in objective.objectives), per_scenario=per)
     weights = {s.name: s.weight for s in scenarios if s.weight > 0}
@@ -191,7 +185,7 @@ class TrialRunner:
             raise
 
     def _intermediate(self, trial: optuna.Trial, step: int, result: ScenarioResult) -> None:
-        for key, value in attrs.scenario_attrs(result).items():
+        for key, value in scenario_attrs(result).items():
             trial.set_user_attr(key, value)
         if self._progress:
             accept = f", accept {result.accept_length:.2f}" if result.accept_length else ""
