@@ -54,8 +54,8 @@ def _run(delays: list[float], *, latency: float = 2.0, cpu: float = 0.2) -> Load
 
 
 def test_start_delay_bound_is_relative_to_request_latency() -> None:
-    easy = client_load([_run([0.001] * 50 + [0.09])], processes=1)  # p99 ~0.045 s: under 5% of 2 s
-    assert not easy.bound and easy.start_delay_bound_s == pytest.approx(0.1, rel=0.01)
+    easy = client_load([_run([0.001] * 50 + [0.09])], processes=1)  # p99 ~0.045 s: under 10% of 2 s
+    assert not easy.bound and easy.start_delay_bound_s == pytest.approx(0.2, rel=0.01)
     late = client_load([_run([0.001] * 40 + [0.3] * 10)], processes=1)
     assert late.bound and late.start_delay_p99_s == pytest.approx(0.3) and late.reason == "start delay"
     busy = client_load([_run([0.0] * 10, cpu=0.9)], processes=1)
