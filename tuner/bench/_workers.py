@@ -15,7 +15,7 @@ Life cycle
 ----------
 Workers are started (and have imported everything, built their clients) before the warm-up, and live for the
 scenario, so their start cost never lands in a measured window. A run is two-phase: every worker first gets its
-share of the requests (bodies are encoded then), then one small ``go`` message, so the shares start together.
+share of the requests, then one small ``go`` message, so the shares start together.
 A worker dies with its parent: ``PR_SET_PDEATHSIG`` (Linux) plus end-of-file on its control socket; the parent
 stops them with an ``exit`` message and, failing that, SIGKILL.
 
@@ -412,7 +412,7 @@ def _die_with_parent(parent: int) -> None:
 
 
 class _WorkerMain:
-    """The worker's side: one event loop, its httpx clients, and the control socket.
+    """The worker's side: one event loop, its HTTP clients, and the control socket.
 
     ``stop`` messages name the run they stop, so one that arrives before its run began (or after it ended)
     neither gets lost nor stops a later run.
