@@ -75,6 +75,9 @@ EVENTS_PER_PROCESS_S = 4000.0
 #: fast non-speculative decode; speculative servers send fewer, larger events).
 EVENTS_PER_STREAM_S = 200.0
 _START_TIMEOUT_S = 60.0
+# ``-c`` rather than ``-m tuner.bench._workers``: the package imports this module, and runpy would run a second
+# copy of it as ``__main__`` (with a warning on stderr).
+_WORKER_CODE = "import sys; from tuner.bench._workers import worker_main; worker_main(sys.argv[1:])"
 _EXIT_TIMEOUT_S = 5.0
 
 
@@ -223,7 +226,7 @@ class _Worker:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
         with child_sock:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tuner.bench._workers", str(child_sock.fileno()), str(os.getpid())],
+                [sys.executable, "-c", _WORKER_CODE, str(child_sock.fileno()), str(os.getpid())],
                 pass_fds=(child_sock.fileno(),),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -492,13 +495,10 @@ class _WorkerMain:
             self._running = None
 
 
-def _worker(argv: Sequence[str]) -> None:
+def worker_main(argv: Sequence[str]) -> None:
+    """A worker process's entry point: ``argv`` is the control socket's fd and the parent's pid."""
     fd, parent = int(argv[0]), int(argv[1])
     _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops us
     conn = Connection(fd)
     asyncio.run(_WorkerMain(conn).main())
-
-
-if __name__ == "__main__":
-    _worker(sys.argv[1:])
