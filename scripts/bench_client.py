@@ -143,8 +143,12 @@ class SimProcess:
 
 
 def _cpu_self() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
+    """This process plus its finished children: client worker processes are reaped at the end of a scenario."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        ru = resource.getrusage(who)
+        total += ru.ru_utime + ru.ru_stime
+    return total
 
 
 def run_one(name: str, *, streams: int, rate: float, seconds: float, repeats: int, prompt: int) -> dict[str, object]:
@@ -194,6 +198,10 @@ def run_one(name: str, *, streams: int, rate: float, seconds: float, repeats: in
         "client_cores": round(client_cores, 3),
         "client_ms_per_1k_tokens": round((cpu1 - cpu0) * 1000 / (tokens / 1000), 1),
         "sim_cores": round((sim1 - sim0) / wall, 3),
+        "client_processes": result.client_processes,
+        "client_bound": result.client_bound,
+        "client_cpu_cores_measured_window": result.client_cpu_cores,
+        "start_delay_p99_ms": round((result.start_delay_p99_s or 0) * 1000, 1),
         "accept_length": result.accept_length,
     }
 
