@@ -127,7 +127,8 @@ class HttpBenchmark(BaseBenchmark):
         assert ep.model is not None
         target = LoadTarget(
             url=ep.url("/v1/chat/completions" if cfg.api == "chat" else "/v1/completions"),
-            headers={"Content-Type": "application/json", **ep.headers},
+            # identity: both client paths read the raw body; a compressing proxy must not turn it into gzip.
+            headers={"Content-Type": "application/json", "Accept-Encoding": "identity", **ep.headers},
             api=cfg.api,
             model=ep.model,
             timeout_s=cfg.request_timeout_s,
