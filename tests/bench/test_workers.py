@@ -93,9 +93,15 @@ def test_choose_processes() -> None:
         choose_processes(0, concurrency=4)
 
 
-def test_processes_run_the_same_requests_as_one_process(plain_sim: SimProcess) -> None:
+@pytest.mark.parametrize("library", ["aiohttp", "httpx"])
+def test_processes_run_the_same_requests_as_one_process(plain_sim: SimProcess, library: str) -> None:
     target = LoadTarget(
-        url=plain_sim.url + "/v1/completions", headers={}, api="completions", model="default", timeout_s=30.0
+        url=plain_sim.url + "/v1/completions",
+        headers={},
+        api="completions",
+        model="default",
+        timeout_s=30.0,
+        library=library,
     )
     specs = _specs(12, 24)
 
@@ -124,7 +130,7 @@ def test_processes_run_the_same_requests_as_one_process(plain_sim: SimProcess) -
             ref.prompt_tokens,
         )
         # One time axis: every record lies inside the merged window.
-        assert merged.t_begin <= rec.t_due <= rec.t_start < rec.t_end <= merged.t_end  # type: ignore[attr-defined]
+        assert merged.t_begin <= rec.t_due <= rec.t_start <= rec.t_sent < rec.t_end <= merged.t_end  # type: ignore[attr-defined]
     assert len(merged.cpu_s) == 3 and len(single.cpu_s) == 1  # type: ignore[attr-defined]
     assert merged.started == 12 and merged.cancelled == 0  # type: ignore[attr-defined]
 
