@@ -91,6 +91,7 @@ async def run_load(
     poisson: bool = True,
     seed: int = 0,
     abort_grace_s: float = 2.0,
+    keep_text: bool = False,
 ) -> LoadResult:
     """Run ``specs`` with ``concurrency`` streams in flight; ``clients`` supplies one client per worker."""
     workers = max(1, min(concurrency, len(specs)))
@@ -117,6 +118,7 @@ async def run_load(
                 index=specs[i].index,
                 timeout_s=timeout_s,
                 api=api,
+                keep_text=keep_text,
             )
             result.records.append(rec)
             if not rec.ok:

@@ -63,7 +63,7 @@ def handler(args: argparse.Namespace) -> int:
             )
         scenarios = tuple(known[n] for n in args.scenario)
     endpoint = Endpoint(base_url=config.target.base_url, model=config.target.model, api_key=config.target.api_key)
-    bench = HttpBenchmark(endpoint=endpoint, config=config.benchmark)
+    bench = HttpBenchmark(endpoint=endpoint, config=config.benchmark, dialect=config.dialect)
     results: list[ScenarioResult] = []
     failure: DiedUnderLoad | None = None
     try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -55,14 +54,26 @@ class Checklist:
 
 def _endpoint_ok(config: StudyConfig) -> str | None:
     url = config.target.base_url
+    health = config.readiness.health_path
     try:
         with httpx.Client(timeout=5) as client:
-            r = client.get(url + "/health")
-            if r.status_code == 404:
+            r = client.get(url + health) if health else None
+            if r is None or r.status_code == 404:
                 r = client.get(url + "/v1/models")
     except httpx.HTTPError as exc:
         return f"{type(exc).__name__}"
     return None if r.status_code < 500 else f"HTTP {r.status_code}"
+
+
+def dialect_checks(config: StudyConfig, c: Checklist) -> None:
+    """The server dialect, what it lacks, and what in the space it would reject (no connection needed)."""
+    for line in config.dialect.describe():
+        c.item(WARN if line.lstrip().startswith("missing:") else OK, line.strip())
+    problems = config.dialect.lint(config.space)
+    for problem in problems:
+        c.item(BAD, problem)
+    if not problems:
+        c.item(OK, f"the search space is written the way {config.dialect.name} expects")
 
 
 def run_check(config: StudyConfig, *, out: Callable[[str], None] = print) -> int:
@@ -73,6 +84,7 @@ def run_check(config: StudyConfig, *, out: Callable[[str], None] = print) -> int
     t = config.target
     c = Checklist(out)
     out(f"tune check: {config.source}")
+    dialect_checks(config, c)
     try:
         host = make_host(t)
         verified = host.verify()
@@ -124,19 +136,19 @@ def _safe_running(service: BaseService) -> bool:
 
 
 def _check_flags(c: Checklist, config: StudyConfig, host: BaseHost, program: list[str]) -> None:
-    flags = [p for p in config.space.params if p.flag]
+    flags = [p for p in config.space.params if p.flag or p.json_flag]
     if not flags:
         return
-    result = host.run([*program, "--help"], timeout=300) if program else None
+    dialect = config.dialect
+    help_cmd = [*program, *dialect.help_args]
+    result = host.run(help_cmd, timeout=300) if program else None
     text = (result.stdout + result.stderr) if result is not None else ""
-    if result is None or not result.ok or "--" not in text:
-        c.item(WARN, f"`{' '.join(program)} --help` gave no flag list: cannot verify the space's flags")
+    listed = dialect.listed_flags(text)
+    if result is None or not result.ok or not listed:
+        c.item(WARN, f"`{' '.join(help_cmd)}` gave no flag list: cannot verify the space's flags")
         return
-    missing = []
-    for p in flags:
-        names = (p.flag, *p.aliases)
-        if not any(re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text) for n in names if n):
-            missing.append(p.flag or "")
+    names = {p.name: [n for n in (p.flag or p.json_flag, *p.aliases) if n] for p in flags}
+    missing = sorted({names[p.name][0] for p in flags if not listed.intersection(names[p.name])})
     if missing:
         c.item(BAD, "flags unknown to the server (`--help` does not list them): " + ", ".join(missing))
     else:
@@ -212,7 +224,7 @@ def _tiny_benchmark(config: StudyConfig, endpoint: Endpoint) -> None:
     from tuner.config import Scenario
 
     section = replace(config.benchmark, warmup_requests=0, repeats=1)
-    bench = HttpBenchmark(endpoint=endpoint, config=section)
+    bench = HttpBenchmark(endpoint=endpoint, config=section, dialect=config.dialect)
     try:
         result = bench.run_scenario(
             Scenario(name="check", concurrency=1, prompt_tokens=32, output_tokens=16, requests=1)
@@ -267,4 +279,4 @@ def cmd_restore(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["register", "run_check"]
+__all__ = ["dialect_checks", "register", "run_check"]

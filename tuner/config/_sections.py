@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tuner.config._reader import Table
+from tuner.dialects import SERVER_CHOICES, BaseServerDialect, SGLangDialect
 
 ON_EXIT = ("baseline", "best", "leave", "stop")
 
@@ -17,12 +18,7 @@ DEFAULT_FATAL_PATTERNS = (
     r"Address already in use",
 )
 
-DEFAULT_PHASE_MARKERS = (
-    ("loading weights", r"Load weight begin|Loading safetensors|Init torch distributed"),
-    ("capturing cuda graphs", r"Load weight end"),
-    ("warming up", r"Capture cuda graph end"),
-    ("serving", r"The server is fired up and ready to roll"),
-)
+DEFAULT_PHASE_MARKERS = SGLangDialect.phase_markers
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,6 +77,8 @@ class GpuWaitSection:
 class TargetSection:
     transport: str = "local"
     manager: str = "process"
+    server: str = "auto"
+    """The server dialect (``sglang``, ``vllm``, ``llama.cpp``, ``generic``) or ``auto``: from the command."""
     command: tuple[str, ...]
     base_url: str
     env: dict[str, str] = field(default_factory=dict)
@@ -188,6 +186,7 @@ def parse_target(t: Table, *, base_dir: Path) -> TargetSection:
     if not base_url.startswith(("http://", "https://")):
         raise t.error("base_url", "an http:// or https:// URL", base_url)
     transport = t.choice("transport", ("local", "ssh"), "local")
+    server = t.choice("server", SERVER_CHOICES, "auto")
     manager = t.choice("manager", ("process", "systemd"), "process")
     ssh_t = t.table("ssh", required=transport == "ssh")
     systemd_t = t.table("systemd", required=manager == "systemd")
@@ -196,6 +195,7 @@ def parse_target(t: Table, *, base_dir: Path) -> TargetSection:
     section = TargetSection(
         transport=transport,
         manager=manager,
+        server=server,
         command=command,
         base_url=base_url.rstrip("/"),
         env=t.str_map("env", {}),
@@ -327,10 +327,15 @@ def parse_objective(t: Table | None, bench: BenchmarkSection) -> ObjectiveSectio
     return section
 
 
-def parse_readiness(t: Table | None) -> ReadinessSection:
+def parse_readiness(t: Table | None, dialect: BaseServerDialect) -> ReadinessSection:
+    """The readiness section; what the study file leaves out comes from the server's dialect."""
+    d = ReadinessSection(
+        health_path=dialect.health_path,
+        fatal_patterns=DEFAULT_FATAL_PATTERNS + dialect.fatal_patterns,
+        phase_markers=dialect.phase_markers,
+    )
     if t is None:
-        return ReadinessSection()
-    d = ReadinessSection()
+        return d
     markers_raw = t.raw("phase_markers", None)
     markers = d.phase_markers
     if markers_raw is not None:
@@ -349,6 +354,13 @@ def parse_readiness(t: Table | None) -> ReadinessSection:
         phase_markers=markers,
         progress=t.bool("progress", True),
     )
+    if section.health_path is None and not section.generation_check:
+        raise t.error(
+            "generation_check",
+            f"true: without a health path ({dialect.name} has none, or health_path is empty) a real "
+            "generation is the only readiness signal",
+            False,
+        )
     _check_regexes(t, "fatal_patterns", section.fatal_patterns)
     _check_regexes(t, "phase_markers", tuple(p for _, p in section.phase_markers))
     t.finish()

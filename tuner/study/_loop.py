@@ -268,6 +268,9 @@ def run_study(
     if stale:
         console.line(f"marked interrupted trials FAIL and re-enqueued them: {stale}")
     enqueue_starting_points(study, config)
+    if parts_factory is None:  # a real server: say once which dialect it speaks and what it lacks
+        for line in config.dialect.describe():
+            console.line(line)
 
     host = None
     lock: Any = contextlib.nullcontext()

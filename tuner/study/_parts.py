@@ -19,7 +19,7 @@ def http_parts(config: StudyConfig, service: BaseService) -> TrialParts:
     return TrialParts(
         service=service,
         endpoint=endpoint_for(config),
-        benchmark=lambda endpoint: HttpBenchmark(endpoint=endpoint, config=config.benchmark),
+        benchmark=lambda endpoint: HttpBenchmark(endpoint=endpoint, config=config.benchmark, dialect=config.dialect),
         gate=(lambda endpoint: HumanEvalGate(endpoint=endpoint, section=gate_section)) if gate_section else None,
         gate_policy=(lambda result: check_gate(result, gate_section)) if gate_section else None,
     )
