@@ -39,8 +39,11 @@ def parse_param(t: Table, name: str, earlier: dict[str, Param]) -> Param:
         raise t.error("flag", "a command-line flag starting with '-'", flag)
     aliases = t.str_list("aliases", ())
     env = t.str("env", None)
-    if flag is None and env is None:
-        raise t.error("flag", "a flag, an env variable, or both (where does this parameter go?)", None)
+    json_flag, key = _json_target(t, flag=flag, env=env)
+    if flag is None and env is None and json_flag is None:
+        raise t.error(
+            "flag", "a flag, an env variable, or a json_flag + key (where does this parameter go?)", None
+        )
     if kind == "bool" and flag is None:
         raise t.error("flag", "a switch flag for a bool parameter", None)
     absent = t.raw("absent", None)
@@ -72,6 +75,8 @@ def parse_param(t: Table, name: str, earlier: dict[str, Param]) -> Param:
         flag=flag,
         aliases=aliases,
         env=env,
+        json_flag=json_flag,
+        key=key,
         absent=absent,
         default=default,
         when=tuple(conditions),
@@ -82,12 +87,44 @@ def parse_param(t: Table, name: str, earlier: dict[str, Param]) -> Param:
     return param
 
 
+def _json_target(t: Table, *, flag: str | None, env: str | None) -> tuple[str | None, str | None]:
+    """``json_flag`` + ``key``: the value goes under ``key`` in the JSON object that flag takes."""
+    json_flag = t.str("json_flag", None)
+    key = t.str("key", None)
+    if json_flag is None:
+        if key is not None:
+            raise t.error("key", "no key without json_flag (the flag whose JSON object holds it)", key)
+        return None, None
+    if not json_flag.startswith("-"):
+        raise t.error("json_flag", "a command-line flag starting with '-', e.g. '--speculative-config'", json_flag)
+    if flag is not None or env is not None:
+        raise t.error("json_flag", "either json_flag + key or flag/env, not both", json_flag)
+    if not key:
+        raise t.error("key", f"the key inside {json_flag}'s JSON object, e.g. 'num_speculative_tokens'", key)
+    return json_flag, key
+
+
+def _check_json_flags(t: Table, params: dict[str, Param]) -> None:
+    """Two params writing one key would overwrite each other; a plain flag must not also be a JSON flag."""
+    seen: dict[tuple[str, str], str] = {}
+    plain = {f for p in params.values() for f in (p.flag, *p.aliases) if f}
+    for p in params.values():
+        if not p.json_flag or not p.key:
+            continue
+        if p.json_flag in plain:
+            raise t.error(f"{p.name}.json_flag", "a flag no other parameter sets directly", p.json_flag)
+        other = seen.setdefault((p.json_flag, p.key), p.name)
+        if other != p.name:
+            raise t.error(f"{p.name}.key", f"a key not already set by [space.{other}]", p.key)
+
+
 def parse_space(t: Table, constraints: list[Table]) -> SearchSpace:
     params: dict[str, Param] = {}
     for name in list(t.data):
         sub = t.table(name)
         assert sub is not None
         params[name] = parse_param(sub, name, params)
+    _check_json_flags(t, params)
     if not params:
         raise t.error("(parameters)", "at least one [space.NAME] parameter table", None)
     parsed = []
