@@ -24,7 +24,7 @@ import httpx
 
 from tuner.bench._base import BaseBenchmark, ScenarioResult
 from tuner.bench._load import LoadResult, make_client, run_load
-from tuner.bench._prompts import build_prompt
+from tuner.bench._prompts import build_prompt, prompt_seed
 from tuner.bench._request import RequestRecord, RequestSpec, recount
 from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between
 from tuner.bench._stats import percentile
@@ -32,6 +32,7 @@ from tuner.config import BenchmarkSection, Scenario
 from tuner.dialects import BaseServerDialect, SGLangDialect
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad
+from tuner.workloads import chat_text, sample_chat
 
 __all__ = ["HttpBenchmark", "RepeatCallback"]
 
@@ -107,12 +108,22 @@ class HttpBenchmark(BaseBenchmark):
             ) from exc
 
     def _specs(self, scenario: Scenario, *, phase: str, repeat: int, count: int) -> list[RequestSpec]:
+        seed = self._config.seed
+        if scenario.prompts != "random":
+            chats = [
+                sample_chat(scenario.prompts, seed=prompt_seed(seed, scenario.name, phase, repeat, i))
+                for i in range(count)
+            ]
+            return [
+                RequestSpec(index=i, prompt=chat_text(m), max_tokens=scenario.output_tokens, messages=m)
+                for i, m in enumerate(chats)
+            ]
         return [
             RequestSpec(
                 index=i,
                 prompt=build_prompt(
                     tokens=scenario.prompt_tokens,
-                    seed=self._config.seed,
+                    seed=seed,
                     scenario=scenario.name,
                     phase=phase,
                     repeat=repeat,

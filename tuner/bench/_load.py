@@ -99,7 +99,10 @@ async def run_load(
         raise ValueError(f"need {workers} clients, got {len(clients)}")
     # Bodies are encoded before the window opens: JSON-encoding a 3000-word prompt is client work that must
     # not delay a request start inside the measured window.
-    bodies = [build_body(api=api, model=model, prompt=s.prompt, max_tokens=s.max_tokens) for s in specs]
+    bodies = [
+        build_body(api=api, model=model, prompt=s.prompt, max_tokens=s.max_tokens, messages=s.messages)
+        for s in specs
+    ]
     queue: asyncio.Queue[int | None] = asyncio.Queue()
     result = LoadResult()
     stop = asyncio.Event()

@@ -47,6 +47,8 @@ class RequestSpec:
     index: int
     prompt: str
     max_tokens: int
+    messages: list[dict[str, str]] | None = None
+    """A whole chat (non-random workloads); ``prompt`` is then its text, for the completions API."""
 
 
 @dataclass(kw_only=True)
@@ -115,7 +117,15 @@ class StreamError(Exception):
         super().__init__(f"{kind}: {detail}")
 
 
-def build_body(*, api: str, model: str, prompt: str, max_tokens: int, seed: int | None = None) -> bytes:
+def build_body(
+    *,
+    api: str,
+    model: str,
+    prompt: str,
+    max_tokens: int,
+    seed: int | None = None,
+    messages: list[dict[str, str]] | None = None,
+) -> bytes:
     """The JSON body for one streamed request that generates exactly ``max_tokens`` tokens.
 
     ``ignore_eos`` and ``min_tokens`` are SGLang (and vLLM) extensions that stop the model from ending early,
@@ -134,7 +144,7 @@ def build_body(*, api: str, model: str, prompt: str, max_tokens: int, seed: int 
     if seed is not None:
         body["seed"] = seed
     if api == "chat":
-        body["messages"] = [{"role": "user", "content": prompt}]
+        body["messages"] = messages or [{"role": "user", "content": prompt}]
     elif api == "completions":
         body["prompt"] = prompt
     else:

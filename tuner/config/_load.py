@@ -90,7 +90,7 @@ def parse_config(text: str, *, source: str, base_dir: Path, default_name: str | 
     target = parse_target(_required(top, "target"), base_dir=base_dir)
     dialect = get_dialect(target.server, target.command)
     space = replace(parse_space(_required(top, "space"), top.tables("constraints")), bool_style=dialect.bool_style)
-    benchmark = parse_benchmark(_required(top, "benchmark"))
+    benchmark = parse_benchmark(_required(top, "benchmark"), base_dir=base_dir)
     objective = parse_objective(top.table("objective"), benchmark)
     readiness = parse_readiness(top.table("readiness"), dialect)
     gate = parse_gate(top.table("gate"), base_dir=base_dir)

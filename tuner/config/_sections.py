@@ -103,6 +103,8 @@ class Scenario:
     output_tokens: int
     requests: int
     weight: float = 1.0
+    prompts: str = "random"
+    """``random``, ``humaneval`` or the resolved path of a JSONL file of chats (see :mod:`tuner.workloads`)."""
 
     @property
     def cost(self) -> float:
@@ -272,7 +274,22 @@ def _parse_gpu_wait(t: Table) -> GpuWaitSection:
     return s
 
 
-def parse_benchmark(t: Table) -> BenchmarkSection:
+def _parse_prompts(t: Table, base_dir: Path) -> str:
+    from tuner.workloads import BUILTIN, load_chats
+
+    prompts = t.str("prompts", "random")
+    if prompts in BUILTIN:
+        resolved = prompts
+    elif prompts.endswith((".jsonl", ".json")):
+        resolved = str(_path(base_dir, prompts).resolve())
+    else:
+        raise t.error("prompts", '"random", "humaneval" or the path of a .jsonl file of chats', prompts)
+    if resolved != "random":
+        load_chats(resolved)  # a bad file is a config error now, not a failed trial later
+    return resolved
+
+
+def parse_benchmark(t: Table, *, base_dir: Path = Path(".")) -> BenchmarkSection:
     scenarios = []
     names: set[str] = set()
     for st in t.tables("scenarios", required=True):
@@ -283,6 +300,7 @@ def parse_benchmark(t: Table) -> BenchmarkSection:
             output_tokens=st.int("output_tokens", min=2),
             requests=st.int("requests", min=1),
             weight=st.float("weight", 1.0, min=0),
+            prompts=_parse_prompts(st, base_dir),
         )
         if sc.name in names:
             raise st.error("name", "a scenario name not used before", sc.name)
