@@ -52,7 +52,8 @@ class BaseServerDialect(abc.ABC):
     json_keys: ClassVar[dict[str, frozenset[str]]] = {}
     """The JSON-valued flags this server takes and the keys each object knows."""
     tunable: ClassVar[tuple[dict[str, Any], ...]] = ()
-    """Speculative-decoding knobs `tune init` suggests: one [space.NAME] table each (``name`` + its keys)."""
+    """Speculative-decoding knobs `tune init` suggests: one [space.NAME] table each (``name`` + its keys), and
+    ``requires`` = (flag, value or None): suggested only when the launch command has that flag (with that value)."""
 
     def __init__(self, *, reason: str = "") -> None:
         self.reason = reason

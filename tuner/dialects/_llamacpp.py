@@ -40,6 +40,7 @@ class LlamaCppDialect(BaseServerDialect):
             "high": 16,
             "flag": "--draft_model_num_pred_tokens",
             "default": 10,
+            "requires": ("--draft_model", None),
         },
     )
 

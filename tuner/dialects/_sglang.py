@@ -33,8 +33,23 @@ class SGLangDialect(BaseServerDialect):
     flag_separator = "-"
     default_port = 30000
     tunable = (
-        {"name": "budget", "type": "int", "low": 4, "high": 32, "flag": "--speculative-ddtree-budget"},
-        {"name": "topk", "type": "int", "low": 1, "high": 10, "env": "SGLANG_DDTREE_MAX_TOPK", "default": 6},
+        {
+            "name": "budget",
+            "type": "int",
+            "low": 4,
+            "high": 32,
+            "flag": "--speculative-ddtree-budget",
+            "requires": ("--speculative-algorithm", "DDTREE"),
+        },
+        {
+            "name": "topk",
+            "type": "int",
+            "low": 1,
+            "high": 10,
+            "env": "SGLANG_DDTREE_MAX_TOPK",
+            "default": 6,
+            "requires": ("--speculative-algorithm", "DDTREE"),
+        },
         {
             "name": "block_size",
             "type": "int",
@@ -44,6 +59,7 @@ class SGLangDialect(BaseServerDialect):
             "flag": "--speculative-dflash-block-size",
             "aliases": ["--speculative-num-draft-tokens"],
             "default": 16,
+            "requires": ("--speculative-algorithm", None),
         },
         {
             "name": "window",
@@ -51,6 +67,7 @@ class SGLangDialect(BaseServerDialect):
             "choices": ["none", 1024, 2048, 4096],
             "flag": "--speculative-dflash-draft-window-size",
             "absent": "none",
+            "requires": ("--speculative-algorithm", None),
         },
     )
 
