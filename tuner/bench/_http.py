@@ -77,6 +77,7 @@ class HttpBenchmark(BaseBenchmark):
         self._dialect = dialect or SGLangDialect()
         # Text is kept only where it will be counted: a server without stream usage but with a tokenizer.
         self._count_text = not self._dialect.stream_usage and self._dialect.tokenize_path is not None
+        self._token_overhead: int | None = None
 
     @property
     def endpoint(self) -> Endpoint:
@@ -242,20 +243,29 @@ class HttpBenchmark(BaseBenchmark):
         )
 
     async def _count_tokens(self, client: httpx.AsyncClient, records: Sequence[RequestRecord]) -> None:
-        """Count estimated outputs with the server's tokenizer (after the run: outside the timed window)."""
-        d = self._dialect
-        assert d.tokenize_path is not None
+        """Count estimated outputs with the server's tokenizer (after the run: outside the timed window).
+
+        A tokenizer endpoint may add a BOS token to every text it counts: what it says for the empty text is
+        that overhead, asked once and subtracted.
+        """
+        if self._token_overhead is None:
+            self._token_overhead = await self._server_count(client, "") or 0
         for rec in records:
             if rec.tokens_from_usage or not rec.text:
                 continue
-            body = d.token_count_request(rec.text, self._endpoint.model or "default")
-            try:
-                r = await client.post(self._endpoint.url(d.tokenize_path), json=body, headers=self._endpoint.headers)
-                count = d.token_count(r.json()) if r.status_code == 200 else None
-            except (httpx.HTTPError, ValueError):
-                count = None
-            if count is not None and count > 0:
-                recount(rec, count)
+            count = await self._server_count(client, rec.text)
+            if count is not None and count > self._token_overhead:
+                recount(rec, count - self._token_overhead)
+
+    async def _server_count(self, client: httpx.AsyncClient, text: str) -> int | None:
+        d = self._dialect
+        assert d.tokenize_path is not None
+        body = d.token_count_request(text, self._endpoint.model or "default")
+        try:
+            r = await client.post(self._endpoint.url(d.tokenize_path), json=body, headers=self._endpoint.headers)
+            return d.token_count(r.json()) if r.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
 
     async def _died(self, scenario: Scenario, res: LoadResult, probe: ServerProbe, *, during: str) -> DiedUnderLoad:
         failed = res.failures
