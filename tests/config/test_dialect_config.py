@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from tuner.cli._remote import Checklist, dialect_checks
 from tuner.config import load_config, parse_config
 from tuner.dialects import LlamaCppDialect, SGLangDialect, VLLMDialect
 from tuner.errors import ConfigError
 from tuner.space import render
 from tuner.target import base_spec
+from tuner.target._preflight import dialect_findings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,11 +88,9 @@ def test_vllm_eagle_study_validates_against_the_vllm_dialect() -> None:
     """`tune check`'s dialect items for the shipped vLLM study, without connecting to its placeholder host."""
     cfg = load_config(ROOT / "studies" / "vllm-eagle.toml")
     assert isinstance(cfg.dialect, VLLMDialect)
-    lines: list[str] = []
-    checklist = Checklist(lines.append)
-    dialect_checks(cfg, checklist)
-    assert checklist.failed == 0, lines
-    assert any("server dialect: vllm" in line for line in lines)
+    findings = list(dialect_findings(cfg))  # no host, no connection: the config alone
+    assert [f for f in findings if f.ok is False] == []
+    assert findings[0].text == "server dialect: vllm ([target] server)" and findings[0].ok
     assert cfg.baseline["num_speculative_tokens"] == 3 and cfg.baseline["prefix_caching"] is True
 
 
@@ -102,9 +100,7 @@ def test_lint_names_a_misspelt_json_key_and_wrong_flag_spelling(tmp_path: Path) 
     text = text.replace('flag = "--max-num-seqs"', 'flag = "--max_num_seqs"')
     text = text.replace('"--max-num-seqs", "64",', '"--max_num_seqs", "64",')
     cfg = parse_config(text, source="v.toml", base_dir=tmp_path)
-    lines: list[str] = []
-    checklist = Checklist(lines.append)
-    dialect_checks(cfg, checklist)
-    assert checklist.failed == 2, lines
+    lines = [f.text for f in dialect_findings(cfg) if f.ok is False]
+    assert len(lines) == 2, lines
     assert any("key 'num_spec_tokens': not a --speculative-config key" in line for line in lines)
     assert any("--max_num_seqs: vllm flags join words with '-'" in line for line in lines)

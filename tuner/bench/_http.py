@@ -18,7 +18,7 @@ import math
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 import httpx
 
@@ -28,11 +28,10 @@ from tuner.bench._prompts import build_prompt, prompt_seed
 from tuner.bench._request import RequestRecord, RequestSpec, recount
 from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between
 from tuner.bench._stats import percentile
-from tuner.config import BenchmarkSection, Scenario
+from tuner.config import BenchmarkSection, Scenario, chat_text, sample_chat
 from tuner.dialects import BaseServerDialect, SGLangDialect
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad
-from tuner.workloads import chat_text, sample_chat
 
 __all__ = ["HttpBenchmark", "RepeatCallback"]
 
@@ -88,11 +87,6 @@ class HttpBenchmark(BaseBenchmark):
     def run_scenario(self, scenario: Scenario) -> ScenarioResult:
         self._resolve_model(scenario)
         return asyncio.run(self._scenario(scenario))
-
-    def run_all(self, scenarios: Iterable[Scenario] | None = None) -> list[ScenarioResult]:
-        """Run the given scenarios (default: all configured ones) in order."""
-        chosen = self._config.scenarios if scenarios is None else tuple(scenarios)
-        return [self.run_scenario(s) for s in chosen]
 
     # -- internals ------------------------------------------------------------------------------------------
 

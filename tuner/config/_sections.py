@@ -6,6 +6,7 @@ from pathlib import Path
 
 from tuner.config._reader import Table
 from tuner.dialects import SERVER_CHOICES, BaseServerDialect, SGLangDialect
+from tuner.metrics import OBJECTIVE_METRICS
 
 ON_EXIT = ("baseline", "best", "leave", "stop")
 
@@ -104,7 +105,7 @@ class Scenario:
     requests: int
     weight: float = 1.0
     prompts: str = "random"
-    """``random``, ``humaneval`` or the resolved path of a JSONL file of chats (see :mod:`tuner.workloads`)."""
+    """``random``, ``humaneval`` or the resolved path of a JSONL file of chats (see ``tuner/config/_workloads.py``)."""
 
     @property
     def cost(self) -> float:
@@ -275,7 +276,7 @@ def _parse_gpu_wait(t: Table) -> GpuWaitSection:
 
 
 def _parse_prompts(t: Table, base_dir: Path) -> str:
-    from tuner.workloads import BUILTIN, load_chats
+    from tuner.config._workloads import BUILTIN, load_chats
 
     prompts = t.str("prompts", "random")
     if prompts in BUILTIN:
@@ -338,7 +339,7 @@ def parse_objective(t: Table | None, bench: BenchmarkSection) -> ObjectiveSectio
         raise t.error("objectives", "at least two scenario names for kind = 'multi'", list(objectives))
     section = ObjectiveSection(
         kind=kind,
-        metric=t.choice("metric", ("output_tok_s", "per_stream_tok_s"), "output_tok_s"),
+        metric=t.choice("metric", OBJECTIVE_METRICS, "output_tok_s"),
         objectives=objectives,
     )
     t.finish()

@@ -10,6 +10,7 @@ from optuna.trial import FrozenTrial
 
 from tuner.config import StudyConfig
 from tuner.errors import TuneError
+from tuner.metrics import METRICS, scenario_key
 from tuner.report._facts import baseline_trial, best_feasible, feasibility_label, rank_value, scenario_figure
 from tuner.space import render
 from tuner.spec import LaunchSpec
@@ -88,7 +89,7 @@ def export_json(study: optuna.Study, config: StudyConfig, t: FrozenTrial) -> dic
     baseline = baseline_trial(study)
     scenarios: dict[str, Any] = {}
     for s in config.benchmark.scenarios:
-        figures = {f: t.user_attrs.get(attrs.scenario_key(s.name, f)) for f in attrs.SCENARIO_FIELDS}
+        figures = {m.key: t.user_attrs.get(scenario_key(s.name, m.key)) for m in METRICS}
         tok = scenario_figure(t, s.name, "tok_s")
         base_tok = scenario_figure(baseline, s.name, "tok_s") if baseline is not None else None
         figures["speedup_vs_baseline"] = round(tok / base_tok, 4) if tok and base_tok else None

@@ -9,12 +9,14 @@ from tuner.services._base import (
     Restarted,
     ServiceState,
 )
+from tuner.services._gpu import GpuBusy, read_gpu_memory, wait_gpu_free
 from tuner.services._process import ProcessService
 from tuner.spec import LaunchSpec, program_part, spec_matches
 
 __all__ = [
     "BaseService",
     "Finding",
+    "GpuBusy",
     "LaunchSpec",
     "LogChunk",
     "Preflight",
@@ -23,5 +25,7 @@ __all__ = [
     "Restarted",
     "ServiceState",
     "program_part",
+    "read_gpu_memory",
     "spec_matches",
+    "wait_gpu_free",
 ]

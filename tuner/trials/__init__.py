@@ -10,8 +10,20 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.trials import attrs
+from tuner.trials._optuna import current_trial, set_trial_attr, storage_of, study_id, trial_id
 
-__all__ = ["attrs", "best_trials", "counted_trials", "is_counted", "is_feasible"]
+__all__ = [
+    "attrs",
+    "best_trials",
+    "counted_trials",
+    "current_trial",
+    "is_counted",
+    "is_feasible",
+    "set_trial_attr",
+    "storage_of",
+    "study_id",
+    "trial_id",
+]
 
 
 def is_counted(t: FrozenTrial) -> bool:

@@ -13,7 +13,7 @@ from tuner.search import per_scenario_best, pruning_savings
 from tuner.sim.inprocess import ModelService, model_readiness, run_inprocess, true_objective
 from tuner.space import suggest
 from tuner.spec import LaunchSpec
-from tuner.study._loop import MAX_BRANCH_TRIES
+from tuner.study._starts import MAX_BRANCH_TRIES
 from tuner.target import base_spec
 from tuner.trials import attrs, best_trials, counted_trials
 

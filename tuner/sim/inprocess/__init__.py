@@ -1,6 +1,6 @@
 """The study's own loop against an in-process model of the simulated server: fast, seeded, noise-controlled.
 
-``run_study(config, service=ModelService(...), parts_factory=model_parts)`` runs the very same trial story as
+``run_study(config, target=model_target(...), parts_factory=model_parts)`` runs the very same trial story as
 against a real server, but each restart and benchmark is a call into the simulator's performance model
 (:mod:`tuner.sim._model`), so a 30-trial study takes a second. ``scripts/bench_search.py`` compares search
 strategies with it; :func:`true_objective` / :func:`true_optimum` are the ground truth they are judged by.
@@ -15,6 +15,7 @@ from tuner.sim.inprocess._model_parts import (
     VirtualClock,
     model_parts,
     model_readiness,
+    model_target,
     run_inprocess,
 )
 from tuner.sim.inprocess._truth import (
@@ -35,6 +36,7 @@ __all__ = [
     "model_parts",
     "model_readiness",
     "model_scenario",
+    "model_target",
     "parse_server_config",
     "run_inprocess",
     "true_objective",

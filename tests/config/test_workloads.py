@@ -1,4 +1,4 @@
-"""Benchmark workloads: random words, HumanEval coding requests, and chat files (tuner.workloads)."""
+"""Benchmark workloads: random words, HumanEval coding requests, and chat files (tuner/config/_workloads.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tuner.config import parse_config
+from tuner.config import load_chats, parse_config, sample_chat
 from tuner.errors import ConfigError
 from tuner.sim import workload_kind
-from tuner.workloads import load_chats, sample_chat
 
 STUDY = """
 [target]

