@@ -31,10 +31,11 @@ class LlamaInstall:
     gguf: Path
 
     def command(self, port: int, num_pred: int = NUM_PRED) -> list[str]:
-        # --interrupt_requests false: otherwise a waiting request cuts the running stream.
+        # --interrupt_requests false: otherwise a waiting request cuts the running stream. One thread: llama.cpp's
+        # threads spin while they wait for each other, which collapses on a shared 2-core machine.
         return [
             str(self.python), "-m", "llama_cpp.server", "--model", str(self.gguf),
-            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "2",
+            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "1", "--n_threads_batch", "1",
             "--draft_model", "prompt-lookup-decoding", "--draft_model_num_pred_tokens", str(num_pred),
             "--interrupt_requests", "false",
         ]  # fmt: skip
