@@ -217,7 +217,7 @@ def init_study_text(argv: list[str], *, server: str = "auto", name: str = "study
         'on_exit = "baseline"      # put the base command back when the study ends',
         "",
         "[target]",
-        f"server = {_toml(dialect.name)}",
+        f"server = {_toml(dialect.name)}" + ('       # detected; "auto" re-detects' if server == "auto" else ""),
         'transport = "local"       # "ssh" + [target.ssh] for a remote host',
         'manager = "process"       # "systemd" + [target.systemd] for a unit',
         f"base_url = {_toml(_base_url(dialect, command))}",
