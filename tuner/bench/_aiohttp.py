@@ -77,11 +77,12 @@ async def stream_request_aiohttp(
     index: int,
     timeout_s: float,
     api: str,
+    keep_text: bool = False,
 ) -> RequestRecord:
     """Send one streamed request with aiohttp and time it; never raises for a request failure."""
     clock = time.monotonic
     rec = RequestRecord(index=index, t_start=clock())
-    events = StreamEvents(chat=api == "chat")
+    events = StreamEvents(chat=api == "chat", keep_text=keep_text)
 
     async def exchange() -> None:
         async with session.post(url, data=body, headers=headers, trace_request_ctx=rec) as resp:

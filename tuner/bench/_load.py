@@ -137,6 +137,8 @@ class LoadTarget:
     timeout_s: float
     library: str = "aiohttp"
     """The HTTP client library: ``aiohttp`` or ``httpx`` (see :mod:`tuner.bench._aiohttp`)."""
+    keep_text: bool = False
+    """Keep each request's generated text (to count its tokens on the server afterwards)."""
 
 
 async def run_load(
@@ -156,6 +158,7 @@ async def run_load(
     stop: asyncio.Event | None = None,
     release_s: Sequence[float] | None = None,
     library: str = "aiohttp",
+    keep_text: bool = False,
 ) -> LoadResult:
     """Run ``specs`` with ``concurrency`` streams in flight; ``clients`` supplies one client per worker (of the
     HTTP ``library`` they belong to).
@@ -167,7 +170,9 @@ async def run_load(
     workers = max(1, min(concurrency, len(specs)))
     if len(clients) < workers:
         raise ValueError(f"need {workers} clients, got {len(clients)}")
-    target = LoadTarget(url=url, headers=headers, api=api, model=model, timeout_s=timeout_s, library=library)
+    target = LoadTarget(
+        url=url, headers=headers, api=api, model=model, timeout_s=timeout_s, library=library, keep_text=keep_text
+    )
     load = _Load(target=target, specs=specs, stop=stop or asyncio.Event())
     cpu0 = thread_cpu_s()
     if release_s is None:
@@ -199,7 +204,10 @@ class _Load:
         # Bodies are encoded before the window opens: JSON-encoding a 3000-word prompt is client work that must
         # not delay a request start inside the measured window.
         self._bodies = [
-            build_body(api=target.api, model=target.model, prompt=s.prompt, max_tokens=s.max_tokens) for s in specs
+            build_body(
+                api=target.api, model=target.model, prompt=s.prompt, max_tokens=s.max_tokens, messages=s.messages
+            )
+            for s in specs
         ]
         self._queue: asyncio.Queue[tuple[int, float] | None] = asyncio.Queue()
         self._stop = stop
@@ -223,6 +231,7 @@ class _Load:
                 index=self._specs[i].index,
                 timeout_s=t.timeout_s,
                 api=t.api,
+                keep_text=t.keep_text,
             )
             # Due when released and this worker was free: any later send is the client's own delay.
             rec.t_due = max(released, free_at)

@@ -48,6 +48,7 @@ __all__ = [
     "StreamError",
     "StreamEvents",
     "build_body",
+    "recount",
     "stream_request",
     "timed_stream",
 ]
@@ -60,6 +61,8 @@ class RequestSpec:
     index: int
     prompt: str
     max_tokens: int
+    messages: list[dict[str, str]] | None = None
+    """A whole chat (non-random workloads); ``prompt`` is then its text, for the completions API."""
 
 
 @dataclass(kw_only=True)
@@ -85,6 +88,8 @@ class RequestRecord:
     """Tokens attributed to each output-bearing event (same length as ``event_times``)."""
     error: str | None = None
     error_kind: str | None = None
+    text: str | None = None
+    """The generated text, kept only when asked (``keep_text``: to count its tokens on the server)."""
     t_due: float | None = None
     """When the load generator should have sent the request (released, and its stream free)."""
     t_sent: float | None = None
@@ -141,7 +146,15 @@ class StreamError(Exception):
         super().__init__(f"{kind}: {detail}")
 
 
-def build_body(*, api: str, model: str, prompt: str, max_tokens: int, seed: int | None = None) -> bytes:
+def build_body(
+    *,
+    api: str,
+    model: str,
+    prompt: str,
+    max_tokens: int,
+    seed: int | None = None,
+    messages: list[dict[str, str]] | None = None,
+) -> bytes:
     """The JSON body for one streamed request that generates exactly ``max_tokens`` tokens.
 
     ``ignore_eos`` and ``min_tokens`` are SGLang (and vLLM) extensions that stop the model from ending early,
@@ -160,7 +173,7 @@ def build_body(*, api: str, model: str, prompt: str, max_tokens: int, seed: int 
     if seed is not None:
         body["seed"] = seed
     if api == "chat":
-        body["messages"] = [{"role": "user", "content": prompt}]
+        body["messages"] = messages or [{"role": "user", "content": prompt}]
     elif api == "completions":
         body["prompt"] = prompt
     else:
@@ -197,11 +210,15 @@ async def stream_request(
     index: int,
     timeout_s: float,
     api: str,
+    keep_text: bool = False,
 ) -> RequestRecord:
-    """Send one streamed request with httpx and time it; never raises for a request failure (``record.error``)."""
+    """Send one streamed request with httpx and time it; never raises for a request failure (``record.error``).
+
+    ``keep_text`` keeps the generated text in ``record.text``, for servers whose streams carry no usage.
+    """
     clock = time.monotonic
     rec = RequestRecord(index=index, t_start=clock())
-    events = StreamEvents(chat=api == "chat")
+    events = StreamEvents(chat=api == "chat", keep_text=keep_text)
 
     async def trace(name: str, info: dict[str, Any]) -> None:
         if name == "http11.send_request_body.complete":
@@ -275,11 +292,12 @@ class StreamEvents:
     every token's text was a measurable share of the client's per-token CPU.
     """
 
-    __slots__ = ("_chat", "_decoder", "cums", "done", "finish", "last_cum", "prompt_tokens", "times", "usage_final",
-                 "weights")  # fmt: skip
+    __slots__ = ("_chat", "_decoder", "cums", "done", "finish", "kept", "last_cum", "prompt_tokens", "times",
+                 "usage_final", "weights")  # fmt: skip
 
-    def __init__(self, *, chat: bool) -> None:
+    def __init__(self, *, chat: bool, keep_text: bool = False) -> None:
         self._chat = chat
+        self.kept: list[str] | None = [] if keep_text else None
         self._decoder = SSEDecoder()
         self.times: list[float] = []
         self.weights: list[int] = []
@@ -337,6 +355,8 @@ class StreamEvents:
             self.finish = fr
         if not self._chat:
             t = choice.get("text")
+            if t and self.kept is not None:
+                self.kept.append(t)
             return (True, len(t.split()) if count_words else 0) if t else (False, 0)
         delta = choice.get("delta")
         if not delta:
@@ -344,6 +364,8 @@ class StreamEvents:
         # Reasoning is generated output too; a thinking model spends most of its tokens there. ("reasoning" is
         # vLLM's newer spelling.)
         c = delta.get("content")
+        if c and self.kept is not None:
+            self.kept.append(c)
         r = delta.get("reasoning_content") or delta.get("reasoning")
         if not (c or r):
             return False, 0
@@ -362,6 +384,8 @@ class StreamEvents:
         """Put the stream's finish reason, prompt tokens and per-event attribution into ``rec``."""
         rec.finish_reason = self.finish
         rec.prompt_tokens = self.prompt_tokens
+        if self.kept is not None:
+            rec.text = "".join(self.kept)
         _attribute(rec, times=self.times, weights=self.weights, cums=self.cums, usage_final=self.usage_final)
 
 
@@ -403,6 +427,13 @@ def _attribute(
         total = len(times)
     rec.event_tokens = _apportion(total, weights)
     rec.output_tokens = total
+
+
+def recount(rec: RequestRecord, total: int) -> None:
+    """Replace an estimated token count with ``total`` counted by the server's tokenizer (spread evenly)."""
+    rec.output_tokens = total
+    rec.event_tokens = _apportion(total, [1] * len(rec.event_times))
+    rec.tokens_from_usage = True  # exact, from the server's own tokenizer, even though not from ``usage``
 
 
 def _apportion(total: int, weights: list[int]) -> list[int]:

@@ -184,6 +184,7 @@ class InProcessRunner(LoadRunner):
             stop=stop,
             release_s=release_s,
             library=t.library,
+            keep_text=t.keep_text,
         )
 
     async def aclose(self) -> None:
