@@ -70,3 +70,17 @@ def test_a_stream_without_an_end_is_incomplete_and_abort_is_a_failure() -> None:
     ev.feed(_chat(None, finish="abort"), 2.0)
     with pytest.raises(StreamError, match="aborted by server"):
         ev.check_complete()
+
+
+@pytest.mark.parametrize("chat", [True, False])
+def test_keep_text_keeps_the_generated_text_only_when_asked(chat: bool) -> None:
+    def event(text: str) -> bytes:
+        choice = {"delta": {"content": text}} if chat else {"text": text}
+        return _event({"choices": [{**choice, "finish_reason": None}]})
+
+    for keep in (True, False):
+        ev = StreamEvents(chat=chat, keep_text=keep)
+        ev.feed(event("Hello") + event(" world"), 1.0)
+        ev.feed(b"data: [DONE]\n\n", 2.0)
+        rec = _fill(ev)
+        assert rec.text == ("Hello world" if keep else None)
