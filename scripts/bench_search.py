@@ -46,6 +46,19 @@ TARGET = 0.98
 GRID = ((8, 4, "none"), (16, 4, 2048), (4, 4, 2048), (12, 6, 2048))
 
 
+def repeats_config(config: Any, mode: str, fixed: int) -> Any:
+    """``fixed``: ``fixed`` repeats per scenario, no early stop (main before sequential repeats);
+    ``sequential``: the study file's min_repeats..max_repeats policy (defaults 2..6, +-2%)."""
+    if mode == "fixed":
+        return dataclasses.replace(config, benchmark=dataclasses.replace(config.benchmark, repeats=fixed))
+    if mode == "sequential":
+        if config.benchmark.min_repeats == config.benchmark.max_repeats:
+            bench = dataclasses.replace(config.benchmark, repeats=None, min_repeats=2, max_repeats=6)
+            return dataclasses.replace(config, benchmark=bench)
+        return config
+    raise ValueError(f"unknown repeats mode {mode!r}")
+
+
 def strategy_config(config: Any, strategy: str, seed: int, **search: Any) -> tuple[Any, int | None]:
     """The study config a strategy runs with, and its fixed trial count (None: the requested budget)."""
     study = dataclasses.replace(config.study, seed=seed)
@@ -66,18 +79,19 @@ def strategy_config(config: Any, strategy: str, seed: int, **search: Any) -> tup
     return dataclasses.replace(config, study=study, search=s), 1 + len(seeds)
 
 
-def run_one(task: tuple[str, str, int, int, float, float, dict[str, Any]]) -> dict[str, Any]:
-    """One strategy x seed: the true fraction of the optimum reached after each counted trial."""
+def run_one(task: tuple[str, str, str, int, int, float, float, dict[str, Any]]) -> dict[str, Any]:
+    """One strategy x repeats mode x seed: the true fraction of the optimum reached after each counted trial."""
     import optuna
 
     from tuner.config import load_config
     from tuner.search import pruning_savings, run_inprocess, true_objective
     from tuner.study import is_counted, is_feasible
 
-    config_path, strategy, seed, trials, optimum, noise, search = task
+    config_path, strategy, mode, seed, trials, optimum, noise, search = task
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # TPE's group=True
-    config, fixed = strategy_config(load_config(config_path), strategy, seed, **search)
+    base = repeats_config(load_config(config_path), mode, search.pop("fixed_repeats", 2))
+    config, fixed = strategy_config(base, strategy, seed, **search)
     n = fixed or trials
     with tempfile.TemporaryDirectory(prefix="bench-search-", dir=_fast_tmp()) as tmp:
         t0 = time.monotonic()
@@ -95,9 +109,16 @@ def run_one(task: tuple[str, str, int, int, float, float, dict[str, Any]]) -> di
                     cache[key] = true_objective(config, t.params)
                 best_value, best_true = t.values[0], cache[key]
             fractions.append(best_true / optimum)
+        repeats = [
+            len(t.user_attrs.get(f"{sc.name}.repeats", []))
+            for t in counted
+            for sc in config.benchmark.scenarios
+            if f"{sc.name}.repeats" in t.user_attrs
+        ]
         return {
-            "strategy": strategy,
+            "strategy": f"{strategy} ({mode})",
             "seed": seed,
+            "repeats": statistics.fmean(repeats) if repeats else 0.0,
             "fractions": fractions,
             "pruned": sum(1 for t in counted if t.user_attrs.get("pruning_saved_s") is not None),
             "failed": sum(
@@ -139,6 +160,12 @@ def main() -> int:
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--n-startup-trials", type=int, default=None, help="override [search] for 'tune'")
     parser.add_argument("--prune-against", choices=("best", "baseline"), default=None)
+    parser.add_argument(
+        "--repeats",
+        default="sequential",
+        help="comma-separated repeat modes to compare: fixed (--fixed-repeats, no early stop), sequential",
+    )
+    parser.add_argument("--fixed-repeats", type=int, default=2, help="repeats per scenario of the fixed mode")
     args = parser.parse_args()
 
     from tuner.config import load_config
@@ -156,10 +183,14 @@ def main() -> int:
         search["n_startup_trials"] = args.n_startup_trials
     if args.prune_against is not None:
         search["prune_against"] = args.prune_against
-    strategies = [s for s in args.strategies.split(",") if s]
+    search["fixed_repeats"] = args.fixed_repeats
+    modes = [m for m in args.repeats.split(",") if m]
+    strategies = [f"{s} ({m})" for s in args.strategies.split(",") if s for m in modes]
     tasks = [
-        (args.config, s, seed, args.trials, optimum, args.noise, search)
-        for s in strategies
+        (args.config, s, m, seed, args.trials, optimum, args.noise, dict(search))
+        for s in args.strategies.split(",")
+        if s
+        for m in modes
         for seed in range(args.seeds)
     ]
     t1 = time.monotonic()
@@ -172,7 +203,8 @@ def main() -> int:
         "| strategy | "
         + " | ".join(f"median @{k}" for k in checkpoints)
         + f" | worst @{args.trials} | median trials to {TARGET:.0%} | seeds reaching {TARGET:.0%} "
-        + "| failed/pruned trials (median) | benchmark time saved by pruning (modelled) |"
+        + "| failed/pruned trials (median) | benchmark time saved by pruning (modelled) "
+        + "| benchmark time (modelled, all seeds) | repeats per scenario (mean) |"
     )
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
@@ -194,7 +226,8 @@ def main() -> int:
             + f" | {reached}/{len(rows)}"
             + f" | {statistics.median(r['failed'] for r in rows):.0f}"
             + f"/{statistics.median(r['pruned'] for r in rows):.0f}"
-            + f" | {share} |"
+            + f" | {share}"
+            + f" | {bench / 3600:.1f} h | {statistics.fmean(r['repeats'] for r in rows):.2f} |"
         )
     print("\ngrid has only its 4 distinct configs: its later columns repeat its final value.")
     return 0

@@ -1,7 +1,8 @@
 """The HTTP benchmark: OpenAI-compatible streaming load against the live server, one scenario at a time.
 
 A scenario runs as: warm-up (``warmup_requests``, awaited to completion so it cannot overlap the window) ->
-counters snapshot -> ``repeats`` x (``/flush_cache``, measured run) -> counters snapshot -> summary. The sync
+counters snapshot -> ``min_repeats``..``max_repeats`` x (``/flush_cache``, measured run; after each, the
+sequential policy says whether another repeat is worth it) -> counters snapshot -> summary. The sync
 :meth:`HttpBenchmark.run_scenario` runs the whole scenario in one ``asyncio.run``, so its connections live for
 the scenario (the warm-up opens them; measured requests reuse them) and nothing leaks between scenarios.
 
@@ -26,6 +27,7 @@ from tuner.bench._base import BaseBenchmark, ScenarioResult
 from tuner.bench._load import LoadResult, make_client, run_load
 from tuner.bench._prompts import build_prompt
 from tuner.bench._request import RequestRecord, RequestSpec
+from tuner.bench._sequential import SequentialPolicy
 from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between
 from tuner.bench._stats import percentile
 from tuner.config import BenchmarkSection, Scenario
@@ -59,7 +61,6 @@ class HttpBenchmark(BaseBenchmark):
         request_rate: float | None = None,
         poisson: bool = True,
         abort_grace_s: float = 2.0,
-        ci_confidence: float = 0.95,
         on_repeat: RepeatCallback | None = None,
     ) -> None:
         if request_rate is not None and request_rate <= 0:
@@ -69,8 +70,8 @@ class HttpBenchmark(BaseBenchmark):
         self._rate = request_rate
         self._poisson = poisson
         self._grace = abort_grace_s
-        self._ci = ci_confidence
         self._on_repeat = on_repeat
+        self.policy = SequentialPolicy.from_section(config)
 
     @property
     def endpoint(self) -> Endpoint:
@@ -159,20 +160,24 @@ class HttpBenchmark(BaseBenchmark):
             runs: list[LoadResult] = []
             repeats_tok_s: list[float] = []
             flushed: bool | None = None
-            for r in range(cfg.repeats):
+            for r in range(cfg.max_repeats):
                 if cfg.flush_cache:
                     ok = await probe.flush_cache()
                     flushed = ok if flushed is None else (flushed and ok)
                 specs = self._specs(scenario, phase="measure", repeat=r, count=scenario.requests)
                 res = await load(specs, scenario.concurrency, cfg.seed + r)
                 if res.failures or res.cancelled or len(res.records) != len(specs):
-                    raise await self._died(scenario, res, probe, during=f"repeat {r + 1}/{cfg.repeats}")
+                    raise await self._died(scenario, res, probe, during=f"repeat {r + 1}/{cfg.max_repeats}")
                 runs.append(res)
                 repeats_tok_s.append(_aggregate_tok_s(res.records))
                 if self._on_repeat is not None:
                     self._on_repeat(scenario, r, tuple(repeats_tok_s))
+                if (decision := self.next_repeat(scenario, repeats_tok_s)).stop:
+                    break
             after = await probe.snapshot()
-        return self._summarise(scenario, runs, repeats_tok_s, before, after, flushed, seconds=time.perf_counter() - t0)
+        return self._summarise(
+            scenario, runs, repeats_tok_s, before, after, flushed, seconds=time.perf_counter() - t0
+        ).stopped_by(decision)
 
     def _summarise(
         self,
@@ -201,8 +206,7 @@ class HttpBenchmark(BaseBenchmark):
             scenario=scenario,
             repeats_tok_s=repeats_tok_s,
             repeats_per_stream_tok_s=per_stream,
-            mad_k=cfg.mad_k,
-            ci=self._ci,
+            confidence=cfg.confidence,
             ttft_p50_s=percentile(ttfts, 50),
             ttft_p99_s=percentile(ttfts, 99),
             itl_p50_s=percentile(itls, 50),

@@ -108,8 +108,8 @@ def study_note_text(config: StudyConfig, *, study_name: str | None = None) -> st
     else:
         lines.append(
             f"Maximise the weighted geometric mean of per-scenario `{obj.metric}` "
-            f"(score = median − {format_value(config.benchmark.mad_k)}·1.4826·MAD over "
-            f"{config.benchmark.repeats} repeats)."
+            f"(score = lower end of the {config.benchmark.confidence:.0%} t interval on log throughput over "
+            f"{_repeats_text(config)})."
         )
     lines += ["", "| scenario | concurrency | prompt | output | requests | weight |", "|---|---|---|---|---|---|"]
     for s in config.benchmark.scenarios:
@@ -192,3 +192,10 @@ def annotate_trials(study: optuna.Study) -> int:
         if _save(study._storage, study._study_id, t._trial_id, text):
             changed += 1
     return changed
+
+
+def _repeats_text(config: StudyConfig) -> str:
+    b = config.benchmark
+    if b.min_repeats == b.max_repeats:
+        return f"{b.max_repeats} repeats"
+    return f"{b.min_repeats}-{b.max_repeats} repeats, stopping at ±{b.precision:.0%} or a clear verdict"

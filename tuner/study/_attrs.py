@@ -30,6 +30,8 @@ SEED = "seed_trial"
 BRANCH = "branch"
 PRUNED_SKIPPED = "pruned_skipped_scenarios"
 PRUNING_SAVED_S = "pruning_saved_s"
+STEPS = "steps"
+"""The scenario measured at each intermediate step (``steps[i]`` for step ``i``)."""
 
 SCENARIO_FIELDS = (
     "tok_s",
@@ -44,6 +46,10 @@ SCENARIO_FIELDS = (
     "ci_high",
     "repeats",
     "seconds",
+    "score",
+    "point",
+    "half_width",
+    "stopped",
 )
 
 
@@ -66,6 +72,10 @@ def scenario_attrs(result: Any) -> dict[str, Any]:
         "ci_high": result.ci_high,
         "repeats": list(result.repeats_tok_s),
         "seconds": result.seconds,
+        "score": result.score,
+        "point": result.point,
+        "half_width": result.half_width,
+        "stopped": result.stopped,
     }
     return {scenario_key(result.name, k): _round(v) for k, v in values.items()}
 
