@@ -29,6 +29,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("best", help="the best feasible config (the Pareto front for multi-objective studies)")
     add_study_args(p)
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--confirm",
+        action="store_true",
+        help="first re-measure the top [search] confirm_top configs (default 3) interleaved on the server",
+    )
     p.set_defaults(func=_best)
 
 
@@ -57,6 +62,14 @@ def _resume(args: argparse.Namespace) -> int:
     summary = run_study(config, trials=args.trials, storage=storage, study_name=args.study or config.study.name)
     _print_summary(summary)
     return 0
+
+
+def _confirm(args: argparse.Namespace) -> None:
+    """``tune best --confirm``: the study loop with nothing left to run, so only the confirmation runs."""
+    from tuner.study import run_study
+
+    config, storage, name = study_location(args)
+    run_study(config, trials=0, storage=storage, study_name=name, confirm=True)
 
 
 def _print_summary(summary: Any) -> None:
@@ -154,11 +167,17 @@ def _best(args: argparse.Namespace) -> int:
     from tuner.space import format_value, render
     from tuner.study import _attrs as attrs
     from tuner.study import best_trials
+    from tuner.study._confirm import confirmation_text, recommended_trial
     from tuner.target import base_spec
 
+    if args.confirm:
+        _confirm(args)
     config, study = _load(args)
     scenarios = [s.name for s in config.benchmark.scenarios]
     best = best_trials(study)
+    recommended = recommended_trial(study)
+    if len(best) == 1 and recommended is not None:
+        best = [recommended]  # the confirmed winner, when re-measurement overturned the first ranking
     if not best:
         print("no feasible completed trial yet", file=sys.stderr)
         return 1
@@ -174,6 +193,9 @@ def _best(args: argparse.Namespace) -> int:
         return 0
     title = "Pareto front" if len(out) > 1 else "best feasible trial"
     print(f"{title} of study {study.study_name} ({', '.join(study.metric_names or [])}):")
+    confirmed = confirmation_text(study)
+    if confirmed:
+        print(confirmed)
     for r in out:
         print(f"  trial #{r['number']}: values {r['values']}")
         print("    params: " + " ".join(f"{k}={format_value(v)}" for k, v in r["params"].items()))

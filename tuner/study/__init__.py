@@ -1,5 +1,6 @@
 """The study: Optuna storage, the trial's story, and the tuning loop."""
 
+from tuner.study._confirm import Confirmation, confirm_top, confirmation_text, recommended_trial
 from tuner.study._loop import (
     Console,
     Interrupted,
@@ -30,6 +31,7 @@ from tuner.study._storage import FingerprintMismatch, config_from_study, make_st
 __all__ = [
     "Applied",
     "BenchmarkOutcome",
+    "Confirmation",
     "Console",
     "Evidence",
     "FingerprintMismatch",
@@ -43,11 +45,14 @@ __all__ = [
     "benchmark_server",
     "best_trials",
     "config_from_study",
+    "confirm_top",
+    "confirmation_text",
     "counted_trials",
     "is_counted",
     "is_feasible",
     "make_storage",
     "open_study",
+    "recommended_trial",
     "recover_stale_trials",
     "restart_server",
     "run_study",

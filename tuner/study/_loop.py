@@ -31,6 +31,7 @@ from tuner.search import make_pruner, make_sampler, pruning_savings
 from tuner.services import BaseService
 from tuner.space import Value, format_value, render, suggest
 from tuner.study import _attrs as attrs
+from tuner.study._confirm import maybe_confirm, recommended_trial
 from tuner.study._objective import Evidence, TrialParts, TrialRunner
 from tuner.study._storage import open_study
 from tuner.target import base_spec
@@ -289,8 +290,12 @@ def run_study(
     parts_factory: PartsFactory | None = None,
     service: BaseService | None = None,
     console: Console | None = None,
+    confirm: bool = False,
 ) -> RunSummary:
-    """Run trials until the study holds ``trials`` counted trials in total (a resume continues to N)."""
+    """Run trials until the study holds ``trials`` counted trials in total (a resume continues to N).
+
+    Then re-measure the top configs (``[search] confirm_top``; ``confirm=True`` forces it, for
+    ``tune best --confirm``)."""
     # Imported here: these packages import tuner.study themselves.
     from tuner.lock import TargetLock, lock_path_for
     from tuner.report import write_study_note
@@ -328,6 +333,7 @@ def run_study(
             try:
                 with _signals_raise():
                     _drive(study, config, runner, base, console, target, progress)
+                    maybe_confirm(study, config, parts=parts, base=base, console=console, force=confirm)
             except KeyboardInterrupt:
                 progress.interrupted = True
                 console.line("interrupted: the running trial is marked FAIL and will be retried on resume")
@@ -344,6 +350,7 @@ def run_study(
     # The study-level figure of what regression pruning saved (each trial records its own share).
     study.set_user_attr(attrs.PRUNING_SAVED_S, round(pruning_savings(study), 3))
     best = best_trials(study)
+    best = [recommended_trial(study) or best[0]] if len(best) == 1 else best  # a confirmed winner first
     summary = RunSummary(
         study_name=study.study_name,
         target=target,
@@ -519,7 +526,7 @@ def _on_exit(
         service.stop()
         return
     if action == "best":
-        best = best_trials(study)
+        best = [t for t in (recommended_trial(study),) if t is not None]
         if not best:
             console.line("no feasible best trial: restoring the baseline instead")
             action = "baseline"
