@@ -109,6 +109,7 @@ def run_one(task: tuple[str, str, str, int, int, float, float, dict[str, Any]]) 
                     cache[key] = true_objective(config, t.params)
                 best_value, best_true = t.values[0], cache[key]
             fractions.append(best_true / optimum)
+        trials_labels = list(run.clock.trials)
         repeats = [
             len(t.user_attrs.get(f"{sc.name}.repeats", []))
             for t in counted
@@ -125,10 +126,30 @@ def run_one(task: tuple[str, str, str, int, int, float, float, dict[str, Any]]) 
                 1 for t in counted if t.state.name == "PRUNED" and t.user_attrs.get("pruning_saved_s") is None
             ),
             "saved_s": pruning_savings(study),
-            "bench_s": run.clock.seconds(what="benchmark"),
+            "bench_s": sum(run.clock.seconds(lab, what="benchmark") for lab in trials_labels if not _confirm(lab)),
+            "confirm_s": sum(run.clock.seconds(lab, what="benchmark") for lab in trials_labels if _confirm(lab)),
+            "confirmed": _confirmed_fraction(study, config, optimum, cache),
             "total_s": run.clock.seconds(),
             "wall_s": wall,
         }
+
+
+def _confirm(label: str) -> bool:
+    return label.startswith("confirm-")
+
+
+def _confirmed_fraction(study: Any, config: Any, optimum: float, cache: dict[tuple[Any, ...], float]) -> float:
+    """True value of the config the study recommends after its end-of-study confirmation."""
+    from tuner.search import true_objective
+    from tuner.study import recommended_trial
+
+    t = recommended_trial(study)
+    if t is None:
+        return 0.0
+    key = tuple(sorted(t.params.items()))
+    if key not in cache:
+        cache[key] = true_objective(config, t.params)
+    return cache[key] / optimum
 
 
 def _regression_pruned(t: Any) -> bool:
@@ -204,7 +225,8 @@ def main() -> int:
         + " | ".join(f"median @{k}" for k in checkpoints)
         + f" | worst @{args.trials} | median trials to {TARGET:.0%} | seeds reaching {TARGET:.0%} "
         + "| failed/pruned trials (median) | benchmark time saved by pruning (modelled) "
-        + "| benchmark time (modelled, all seeds) | repeats per scenario (mean) |"
+        + "| benchmark time (modelled, all seeds) | repeats per scenario (mean) "
+        + f"| confirmed best @{args.trials}: median / worst | confirmation time (modelled) |"
     )
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
@@ -227,7 +249,9 @@ def main() -> int:
             + f" | {statistics.median(r['failed'] for r in rows):.0f}"
             + f"/{statistics.median(r['pruned'] for r in rows):.0f}"
             + f" | {share}"
-            + f" | {bench / 3600:.1f} h | {statistics.fmean(r['repeats'] for r in rows):.2f} |"
+            + f" | {bench / 3600:.2f} h | {statistics.fmean(r['repeats'] for r in rows):.2f}"
+            + f" | {statistics.median(r['confirmed'] for r in rows):.1%} / {min(r['confirmed'] for r in rows):.1%}"
+            + f" | {sum(r['confirm_s'] for r in rows) / 3600:.2f} h |"
         )
     print("\ngrid has only its 4 distinct configs: its later columns repeat its final value.")
     return 0
