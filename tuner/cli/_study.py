@@ -13,6 +13,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_study_args(p)
     p.add_argument("--trials", type=int, default=None, help="total trials to reach (default: the config's)")
     p.add_argument("--force-config", action="store_true", help="continue a study even though its search space changed")
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument(
+        "--hours", type=float, default=None, help="time budget: start no trial expected to end after it"
+    )
+    budget.add_argument("--until", metavar="HH:MM", default=None, help="deadline (local time), e.g. 07:30")
     p.set_defaults(func=_start)
 
     p = sub.add_parser("resume", help="continue a study with the config stored in it")
@@ -47,6 +52,7 @@ def _start(args: argparse.Namespace) -> int:
         storage=args.storage,
         study_name=args.study,
         force_config=args.force_config,
+        deadline=_deadline(args),
     )
     _print_summary(summary)
     return 0
@@ -72,6 +78,24 @@ def _confirm(args: argparse.Namespace) -> None:
     run_study(config, trials=0, storage=storage, study_name=name, confirm=True)
 
 
+def _deadline(args: argparse.Namespace) -> float | None:
+    import time
+
+    from tuner.errors import TuneError
+    from tuner.study._budget import parse_until
+
+    if args.hours is not None:
+        if args.hours <= 0:
+            raise TuneError(f"--hours must be > 0, got {args.hours}")
+        return time.time() + args.hours * 3600
+    if args.until is not None:
+        try:
+            return parse_until(args.until)
+        except ValueError as exc:
+            raise TuneError(str(exc)) from None
+    return None
+
+
 def _print_summary(summary: Any) -> None:
     best = (
         f"best trial #{summary.best_number}: {' / '.join(f'{v:.1f}' for v in summary.best_values or ())}"
@@ -79,8 +103,11 @@ def _print_summary(summary: Any) -> None:
         if summary.best_number is not None
         else "no feasible trial"
     )
+    from tuner.study._loop import UNTIL_DEADLINE
+
+    of = f"/{summary.target}" if summary.target != UNTIL_DEADLINE else ""
     print(
-        f"study {summary.study_name}: {summary.counted}/{summary.target} trials ({summary.ran} run now, "
+        f"study {summary.study_name}: {summary.counted}{of} trials ({summary.ran} run now, "
         f"{summary.seconds:.0f} s); {best}"
     )
 

@@ -31,8 +31,10 @@ from tuner.search import make_pruner, make_sampler, pruning_savings
 from tuner.services import BaseService
 from tuner.space import Value, format_value, render, suggest
 from tuner.study import _attrs as attrs
+from tuner.study._budget import TimeBudget
 from tuner.study._confirm import maybe_confirm, recommended_trial
 from tuner.study._objective import Evidence, TrialParts, TrialRunner
+from tuner.study._partial import measured_text
 from tuner.study._storage import open_study
 from tuner.target import base_spec
 
@@ -44,6 +46,14 @@ STALE_AFTER_S = 90.0
 MAX_UNCOUNTED_IN_A_ROW = 200
 MAX_HOST_ERRORS_IN_A_ROW = 3
 MAX_BRANCH_TRIES = 20
+
+
+#: The trial target of ``--hours``/``--until`` without ``--trials``: run until the deadline.
+UNTIL_DEADLINE = 10**9
+
+
+class DeadlineReached(Exception):
+    """The next trial would end after the deadline: the loop stops before starting it."""
 
 
 class Interrupted(TuneError):
@@ -253,6 +263,7 @@ class Console:
         self._stream = stream or sys.stderr
         self._live = self._stream.isatty() if live is None else live
         self._last_live = -math.inf
+        self._last_key = ""
         self._dirty = False
 
     def line(self, text: str) -> None:
@@ -268,10 +279,12 @@ class Console:
             self._stream.flush()
             self._dirty = True
             return
-        # A log file gets the status every 15 s at most: enough to see a 6-minute load progress.
+        # A log file gets updates of one activity (the text before its first ':') every 15 s at most: enough to
+        # see a 6-minute load progress. A new activity (the next scenario's result) is always written.
         now = time.monotonic()
-        if now - self._last_live >= 15:
-            self._last_live = now
+        key = text.split(":", 1)[0]
+        if key != self._last_key or now - self._last_live >= 15:
+            self._last_live, self._last_key = now, key
             self.line("  " + text)
 
 
@@ -291,11 +304,13 @@ def run_study(
     service: BaseService | None = None,
     console: Console | None = None,
     confirm: bool = False,
+    deadline: float | None = None,
 ) -> RunSummary:
     """Run trials until the study holds ``trials`` counted trials in total (a resume continues to N).
 
     Then re-measure the top configs (``[search] confirm_top``; ``confirm=True`` forces it, for
-    ``tune best --confirm``)."""
+    ``tune best --confirm``). ``deadline`` (Unix time, ``--hours``/``--until``): no trial starts that the
+    cost model says would end after it; without ``trials`` the study then runs until the deadline."""
     # Imported here: these packages import tuner.study themselves.
     from tuner.lock import TargetLock, lock_path_for
     from tuner.report import write_study_note
@@ -303,7 +318,7 @@ def run_study(
     from tuner.target import make_host, make_service
 
     console = console or Console()
-    target = trials if trials is not None else config.study.trials
+    target = trials if trials is not None else (UNTIL_DEADLINE if deadline else config.study.trials)
     study = open_study(config, storage=storage, study_name=study_name, force_config=force_config)
     # The sampler's seed is offset by what the study already holds (see make_sampler).
     study.sampler = make_sampler(config, offset=len(study.trials))
@@ -332,8 +347,10 @@ def run_study(
         with lock:
             try:
                 with _signals_raise():
-                    _drive(study, config, runner, base, console, target, progress)
-                    maybe_confirm(study, config, parts=parts, base=base, console=console, force=confirm)
+                    budget = TimeBudget(deadline=deadline, config=config)
+                    _drive(study, config, runner, base, console, target, progress, budget)
+                    if budget.remaining_s() > 0:
+                        maybe_confirm(study, config, parts=parts, base=base, console=console, force=confirm)
             except KeyboardInterrupt:
                 progress.interrupted = True
                 console.line("interrupted: the running trial is marked FAIL and will be retried on resume")
@@ -382,8 +399,8 @@ def _drive(
     console: Console,
     target: int,
     progress: _Progress,
+    budget: TimeBudget,
 ) -> None:
-    durations: list[float] = []
     uncounted_in_a_row = 0
     host_errors_in_a_row = 0
     # Other workers' running trials count as in flight, so several workers sharing a study stop at N together.
@@ -399,7 +416,10 @@ def _drive(
         trial.set_user_attr(attrs.WORKER, _worker_id())
         t0 = time.monotonic()
         try:
-            counted = _run_one(study, trial, config, runner, base, console, done, target, durations)
+            counted = _run_one(study, trial, config, runner, base, console, done, target, budget)
+        except DeadlineReached as stop:
+            console.line(str(stop))
+            return
         except KeyboardInterrupt:
             study._storage.set_trial_user_attr(trial._trial_id, attrs.INTERRUPTED, "Ctrl-C or SIGTERM")
             study.tell(trial, state=TrialState.FAIL)
@@ -422,7 +442,7 @@ def _drive(
         if counted:
             progress.ran += 1
             uncounted_in_a_row = 0
-            durations.append(time.monotonic() - t0)
+            budget.record(trial.params, time.monotonic() - t0)
         else:
             uncounted_in_a_row += 1
 
@@ -436,7 +456,7 @@ def _run_one(
     console: Console,
     done: int,
     target: int,
-    durations: list[float],
+    budget: TimeBudget,
 ) -> bool:
     """Run one asked trial to its end; True when it counts towards the target."""
     from tuner.report import mark_feasibility
@@ -469,24 +489,33 @@ def _run_one(
         return False
     is_baseline = bool(trial.user_attrs.get(attrs.BASELINE))
     spec = base if is_baseline else render(config.space, base, params)
+    if not budget.fits(params):
+        trial.set_user_attr(attrs.INTERRUPTED, "deadline: would end after it")
+        study.tell(trial, state=TrialState.FAIL)
+        _requeue(study, study.trials[trial.number])  # a later run starts with it
+        raise DeadlineReached(
+            f"stopping: a trial takes ~{_fmt_duration(budget.expected(params) or 0)}, "
+            f"{_fmt_duration(max(0.0, budget.remaining_s()))} remain before the deadline"
+        )
     eta = ""
-    if durations:
-        mean = sum(durations) / len(durations)
+    mean = budget.expected()
+    if mean is not None and target != UNTIL_DEADLINE:
         eta = f", ETA {_fmt_duration(mean * (target - done))}"
     label = "baseline" if is_baseline else "trial"
-    console.line(f"[{done + 1}/{target}{eta}] trial #{trial.number} ({label}): {_describe(params)}")
+    of = f"/{target}" if target != UNTIL_DEADLINE else ""
+    console.line(f"[{done + 1}{of}{eta}{budget.describe()}] trial #{trial.number} ({label}): {_describe(params)}")
     with _Heartbeat(study, trial):
         try:
             result = runner.run(trial, spec, label=f"trial-{trial.number:04d}")
         except TrialFailure as failure:
-            console.line(f"  pruned: [{failure.phase}] {failure.reason}")
+            console.line(f"  pruned: [{failure.phase}] {failure.reason}{measured_text(trial, config)}")
             study.tell(trial, state=TrialState.PRUNED)
             return True
     mark_feasibility(trial)
     study.tell(trial, list(result.values))
     best = best_trials(study)
     best_text = f"; best #{best[0].number} {_values(best[0].values)}" if best else ""
-    console.line(f"  score {_values(result.values)}{best_text}")
+    console.line(f"  score {_values(result.values)}{measured_text(trial, config)}{best_text}")
     return True
 
 

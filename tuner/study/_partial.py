@@ -20,7 +20,7 @@ from tuner.bench import ReferenceLookup, ScenarioResult
 from tuner.config import StudyConfig
 from tuner.study import _attrs as attrs
 
-__all__ = ["PartialObjective", "reference_lookup"]
+__all__ = ["PartialObjective", "measured_text", "reference_lookup"]
 
 
 class PartialObjective:
@@ -81,3 +81,19 @@ def reference_lookup(trial: optuna.Trial) -> ReferenceLookup | None:
     if not isinstance(pruner, RegressionPruner) or len(trial.study.directions) > 1:
         return None
     return pruner.reference_lookup(trial.study, exclude=trial.number)
+
+
+def measured_text(trial: optuna.Trial, config: StudyConfig) -> str:
+    """``; c1-short 140.1 (142.6 ± 2.5, 2 repeats), ...``: every scenario the trial measured, in run order."""
+    user = trial.user_attrs
+    parts = []
+    for s in config.benchmark.in_run_order():
+        value = user.get(attrs.scenario_key(s.name, "score"))
+        if not isinstance(value, int | float):
+            continue
+        point = user.get(attrs.scenario_key(s.name, "point"), value)
+        hw = user.get(attrs.scenario_key(s.name, "half_width"))
+        n = len(user.get(attrs.scenario_key(s.name, "repeats")) or ())
+        spread = f" ± {hw:.1f}" if isinstance(hw, int | float) else ""
+        parts.append(f"{s.name} {value:.1f} ({point:.1f}{spread}, {n} repeat{'s' if n != 1 else ''})")
+    return "; " + ", ".join(parts) if parts else ""
