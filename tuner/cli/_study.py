@@ -123,6 +123,7 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def trial_row(t: Any, scenarios: list[str]) -> dict[str, Any]:
+    from tuner.report._facts import outcome
     from tuner.study import _attrs as attrs
 
     row: dict[str, Any] = {
@@ -137,9 +138,16 @@ def trial_row(t: Any, scenarios: list[str]) -> dict[str, Any]:
         "gate": t.user_attrs.get(attrs.GATE),
         "feasible": all(v <= 0 for v in t.constraints.values()),
         "tok_s": {s: t.user_attrs.get(attrs.scenario_key(s, "tok_s")) for s in scenarios},
+        "scenario_scores": {
+            s: {f: t.user_attrs.get(attrs.scenario_key(s, f)) for f in ("score", "point", "half_width", "stopped")}
+            for s in scenarios
+        },
+        "repeats": {s: len(t.user_attrs.get(attrs.scenario_key(s, "repeats")) or ()) for s in scenarios},
         "accept_length": {s: t.user_attrs.get(attrs.scenario_key(s, "accept_length")) for s in scenarios},
         "failure_phase": t.user_attrs.get(attrs.FAILURE_PHASE),
         "failure_reason": t.user_attrs.get(attrs.FAILURE_REASON),
+        "failure_kind": t.user_attrs.get("failure_kind"),
+        "outcome": outcome(t),
         "duplicate_of": t.user_attrs.get(attrs.DUPLICATE_OF),
         "rejected": bool(t.user_attrs.get(attrs.REJECTED)),
         "command": t.user_attrs.get(attrs.COMMAND),
@@ -162,12 +170,17 @@ def _status(args: argparse.Namespace) -> int:
     saved = study.user_attrs.get("pruning_saved_s")
     saved_text = f"; regression pruning saved {saved:.0f} s of benchmark" if saved else ""
     print(f"study {study.study_name}: {counted_trials(study)}/{config.study.trials} counted trials{saved_text}")
-    head = f"{'#':>4} {'state':<8} {'score':>8} " + " ".join(f"{s[:10]:>10}" for s in scenarios) + "  params / reason"
+    print("per scenario: score (point ± half-width) tok/s ×repeats; score = lower bound of the interval")
+    head = (
+        f"{'#':>4} {'state':<8} {'score':>8} {'gate':>5} "
+        + " ".join(f"{s[:_COL]:>{_COL}}" for s in scenarios)
+        + "  params / reason"
+    )
     print(head)
     for r in rows:
         # A PRUNED trial carries its last intermediate value in Optuna: not a score.
         score = "/".join(f"{v:.1f}" for v in r["values"]) if r["values"] and r["state"] == "COMPLETE" else "-"
-        toks = " ".join(f"{v:>10.1f}" if isinstance(v, int | float) else f"{'-':>10}" for v in r["tok_s"].values())
+        toks = " ".join(f"{_scenario_cell(r, s):>{_COL}}" for s in scenarios)
         notes = []
         if r["baseline"]:
             notes.append("baseline")
@@ -180,13 +193,28 @@ def _status(args: argparse.Namespace) -> int:
         if r["duplicate_of"] is not None:
             notes.append(f"repeat of #{r['duplicate_of']}")
         if r["failure_reason"]:
-            notes.append(f"[{r['failure_phase']}] {r['failure_reason']}")
+            kind = f"{r['failure_kind']}, " if r["failure_kind"] else ""
+            notes.append(f"{r['outcome']} [{kind}{r['failure_phase']}] {r['failure_reason']}")
         params = " ".join(f"{k}={format_value(v)}" for k, v in r["params"].items())
         print(
-            f"{r['number']:>4} {r['state']:<8} {score:>8} {toks}  {params}"
+            f"{r['number']:>4} {r['state']:<8} {score:>8} {r['gate'] or '-':>5} {toks}  {params}"
             + (f"  <{'; '.join(notes)}>" if notes else "")
         )
     return 0
+
+
+_COL = 22
+
+
+def _scenario_cell(row: dict[str, Any], scenario: str) -> str:
+    """``140.1 (142.6 ± 2.5) ×2`` from a status row; ``-`` when the scenario was not measured."""
+    fig = row["scenario_scores"][scenario]
+    if not isinstance(fig["score"], int | float):
+        tok_s = row["tok_s"][scenario]
+        return f"{tok_s:.1f}" if isinstance(tok_s, int | float) else "-"  # a trial from before scores were stored
+    point = fig["point"] if isinstance(fig["point"], int | float) else fig["score"]
+    hw = f" ± {fig['half_width']:.1f}" if isinstance(fig["half_width"], int | float) else ""
+    return f"{fig['score']:.1f} ({point:.1f}{hw}) ×{row['repeats'][scenario]}"
 
 
 def _best(args: argparse.Namespace) -> int:

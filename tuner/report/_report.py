@@ -17,18 +17,20 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.config import StudyConfig
 from tuner.report._export import choose_trial, export_dropin, launch_spec
 from tuner.report._facts import (
+    OUTCOMES,
     baseline_trial,
     best_feasible,
     compare_scenarios,
     failure_groups,
     feasibility_label,
+    outcome,
     params_text,
     rank_value,
     scenario_figure,
 )
 from tuner.space import format_value
 from tuner.study import _attrs as attrs
-from tuner.study import counted_trials, is_counted, is_feasible
+from tuner.study import confirmation_text, counted_trials, is_counted, is_feasible
 
 __all__ = ["MIN_IMPORTANCE_TRIALS", "Report", "build_report", "importances"]
 
@@ -146,9 +148,8 @@ def build_report(study: optuna.Study, config: StudyConfig, out_dir: Path) -> Rep
     states = Counter(t.state.name for t in trials)
     rejected = sum(1 for t in trials if t.user_attrs.get(attrs.REJECTED))
     repeats = sum(1 for t in trials if t.user_attrs.get(attrs.DUPLICATE_OF) is not None)
-    n_feasible = sum(1 for t in trials if is_counted(t) and is_feasible(t))
-    n_infeasible = sum(1 for t in trials if is_counted(t) and t.state == TrialState.COMPLETE and not is_feasible(t))
-    n_failed = sum(1 for t in trials if is_counted(t) and t.state == TrialState.PRUNED)
+    outcomes = Counter(outcome(t) for t in trials if is_counted(t))
+    outcome_text = ", ".join(f"{outcomes[o]} {o}" for o in OUTCOMES if outcomes[o] or o in OUTCOMES[:3])
     starts = [t.datetime_start for t in trials if t.datetime_start]
     ends = [t.datetime_complete for t in trials if t.datetime_complete]
     span = f"{min(starts):%Y-%m-%d %H:%M} → {max(ends):%Y-%m-%d %H:%M}" if starts and ends else "-"
@@ -157,8 +158,7 @@ def build_report(study: optuna.Study, config: StudyConfig, out_dir: Path) -> Rep
         "",
         f"Generated {dt.datetime.now():%Y-%m-%d %H:%M} from {config.source}. Trials ran {span}.",
         "",
-        f"- **{counted_trials(study)}/{config.study.trials}** counted trials: {n_feasible} feasible, "
-        f"{n_infeasible} infeasible (failed the correctness gate), {n_failed} failed to start or run.",
+        f"- **{counted_trials(study)}/{config.study.trials}** counted trials: {outcome_text}.",
         f"- Not counted: {rejected} samples rejected by constraints, {repeats} repeats of measured configs, "
         f"{states.get('FAIL', 0)} interrupted, {states.get('RUNNING', 0)} running.",
         f"- Objective: {', '.join(study.metric_names or ['score'])} (higher is better).",
@@ -176,6 +176,13 @@ def build_report(study: optuna.Study, config: StudyConfig, out_dir: Path) -> Rep
         md += [
             f"**Best feasible config: trial #{best.number}**, score {_score(best)}{gain}, "
             f"gate {best.user_attrs.get(attrs.GATE, 'n/a')}.",
+            "",
+        ]
+        confirmed = confirmation_text(study)
+        md += [
+            (confirmed[0].upper() + confirmed[1:] + ".")
+            if confirmed
+            else "Not confirmed: the top configs were not re-measured (`tune best --confirm` does it).",
             "",
         ]
         if len(best_list) > 1:
@@ -280,9 +287,9 @@ def build_report(study: optuna.Study, config: StudyConfig, out_dir: Path) -> Rep
         for g in groups:
             phases[g.phase] += len(g.trials)
         md += [
-            "By phase: " + ", ".join(f"{p} {n}" for p, n in phases.most_common()) + ".",
+            "By outcome: " + ", ".join(f"{p} {n}" for p, n in phases.most_common()) + ".",
             "",
-            "| phase | reason | count | trials |",
+            "| outcome | reason | count | trials |",
             "|---|---|---|---|",
         ]
         for g in groups:
@@ -335,7 +342,7 @@ def build_report(study: optuna.Study, config: StudyConfig, out_dir: Path) -> Rep
         draw("map", lambda: _plot_map(mapped, out_dir, x, y, target_name, title))
         md += [
             f"`{x}` × `{y}` over {len(mapped)} counted trials: colour = score of feasible trials, "
-            "red × = infeasible, grey ○ = failed.",
+            "red × = infeasible, blue ◇ = regression-pruned (slower than the best), grey ○ = failed.",
             "",
         ]
         md += _image(plots, skipped, "map", f"{x} x {y}")
