@@ -13,12 +13,11 @@ import pytest
 from optuna.trial import TrialState
 
 from tuner.config import load_config
-from tuner.search import ModelService, model_parts
-from tuner.study import _attrs as attrs
-from tuner.study import run_study
-from tuner.study._budget import TimeBudget, parse_until
-from tuner.study._loop import UNTIL_DEADLINE, Console
+from tuner.sim.inprocess import ModelService, model_parts, model_target
+from tuner.study import Console, run_study
+from tuner.study._budget import UNTIL_DEADLINE, TimeBudget, parse_until
 from tuner.target import base_spec
+from tuner.trials import attrs
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = load_config(ROOT / "studies" / "demo.toml")
@@ -60,7 +59,7 @@ def test_study_stops_before_a_trial_that_would_end_after_the_deadline(tmp_path: 
     summary = run_study(
         config,
         storage=storage,
-        service=service,
+        target=model_target(config, service),
         parts_factory=functools.partial(model_parts, seed=0),
         console=Console(stream=open(tmp_path / "log.txt", "w"), live=False),  # noqa: SIM115 - closed with the test
         deadline=deadline,

@@ -103,7 +103,7 @@ def _print_summary(summary: Any) -> None:
         if summary.best_number is not None
         else "no feasible trial"
     )
-    from tuner.study._loop import UNTIL_DEADLINE
+    from tuner.study._budget import UNTIL_DEADLINE
 
     of = f"/{summary.target}" if summary.target != UNTIL_DEADLINE else ""
     print(
@@ -124,7 +124,7 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any]:
 
 def trial_row(t: Any, scenarios: list[str]) -> dict[str, Any]:
     from tuner.report._facts import outcome
-    from tuner.study import _attrs as attrs
+    from tuner.trials import attrs
 
     row: dict[str, Any] = {
         "number": t.number,
@@ -220,10 +220,10 @@ def _scenario_cell(row: dict[str, Any], scenario: str) -> str:
 def _best(args: argparse.Namespace) -> int:
     from tuner.search import per_scenario_best
     from tuner.space import format_value, render
-    from tuner.study import _attrs as attrs
     from tuner.study import best_trials
     from tuner.study._confirm import confirmation_text, recommended_trial
     from tuner.target import base_spec
+    from tuner.trials import attrs
 
     if args.confirm:
         _confirm(args)

@@ -15,7 +15,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.report._facts import ScenarioComparison, feasibility_label
-from tuner.study import _attrs as attrs
+from tuner.trials import attrs
 
 __all__ = [
     "plot_history",

@@ -13,10 +13,21 @@ import math
 import time
 from collections.abc import Mapping
 
+import optuna
+from optuna.trial import TrialState
+
 from tuner.config import StudyConfig
 from tuner.space import Value
+from tuner.trials import attrs
 
-__all__ = ["TimeBudget", "parse_until"]
+__all__ = ["UNTIL_DEADLINE", "DeadlineReached", "TimeBudget", "parse_until"]
+
+#: The trial target of ``--hours``/``--until`` without ``--trials``: run until the deadline.
+UNTIL_DEADLINE = 10**9
+
+
+class DeadlineReached(Exception):
+    """The next trial would end after the deadline: the loop stops before starting it."""
 
 
 def parse_until(text: str, *, now: dt.datetime | None = None) -> float:
@@ -61,6 +72,20 @@ class TimeBudget:
         expected = self.expected(params)
         return expected is None or expected <= self.remaining_s(now)
 
+    def check(self, study: optuna.Study, trial: optuna.Trial, params: Mapping[str, Value]) -> None:
+        """Raise :class:`DeadlineReached` (the asked trial told FAIL, its params re-enqueued) when it would end late."""
+        from tuner.study._recovery import requeue
+
+        if self.fits(params):
+            return
+        trial.set_user_attr(attrs.INTERRUPTED, "deadline: would end after it")
+        study.tell(trial, state=TrialState.FAIL)
+        requeue(study, study.trials[trial.number])  # a later run starts with it
+        raise DeadlineReached(
+            f"stopping: a trial takes ~{_duration(self.expected(params) or 0)}, "
+            f"{_duration(max(0.0, self.remaining_s()))} remain before the deadline"
+        )
+
     def expected_trials(self, now: float | None = None) -> int | None:
         """How many more trials the mean trial time says fit before the deadline (None: no deadline or model)."""
         expected = self.expected()
@@ -74,3 +99,9 @@ class TimeBudget:
         if more is None or self.deadline is None:
             return ""
         return f", ~{more} more fit before {dt.datetime.fromtimestamp(self.deadline):%H:%M}"
+
+
+def _duration(seconds: float) -> str:
+    from tuner.study._console import fmt_duration
+
+    return fmt_duration(seconds)

@@ -24,22 +24,12 @@ from optuna.trial import FrozenTrial
 from tuner.bench import ScenarioResult
 from tuner.config import StudyConfig
 from tuner.errors import TrialFailure
-from tuner.services import BaseService
 from tuner.space import render
-from tuner.study._objective import (
-    BenchmarkOutcome,
-    TrialParts,
-    apply_config,
-    await_ready,
-    benchmark_server,
-    restart_server,
-    score,
-    verify_applied,
-)
+from tuner.study._objective import BenchmarkOutcome, TrialParts, benchmark_server, score
+from tuner.trials import CONFIRMATION, attrs, confirmation_text, is_counted, is_feasible, recommended_trial
 
 __all__ = ["CONFIRMATION", "Confirmation", "confirm_top", "recommended_trial"]
 
-CONFIRMATION = "confirmation"
 ROUNDS = 2
 
 
@@ -54,8 +44,6 @@ class Confirmation:
 
 def top_trials(study: optuna.Study, k: int) -> list[FrozenTrial]:
     """The ``k`` best feasible counted trials by their own measurement (single objective), distinct params."""
-    from tuner.study._loop import is_counted, is_feasible
-
     done = [t for t in study.get_trials(deepcopy=False) if is_counted(t) and is_feasible(t)]
     done.sort(key=lambda t: t.values[0], reverse=True)
     top: list[FrozenTrial] = []
@@ -70,7 +58,6 @@ def confirm_top(
     config: StudyConfig,
     *,
     parts: TrialParts,
-    base: Any,
     k: int,
     progress: Any = None,
 ) -> Confirmation | None:
@@ -92,7 +79,8 @@ def confirm_top(
         for t in top:
             if t.number in errors:
                 continue
-            spec = base if t.user_attrs.get("baseline") else render(config.space, base, t.params)
+            base = parts.target.base
+            spec = None if t.user_attrs.get(attrs.BASELINE) else render(config.space, base, t.params)
             try:
                 results = _measure(parts, config, spec, label=f"confirm-{t.number:04d}-{r + 1}")
             except TrialFailure as failure:
@@ -107,16 +95,12 @@ def confirm_top(
 
 def _measure(parts: TrialParts, config: StudyConfig, spec: Any, *, label: str) -> tuple[ScenarioResult, ...]:
     """One visit: apply, restart, wait until the new process serves, benchmark every scenario."""
-    service: BaseService = parts.service
-    applied = apply_config(service, spec)
-    restarted = restart_server(service, label=label)
-    ready = await_ready(service, restarted, endpoint=parts.endpoint, config=config, progress=None,
-                        readiness=parts.readiness)  # fmt: skip
-    verify_applied(service, applied)
-    bench = parts.benchmark(ready.endpoint or parts.endpoint)
+    target = parts.target
+    up = target.bring_up(spec, label=label)
+    bench = parts.benchmark(up.ready.endpoint or target.endpoint)
     try:
         outcome = benchmark_server(
-            bench, config.benchmark, service=service, restarted=restarted, on_result=lambda step, r: None
+            bench, config.benchmark, service=target.service, restarted=up.restarted, on_result=lambda step, r: None
         )
     finally:
         bench.close()
@@ -166,39 +150,11 @@ def _record(
     return result
 
 
-def confirmation_text(study: optuna.Study) -> str | None:
-    """One line on whether the winner held its place on re-measurement (None: no confirmation yet)."""
-    c = study.user_attrs.get(CONFIRMATION)
-    if not isinstance(c, dict):
-        return None
-    values = c.get("values", {})
-    shown = ", ".join(f"#{n} {v:.1f}" for n, v in sorted(values.items(), key=lambda kv: -kv[1]))
-    if c.get("held"):
-        rounds = c.get("rounds", ROUNDS)
-        return f"confirmation: the winner held (#{c['winner']} best again over {rounds} rounds: {shown})"
-    return (
-        f"confirmation: the winner did NOT hold: #{c['winner']} beat #{c['best_before']} on re-measurement "
-        f"({shown}); #{c['winner']} is recommended"
-    )
-
-
-def recommended_trial(study: optuna.Study) -> FrozenTrial | None:
-    """The confirmed winner when the study was confirmed, else the best trial by its own measurement."""
-    from tuner.study._loop import best_trials
-
-    c = study.user_attrs.get(CONFIRMATION)
-    if isinstance(c, dict) and isinstance(c.get("winner"), int) and len(study.directions) == 1:
-        return study.trials[c["winner"]]
-    best = best_trials(study)
-    return best[0] if best else None
-
-
 def maybe_confirm(
     study: optuna.Study,
     config: StudyConfig,
     *,
     parts: TrialParts,
-    base: Any,
     console: Any,
     force: bool = False,
 ) -> Confirmation | None:
@@ -213,4 +169,4 @@ def maybe_confirm(
     done = study.user_attrs.get(CONFIRMATION)
     if not force and isinstance(done, dict) and done.get("trials") == top:
         return None
-    return confirm_top(study, config, parts=parts, base=base, k=max(k, 2), progress=console.line)
+    return confirm_top(study, config, parts=parts, k=max(k, 2), progress=console.line)

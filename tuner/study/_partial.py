@@ -18,7 +18,7 @@ from optuna.trial import FrozenTrial
 
 from tuner.bench import ReferenceLookup, ScenarioResult
 from tuner.config import StudyConfig
-from tuner.study import _attrs as attrs
+from tuner.trials import attrs, best_trials
 
 __all__ = ["PartialObjective", "measured_text", "reference_lookup"]
 
@@ -65,8 +65,6 @@ class PartialObjective:
 
 def projection_reference(study: optuna.Study, *, exclude: int) -> FrozenTrial | None:
     """The best feasible trial so far (single objective), the scale the partial objective is projected on."""
-    from tuner.study._loop import best_trials
-
     if len(study.directions) > 1:
         return None
     best = [t for t in best_trials(study) if t.number != exclude]
