@@ -15,10 +15,16 @@ Strategies:
 Two study files make two different tests: studies/demo.toml (the default) is easy, a tenth of random samples are
 within 2% of its optimum; studies/coding-agent.toml is the hard case, about 1% of its space is.
 
+``--repeats fixed,sequential`` compares repeat modes with the same seeds: ``fixed`` runs ``--fixed-repeats`` (2)
+repeats per scenario with no early stop (what study files with ``repeats = N`` do), ``sequential`` the study
+file's ``min_repeats``..``max_repeats`` policy (``tuner.bench.SequentialPolicy``). The benchmark time column
+leaves out the end-of-study confirmation, which has its own column (and "confirmed best" its own quality).
+
 Usage::
 
     .venv/bin/python scripts/bench_search.py --seeds 20 --trials 30
     .venv/bin/python scripts/bench_search.py --config studies/coding-agent.toml
+    .venv/bin/python scripts/bench_search.py --strategies tune --repeats fixed,sequential --seeds 10
 """
 
 from __future__ import annotations
