@@ -1,8 +1,9 @@
 """The HTTP benchmark: OpenAI-compatible streaming load against the live server, one scenario at a time.
 
 A scenario runs as: clients (and client processes, ``[benchmark] client_processes``) started -> warm-up
-(``warmup_requests``, awaited to completion so it cannot overlap the window) -> counters snapshot -> ``repeats``
-x (``/flush_cache``, measured run) -> counters snapshot -> summary, with the client-bound check
+(``warmup_requests``, awaited to completion so it cannot overlap the window) -> counters snapshot ->
+``min_repeats``..``max_repeats`` x (``/flush_cache``, measured run; after each, the sequential policy says whether
+another repeat is worth it) -> counters snapshot -> summary, with the client-bound check
 (:mod:`tuner.bench._alarm`). The sync :meth:`HttpBenchmark.run_scenario` runs the whole scenario in one
 ``asyncio.run``, so its connections (and processes) live for the scenario (the warm-up opens them; measured
 requests reuse them) and nothing leaks between scenarios.
@@ -29,6 +30,7 @@ from tuner.bench._base import BaseBenchmark, ScenarioResult
 from tuner.bench._load import LoadResult, LoadTarget, make_client
 from tuner.bench._prompts import build_prompt, prompt_seed
 from tuner.bench._request import RequestRecord, RequestSpec, recount
+from tuner.bench._sequential import RepeatDecision, SequentialPolicy
 from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between
 from tuner.bench._stats import percentile
 from tuner.bench._workers import LoadPlan, LoadRunner, choose_processes, make_runner
@@ -66,7 +68,6 @@ class HttpBenchmark(BaseBenchmark):
         request_rate: float | None = None,
         poisson: bool = True,
         abort_grace_s: float = 2.0,
-        ci_confidence: float = 0.95,
         on_repeat: RepeatCallback | None = None,
         cpu_budget_cores: float = CPU_BUDGET_CORES,
         min_start_delay_s: float = MIN_START_DELAY_S,
@@ -77,10 +78,10 @@ class HttpBenchmark(BaseBenchmark):
         self._endpoint = endpoint
         self._config = config
         self._plan = LoadPlan(request_rate=request_rate, poisson=poisson, abort_grace_s=abort_grace_s)
-        self._ci = ci_confidence
         self._on_repeat = on_repeat
         self._cpu_budget = cpu_budget_cores
         self._min_delay = min_start_delay_s
+        self.policy = SequentialPolicy.from_section(config)
         self._dialect = dialect or SGLangDialect()
         # Text is kept only where it will be counted: a server without stream usage but with a tokenizer.
         self._count_text = not self._dialect.stream_usage and self._dialect.tokenize_path is not None
@@ -167,35 +168,40 @@ class HttpBenchmark(BaseBenchmark):
                 if res.failures or res.cancelled:
                     raise await self._died(scenario, res, probe, during="warm-up")
             before = await probe.snapshot()
-            runs, flushed = await self._repeats(scenario, runner, probe, control)
+            runs, flushed, decision = await self._repeats(scenario, runner, probe, control)
             after = await probe.snapshot()
         client = client_load(
             runs, processes=runner.processes, cpu_budget_cores=self._cpu_budget, min_delay_s=self._min_delay
         )
-        return self._summarise(scenario, runs, before, after, flushed, client, seconds=time.monotonic() - t0)
+        result = self._summarise(scenario, runs, before, after, flushed, client, seconds=time.monotonic() - t0)
+        return result.stopped_by(decision)
 
     async def _repeats(
         self, scenario: Scenario, runner: LoadRunner, probe: ServerProbe, control: httpx.AsyncClient
-    ) -> tuple[list[LoadResult], bool | None]:
+    ) -> tuple[list[LoadResult], bool | None, RepeatDecision | None]:
+        """``min_repeats``..``max_repeats`` measured runs, as many as the sequential policy asks for."""
         cfg = self._config
         runs: list[LoadResult] = []
         repeats_tok_s: list[float] = []
         flushed: bool | None = None
-        for r in range(cfg.repeats):
+        decision: RepeatDecision | None = None
+        for r in range(cfg.max_repeats):
             if cfg.flush_cache:
                 ok = await probe.flush_cache()
                 flushed = ok if flushed is None else (flushed and ok)
             specs = self._specs(scenario, phase="measure", repeat=r, count=scenario.requests)
             res = await runner.run(specs, concurrency=scenario.concurrency, seed=cfg.seed + r)
             if res.failures or res.cancelled or len(res.records) != len(specs):
-                raise await self._died(scenario, res, probe, during=f"repeat {r + 1}/{cfg.repeats}")
+                raise await self._died(scenario, res, probe, during=f"repeat {r + 1}/{cfg.max_repeats}")
             if self._count_text:
                 await self._count_tokens(control, res.records)
             runs.append(res)
             repeats_tok_s.append(_aggregate_tok_s(res.records))
             if self._on_repeat is not None:
                 self._on_repeat(scenario, r, tuple(repeats_tok_s))
-        return runs, flushed
+            if (decision := self.next_repeat(scenario, repeats_tok_s)).stop:
+                break
+        return runs, flushed, decision
 
     def _summarise(
         self,
@@ -225,8 +231,7 @@ class HttpBenchmark(BaseBenchmark):
             scenario=scenario,
             repeats_tok_s=repeats_tok_s,
             repeats_per_stream_tok_s=per_stream,
-            mad_k=cfg.mad_k,
-            ci=self._ci,
+            confidence=cfg.confidence,
             ttft_p50_s=percentile(ttfts, 50),
             ttft_p99_s=percentile(ttfts, 99),
             itl_p50_s=percentile(itls, 50),

@@ -29,6 +29,8 @@ class SearchSection:
     """How sure the one-sided test must be that the config is slower by more than the margin."""
     prune_min_repeats: int = 2
     """Repeats each side needs before a comparison is trusted (one repeat has no noise estimate)."""
+    confirm_top: int = 3
+    """At the end of a study, re-measure this many top configs interleaved (A B C A B C); 0 or 1: off."""
 
 
 def parse_search(t: Table | None) -> SearchSection:
@@ -49,6 +51,7 @@ def parse_search(t: Table | None) -> SearchSection:
         prune_margin=t.float("prune_margin", d.prune_margin, min=0),
         prune_confidence=t.float("prune_confidence", d.prune_confidence, min=0),
         prune_min_repeats=t.int("prune_min_repeats", d.prune_min_repeats, min=2),
+        confirm_top=t.int("confirm_top", d.confirm_top, min=0),
     )
     # Both are open-ended on one side, which Table's inclusive bounds cannot say.
     if not section.prune_margin < 1.0:

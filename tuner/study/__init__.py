@@ -1,5 +1,6 @@
 """The study: Optuna storage, the trial's story, and the tuning loop."""
 
+from tuner.study._confirm import Confirmation, confirm_top, confirmation_text, recommended_trial
 from tuner.study._console import Console
 from tuner.study._loop import Interrupted, RunSummary, run_study
 from tuner.study._objective import (
@@ -17,6 +18,7 @@ from tuner.trials import best_trials, counted_trials, is_counted, is_feasible
 
 __all__ = [
     "BenchmarkOutcome",
+    "Confirmation",
     "Console",
     "Evidence",
     "FingerprintMismatch",
@@ -28,11 +30,14 @@ __all__ = [
     "benchmark_server",
     "best_trials",
     "config_from_study",
+    "confirm_top",
+    "confirmation_text",
     "counted_trials",
     "is_counted",
     "is_feasible",
     "make_storage",
     "open_study",
+    "recommended_trial",
     "recover_stale_trials",
     "run_study",
     "score",

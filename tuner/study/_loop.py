@@ -24,8 +24,11 @@ from tuner.config import StudyConfig
 from tuner.errors import HostError, TrialFailure, TuneError
 from tuner.search import make_pruner, make_sampler, pruning_savings
 from tuner.space import Value, render, suggest
+from tuner.study._budget import UNTIL_DEADLINE, DeadlineReached, TimeBudget
+from tuner.study._confirm import maybe_confirm, recommended_trial
 from tuner.study._console import Console, describe_params, fmt_duration, fmt_values
 from tuner.study._objective import Evidence, TrialParts, TrialRunner
+from tuner.study._partial import measured_text
 from tuner.study._recovery import Heartbeat, recover_stale_trials, requeue, worker_id
 from tuner.study._starts import enqueue_starting_points, find_duplicate, retry_branch
 from tuner.study._storage import open_study
@@ -81,16 +84,20 @@ def run_study(
     parts_factory: PartsFactory | None = None,
     target: Target | None = None,
     console: Console | None = None,
+    confirm: bool = False,
+    deadline: float | None = None,
 ) -> RunSummary:
     """Run trials until the study holds ``trials`` counted trials in total (a resume continues to N).
 
     ``target`` replaces the one the config describes (the in-process model brings its own); it is closed at
-    the end either way.
+    the end either way. Then the top configs are re-measured (``[search] confirm_top``; ``confirm=True``
+    forces it, for ``tune best --confirm``). ``deadline`` (Unix time, ``--hours``/``--until``): no trial starts
+    that the cost model says would end after it; without ``trials`` the study then runs until the deadline.
     """
     from tuner.study._parts import http_parts
 
     console = console or Console()
-    goal = trials if trials is not None else config.study.trials
+    goal = trials if trials is not None else (UNTIL_DEADLINE if deadline else config.study.trials)
     study = _prepare_study(config, storage=storage, study_name=study_name, force_config=force_config, console=console)
     if parts_factory is None:  # a real server: say once which dialect it speaks and what it lacks
         for line in config.dialect.describe():
@@ -104,7 +111,10 @@ def run_study(
     with target, target.locked():
         try:
             with _signals_raise():
-                _drive(study, config, runner, target.base, console, goal, progress)
+                budget = TimeBudget(deadline=deadline, config=config)
+                _drive(study, config, runner, target.base, console, goal, progress, budget)
+                if budget.remaining_s() > 0:
+                    maybe_confirm(study, config, parts=parts, console=console, force=confirm)
         except KeyboardInterrupt:
             progress.interrupted = True
             console.line("interrupted: the running trial is marked FAIL and will be retried on resume")
@@ -147,6 +157,7 @@ def _summarise(study: optuna.Study, *, goal: int, ran: int, seconds: float) -> R
     # The study-level figure of what regression pruning saved (each trial records its own share).
     study.set_user_attr(attrs.PRUNING_SAVED_S, round(pruning_savings(study), 3))
     best = best_trials(study)
+    best = [recommended_trial(study) or best[0]] if len(best) == 1 else best  # a confirmed winner first
     return RunSummary(
         study_name=study.study_name,
         target=goal,
@@ -172,8 +183,8 @@ def _drive(
     console: Console,
     target: int,
     progress: _Progress,
+    budget: TimeBudget,
 ) -> None:
-    durations: list[float] = []
     uncounted_in_a_row = 0
     host_errors_in_a_row = 0
     # Other workers' running trials count as in flight, so several workers sharing a study stop at N together.
@@ -189,7 +200,10 @@ def _drive(
         trial.set_user_attr(attrs.WORKER, worker_id())
         t0 = time.monotonic()
         try:
-            counted = _run_one(study, trial, config, runner, base, console, done, target, durations)
+            counted = _run_one(study, trial, config, runner, base, console, done, target, budget)
+        except DeadlineReached as stop:
+            console.line(str(stop))
+            return
         except KeyboardInterrupt:
             set_trial_attr(study, trial, attrs.INTERRUPTED, "Ctrl-C or SIGTERM")
             study.tell(trial, state=TrialState.FAIL)
@@ -212,7 +226,7 @@ def _drive(
         if counted:
             progress.ran += 1
             uncounted_in_a_row = 0
-            durations.append(time.monotonic() - t0)
+            budget.record(trial.params, time.monotonic() - t0)
         else:
             uncounted_in_a_row += 1
 
@@ -226,7 +240,7 @@ def _run_one(
     console: Console,
     done: int,
     target: int,
-    durations: list[float],
+    budget: TimeBudget,
 ) -> bool:
     """Run one asked trial to its end; True when it counts towards the target."""
     from tuner.report import mark_feasibility
@@ -236,24 +250,27 @@ def _run_one(
         return False
     is_baseline = bool(trial.user_attrs.get(attrs.BASELINE))
     spec = base if is_baseline else render(config.space, base, params)
+    budget.check(study, trial, params)
     eta = ""
-    if durations:
-        mean = sum(durations) / len(durations)
+    mean = budget.expected()
+    if mean is not None and target != UNTIL_DEADLINE:
         eta = f", ETA {fmt_duration(mean * (target - done))}"
     label = "baseline" if is_baseline else "trial"
-    console.line(f"[{done + 1}/{target}{eta}] trial #{trial.number} ({label}): {describe_params(params)}")
+    of = f"/{target}" if target != UNTIL_DEADLINE else ""
+    line = f"[{done + 1}{of}{eta}{budget.describe()}] trial #{trial.number} ({label}): {describe_params(params)}"
+    console.line(line)
     with Heartbeat(study, trial):
         try:
             result = runner.run(trial, spec, label=f"trial-{trial.number:04d}")
         except TrialFailure as failure:
-            console.line(f"  pruned: [{failure.phase}] {failure.reason}")
+            console.line(f"  pruned: [{failure.phase}] {failure.reason}{measured_text(trial, config)}")
             study.tell(trial, state=TrialState.PRUNED)
             return True
     mark_feasibility(trial)
     study.tell(trial, list(result.values))
     best = best_trials(study)
     best_text = f"; best #{best[0].number} {fmt_values(best[0].values)}" if best else ""
-    console.line(f"  score {fmt_values(result.values)}{best_text}")
+    console.line(f"  score {fmt_values(result.values)}{measured_text(trial, config)}{best_text}")
     return True
 
 
@@ -304,7 +321,7 @@ def _on_exit(config: StudyConfig, study: optuna.Study, target: Target, console: 
         return
     spec = None  # the baseline
     if action == "best":
-        best = best_trials(study)
+        best = [t for t in (recommended_trial(study),) if t is not None]
         if best:
             spec = render(config.space, target.base, best[0].params)
             console.line(f"restarting with the best config (trial #{best[0].number})")

@@ -29,6 +29,10 @@ SEED = "seed_trial"
 BRANCH = "branch"
 PRUNED_SKIPPED = "pruned_skipped_scenarios"
 PRUNING_SAVED_S = "pruning_saved_s"
+STEPS = "steps"
+"""The scenario measured at each intermediate step (``steps[i]`` for step ``i``)."""
+FAILURE_KIND = "failure_kind"
+"""``config`` or ``environment`` (the world's fault, not the config's), when a part of `tune` tells."""
 
 def scenario_key(scenario: str, key: str) -> str:
     """``<scenario>.<key>``: a per-scenario figure's user attr (the keys are in :mod:`tuner.metrics`)."""
