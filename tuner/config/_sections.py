@@ -34,6 +34,10 @@ class StudySection:
     seed: int | None = None
     on_exit: str = "baseline"
     artifacts_dir: Path = Path("runs/artifacts")
+    heartbeat_s: float = 20.0
+    """How often a running trial marks itself alive in the study (other workers watch it)."""
+    stale_after_s: float = 90.0
+    """A running trial whose heartbeat is older than this belongs to a dead worker: FAIL, retried elsewhere."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -166,7 +170,11 @@ def parse_study(t: Table, *, base_dir: Path, default_name: str) -> StudySection:
         seed=t.int("seed", None),
         on_exit=t.choice("on_exit", ON_EXIT, "baseline"),
         artifacts_dir=_path(base_dir, t.str("artifacts_dir", f"runs/{name}/artifacts")),
+        heartbeat_s=t.float("heartbeat_s", 20.0, min=0.01),
+        stale_after_s=t.float("stale_after_s", 90.0, min=0.01),
     )
+    if section.stale_after_s <= 2 * section.heartbeat_s:
+        raise t.error("stale_after_s", f"more than twice heartbeat_s ({section.heartbeat_s})", section.stale_after_s)
     t.finish()
     return section
 

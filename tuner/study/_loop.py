@@ -9,10 +9,9 @@ never cost a server restart.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
-import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -31,6 +30,7 @@ from tuner.search import make_pruner, make_sampler, pruning_savings
 from tuner.services import BaseService
 from tuner.space import Value, format_value, render, suggest
 from tuner.study import _attrs as attrs
+from tuner.study import _fleet
 from tuner.study._objective import Evidence, TrialParts, TrialRunner
 from tuner.study._storage import open_study
 from tuner.target import base_spec
@@ -103,24 +103,9 @@ def best_trials(study: optuna.Study) -> list[FrozenTrial]:
 # -- starting points and recovery ------------------------------------------------------------------
 
 
-def _worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _worker_dead(worker: str) -> bool:
-    host, _, pid = worker.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return int(pid) == os.getpid()
-
-
-def recover_stale_trials(study: optuna.Study, *, now: float | None = None) -> list[int]:
+def recover_stale_trials(
+    study: optuna.Study, *, now: float | None = None, stale_after_s: float = STALE_AFTER_S
+) -> list[int]:
     """Mark RUNNING trials of dead workers FAIL and re-enqueue their params once.
 
     A trial is stale when its worker process is gone (same host), or its heartbeat stopped. Live trials of
@@ -133,14 +118,17 @@ def recover_stale_trials(study: optuna.Study, *, now: float | None = None) -> li
         beat = t.user_attrs.get(attrs.HEARTBEAT)
         started = t.datetime_start.timestamp() if t.datetime_start else now
         stale = (
-            (worker is not None and _worker_dead(worker))
-            or (beat is not None and now - beat > STALE_AFTER_S)
-            or (beat is None and now - started > STALE_AFTER_S)
+            (worker is not None and _fleet.worker_dead(worker))
+            or (beat is not None and now - beat > stale_after_s)
+            or (beat is None and now - started > stale_after_s)
         )
         if not stale:
             continue
-        study._storage.set_trial_user_attr(t._trial_id, attrs.INTERRUPTED, "stale: worker gone")
-        study.tell(t.number, state=TrialState.FAIL)
+        try:
+            study._storage.set_trial_user_attr(t._trial_id, attrs.INTERRUPTED, "stale: worker gone")
+            study.tell(t.number, state=TrialState.FAIL)
+        except (ValueError, optuna.exceptions.UpdateFinishedTrialError):
+            continue  # another worker recovered it first (the state change is atomic): it requeues, not us
         _requeue(study, t)
         failed.append(t.number)
     return failed
@@ -220,8 +208,9 @@ def _signals_raise() -> Iterator[None]:
 class _Heartbeat:
     """Marks the running trial alive, so other workers (and later runs) can tell a stale trial."""
 
-    def __init__(self, study: optuna.Study, trial: optuna.Trial) -> None:
+    def __init__(self, study: optuna.Study, trial: optuna.Trial, *, interval_s: float = HEARTBEAT_S) -> None:
         self._storage = study._storage
+        self._interval_s = interval_s
         self._trial_id = trial._trial_id
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="tune-heartbeat", daemon=True)
@@ -239,7 +228,7 @@ class _Heartbeat:
         self._storage.set_trial_user_attr(self._trial_id, attrs.HEARTBEAT, time.time())
 
     def _loop(self) -> None:
-        while not self._stop.wait(HEARTBEAT_S):
+        while not self._stop.wait(self._interval_s):
             # A missed beat only risks a false "stale"; never kill the trial for it.
             with contextlib.suppress(Exception):
                 self._beat()
@@ -289,6 +278,7 @@ def run_study(
     parts_factory: PartsFactory | None = None,
     service: BaseService | None = None,
     console: Console | None = None,
+    worker_name: str | None = None,
 ) -> RunSummary:
     """Run trials until the study holds ``trials`` counted trials in total (a resume continues to N)."""
     # Imported here: these packages import tuner.study themselves.
@@ -300,14 +290,24 @@ def run_study(
     console = console or Console()
     target = trials if trials is not None else config.study.trials
     study = open_study(config, storage=storage, study_name=study_name, force_config=force_config)
-    # The sampler's seed is offset by what the study already holds (see make_sampler).
-    study.sampler = make_sampler(config, offset=len(study.trials))
+    worker = _fleet.WorkerId.for_target(config, name=worker_name)
+    # The sampler's seed is offset by what the study already holds (see make_sampler) and by the worker.
+    seed = _fleet.worker_seed(config.study.seed, worker=worker.name, offset=len(study.trials))
+    seeded = dataclasses.replace(config, study=dataclasses.replace(config.study, seed=seed))
+    study.sampler = make_sampler(seeded, offset=0)
     study.pruner = make_pruner(config)
     write_study_note(study, config)
-    stale = recover_stale_trials(study)
+    stale = recover_stale_trials(study, stale_after_s=config.study.stale_after_s)
     if stale:
         console.line(f"marked interrupted trials FAIL and re-enqueued them: {stale}")
-    enqueue_starting_points(study, config)
+    fleet = _fleet.Fleet(
+        study, worker, stale_after_s=config.study.stale_after_s, poll_s=min(config.study.heartbeat_s, 2.0)
+    )
+    has_baseline = any(attrs.BASELINE in t.user_attrs for t in study.get_trials(deepcopy=False))
+    if _fleet.claim_starting_points(
+        fleet.claims, worker, has_baseline=has_baseline, stale_after_s=config.study.stale_after_s
+    ):
+        enqueue_starting_points(study, config)
 
     host = None
     lock: Any = contextlib.nullcontext()
@@ -327,7 +327,7 @@ def run_study(
         with lock:
             try:
                 with _signals_raise():
-                    _drive(study, config, runner, base, console, target, progress)
+                    _drive(study, config, runner, base, console, target, progress, fleet)
             except KeyboardInterrupt:
                 progress.interrupted = True
                 console.line("interrupted: the running trial is marked FAIL and will be retried on resume")
@@ -375,29 +375,39 @@ def _drive(
     console: Console,
     target: int,
     progress: _Progress,
+    fleet: _fleet.Fleet,
 ) -> None:
     durations: list[float] = []
     uncounted_in_a_row = 0
     host_errors_in_a_row = 0
-    # Other workers' running trials count as in flight, so several workers sharing a study stop at N together.
-    while (done := counted_trials(study)) + len(
-        study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-    ) < target:
+
+    def recover() -> None:
+        stale = recover_stale_trials(study, stale_after_s=config.study.stale_after_s)
+        if stale:
+            console.line(f"trials of a dead worker marked FAIL and re-enqueued: {stale}")
+
+    # A slot first, then a trial: several workers sharing a study end with exactly `target` counted trials.
+    while (claimed := fleet.acquire(target, is_counted=is_counted, recover=recover, status=console.status)) is not None:
+        slot, done = claimed
         if uncounted_in_a_row >= MAX_UNCOUNTED_IN_A_ROW:
+            fleet.slots.release(slot)
             raise TuneError(
                 f"the sampler proposed {uncounted_in_a_row} configs in a row that violate constraints or "
                 "repeat measured ones: the search space looks exhausted or over-constrained"
             )
         trial = study.ask()
-        trial.set_user_attr(attrs.WORKER, _worker_id())
-        t0 = time.monotonic()
+        counted = False
         try:
+            slot = _bind(study, trial, fleet, slot)
+            t0 = time.monotonic()
             counted = _run_one(study, trial, config, runner, base, console, done, target, durations)
         except KeyboardInterrupt:
             study._storage.set_trial_user_attr(trial._trial_id, attrs.INTERRUPTED, "Ctrl-C or SIGTERM")
             study.tell(trial, state=TrialState.FAIL)
             _requeue(study, study.trials[trial.number])
             raise
+        except _LostSlot:
+            continue
         except HostError as exc:
             # The host, not the config, failed (SSH dropped, a command timed out): FAIL keeps the sampler from
             # learning anything from it, and the params are retried once the host is back.
@@ -411,6 +421,9 @@ def _drive(
                 raise HostError(f"{host_errors_in_a_row} host errors in a row, giving up; last: {exc}") from exc
             time.sleep(min(30.0, 2.0**host_errors_in_a_row))
             continue
+        finally:
+            if not counted:
+                fleet.slots.release(slot)  # an uncounted ending hands the slot back to the fleet
         host_errors_in_a_row = 0
         if counted:
             progress.ran += 1
@@ -418,6 +431,23 @@ def _drive(
             durations.append(time.monotonic() - t0)
         else:
             uncounted_in_a_row += 1
+
+
+class _LostSlot(Exception):
+    """The slot was reaped between claim and ask (a worker silent for longer than ``stale_after_s``)."""
+
+
+def _bind(study: optuna.Study, trial: optuna.Trial, fleet: _fleet.Fleet, slot: _fleet.Slot) -> _fleet.Slot:
+    bound = fleet.slots.bind(slot, trial.number)
+    if bound is None:
+        trial.set_user_attr(attrs.FAILURE_REASON, "this worker's trial slot was reaped before the trial started")
+        study.tell(trial, state=TrialState.FAIL)
+        _requeue(study, study.trials[trial.number])
+        raise _LostSlot
+    trial.set_user_attr(attrs.WORKER, fleet.worker.process)
+    trial.set_user_attr(attrs.WORKER_NAME, fleet.worker.name)
+    trial.set_user_attr(attrs.SLOT, slot.index)
+    return bound
 
 
 def _run_one(
@@ -452,9 +482,11 @@ def _run_one(
             mark_feasibility(trial)
             study.tell(trial, duplicate.values)
         elif duplicate.state == TrialState.RUNNING:
-            # Another worker measures this config right now (two workers enqueued the same baseline, say).
-            # FAIL, not PRUNED: this trial says nothing about the config, and TPE ignores FAIL trials.
-            trial.set_user_attr(attrs.FAILURE_REASON, f"same config as trial #{duplicate.number}, running elsewhere")
+            # Another worker measures this config right now: no restart; the slot goes back and the next ask
+            # re-samples. FAIL, not PRUNED: this trial says nothing about the config, and TPE ignores FAIL trials.
+            trial.set_user_attr(
+                attrs.FAILURE_REASON, f"re-sampled: same config as trial #{duplicate.number}, running elsewhere"
+            )
             study.tell(trial, state=TrialState.FAIL)
         else:
             trial.set_user_attr(attrs.FAILURE_REASON, f"same config as trial #{duplicate.number}, which failed")
@@ -468,7 +500,7 @@ def _run_one(
         eta = f", ETA {_fmt_duration(mean * (target - done))}"
     label = "baseline" if is_baseline else "trial"
     console.line(f"[{done + 1}/{target}{eta}] trial #{trial.number} ({label}): {_describe(params)}")
-    with _Heartbeat(study, trial):
+    with _Heartbeat(study, trial, interval_s=config.study.heartbeat_s):
         try:
             result = runner.run(trial, spec, label=f"trial-{trial.number:04d}")
         except TrialFailure as failure:
