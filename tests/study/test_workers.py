@@ -1,57 +1,141 @@
-"""Two workers, each with its own server, share one study in one database."""
+"""Several workers, each with its own server, share one study in one database."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import optuna
 import pytest
 from fixtures_study import study_toml
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from tuner.sim.testing import free_port
 from tuner.study import _attrs as attrs
-from tuner.study import counted_trials
+from tuner.study import counted_trials, is_counted
+
+FAST_HEARTBEAT = "heartbeat_s = 0.2\nstale_after_s = 5\n"
+
+
+def storage_for(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> tuple[str, str]:
+    if backend == "postgresql":
+        return str(request.getfixturevalue("postgres_url")), f"shared-{tmp_path.name}"
+    return f"sqlite:///{tmp_path / 'shared.db'}", "shared"
+
+
+def start_worker(
+    tmp_path: Path, tag: str, *, storage: str, study_name: str, trials: int, port: int | None = None
+) -> subprocess.Popen[str]:
+    text = study_toml(name=study_name, port=port or free_port(), gate=False)
+    head = f'[study]\nname = "{study_name}"'
+    text = text.replace(head, f'{head}\nstorage = "{storage}"\n{FAST_HEARTBEAT}')
+    path = tmp_path / f"worker-{tag}.toml"
+    path.write_text(text)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tuner", "start", "--trials", str(trials), "--config", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def duplicate_restarts(trials: list[FrozenTrial]) -> int:
+    """Server restarts spent on params another trial had already started (retries of killed trials aside)."""
+    seen: set[str] = set()
+    repeats = 0
+    for t in sorted(trials, key=lambda t: t.number):
+        if attrs.COMMAND not in t.user_attrs or t.user_attrs.get(attrs.RETRY_OF) is not None:
+            continue
+        key = repr(sorted(t.params.items()))
+        repeats += key in seen
+        seen.add(key)
+    return repeats
+
+
+def assert_exact(study: optuna.Study, total: int) -> None:
+    assert counted_trials(study) == total
+    assert not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))
+    baselines = [t for t in study.trials if t.user_attrs.get(attrs.BASELINE) and is_counted(t)]
+    assert len(baselines) == 1, "the baseline is measured exactly once"
+    assert duplicate_restarts(study.trials) == 0
+    slots = sorted(t.user_attrs[attrs.SLOT] for t in study.trials if is_counted(t))
+    assert slots == list(range(total))
+
+
+@pytest.mark.parametrize(("backend", "workers", "total"), [
+    ("sqlite", 2, 6), ("postgresql", 2, 6), ("sqlite", 4, 8), ("postgresql", 4, 8),
+])  # fmt: skip
+def test_workers_share_a_study_and_stop_at_exactly_the_total(
+    backend: str, workers: int, total: int, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    storage, study_name = storage_for(backend, tmp_path, request)
+    procs = [
+        start_worker(tmp_path, str(i), storage=storage, study_name=study_name, trials=total) for i in range(workers)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+    study = optuna.load_study(study_name=study_name, storage=storage)
+    assert_exact(study, total)
+    assert len({t.user_attrs[attrs.WORKER] for t in study.trials if attrs.WORKER in t.user_attrs}) == workers
+    assert len({t.user_attrs[attrs.WORKER_NAME] for t in study.trials if attrs.WORKER_NAME in t.user_attrs}) == workers
+
+
+def kill_simulator_on(port: int) -> None:
+    """The killed worker's simulated server outlives it (it has a session of its own): stop that one process."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"tuner.sim" in argv and str(port).encode() in argv:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(entry.name), signal.SIGKILL)
+
+
+def wait_for_trial_of(study_name: str, storage: str, pid: int, proc: subprocess.Popen[str]) -> int:
+    """The number of a RUNNING trial of the worker with this pid whose server was launched."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        try:
+            study = optuna.load_study(study_name=study_name, storage=storage)
+            running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        except (KeyError, optuna.exceptions.OptunaError, ValueError):
+            running = []  # the worker is still creating the study
+        for t in running:
+            if t.user_attrs.get(attrs.WORKER, "").endswith(f":{pid}") and attrs.HEARTBEAT in t.user_attrs:
+                return t.number
+        time.sleep(0.05)
+    raise AssertionError("the worker never started a trial")
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
-def test_two_workers_share_a_study_and_stop_at_the_total(
+def test_sigkilled_worker_is_failed_over_and_the_total_stays_exact(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    if backend == "postgresql":
-        storage = request.getfixturevalue("postgres_url")
-        study_name = f"shared-{tmp_path.name}"
-    else:
-        storage = f"sqlite:///{tmp_path / 'shared.db'}"
-        study_name = "shared"
-    procs = []
-    for worker in ("a", "b"):
-        text = study_toml(name=study_name, port=free_port(), gate=False)
-        text = text.replace(f'[study]\nname = "{study_name}"', f'[study]\nname = "{study_name}"\nstorage = "{storage}"')
-        path = tmp_path / f"worker-{worker}.toml"
-        path.write_text(text)
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "tuner", "start", "--trials", "6", "--config", str(path)],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
-    for proc in procs:
-        _, err = proc.communicate(timeout=240)
-        assert proc.returncode == 0, err
+    storage, study_name = storage_for(backend, tmp_path, request)
+    total = 6
+    port = free_port()
+    victim = start_worker(tmp_path, "victim", storage=storage, study_name=study_name, trials=total, port=port)
+    request.addfinalizer(lambda: kill_simulator_on(port))
+    number = wait_for_trial_of(study_name, storage, victim.pid, victim)
+    survivor = start_worker(tmp_path, "survivor", storage=storage, study_name=study_name, trials=total)
+    os.killpg(victim.pid, signal.SIGKILL)  # tune only: its server runs in a session of its own
+    victim.wait()
+    _, err = survivor.communicate(timeout=300)
+    assert survivor.returncode == 0, err
     study = optuna.load_study(study_name=study_name, storage=storage)
-    # Each worker counts the other's running trial as in flight; two workers checking at the same instant can
-    # still start one trial more than asked.
-    assert counted_trials(study) in (6, 7)
-    workers = {t.user_attrs[attrs.WORKER] for t in study.trials}
-    assert len(workers) == 2
-    # Both workers may enqueue the baseline at the same instant; the second copy is never run twice: it is
-    # either a repeat of the measured one or FAIL as "running elsewhere".
-    measured = [t for t in study.trials if t.user_attrs.get(attrs.BASELINE) and attrs.COMMAND in t.user_attrs]
-    assert len(measured) == 1
-    assert not study.get_trials(states=(TrialState.RUNNING,))
-    assert all(t.user_attrs.get(attrs.DUPLICATE_OF) is not None for t in study.get_trials(states=(TrialState.FAIL,)))
+    killed = study.trials[number]
+    assert killed.state == TrialState.FAIL and "stale" in killed.user_attrs[attrs.INTERRUPTED]
+    retries = [t for t in study.trials if t.user_attrs.get(attrs.RETRY_OF) == number]
+    assert len(retries) == 1 and retries[0].params == killed.params and is_counted(retries[0])
+    assert_exact(study, total)

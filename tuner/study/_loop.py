@@ -408,6 +408,11 @@ def _drive(
             raise
         except _LostSlot:
             continue
+        except (ValueError, optuna.exceptions.UpdateFinishedTrialError):
+            if not study.trials[trial.number].state.is_finished():
+                raise
+            # Its heartbeat looked older than stale_after_s to another worker, which failed and re-enqueued it.
+            console.line(f"  trial #{trial.number} was declared dead by another worker meanwhile: result dropped")
         except HostError as exc:
             # The host, not the config, failed (SSH dropped, a command timed out): FAIL keeps the sampler from
             # learning anything from it, and the params are retried once the host is back.
