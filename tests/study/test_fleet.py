@@ -12,7 +12,16 @@ from optuna.trial import TrialState
 
 from tuner.study import _attrs as attrs
 from tuner.study import is_counted, make_storage
-from tuner.study._fleet import Claims, Slots, WorkerId, claim_starting_points, worker_seed
+from tuner.study._fleet import (
+    Claims,
+    MixedTargets,
+    Slots,
+    WorkerId,
+    check_target,
+    claim_starting_points,
+    target_fingerprint,
+    worker_seed,
+)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -142,3 +151,21 @@ def test_worker_seeds_differ_per_worker_and_resume() -> None:
     assert len(seeds) == 4
     assert worker_seed(3, worker="gpu-1:30000", offset=0) == worker_seed(3, worker="gpu-1:30000", offset=0)
     assert worker_seed(None, worker="gpu-1", offset=0) is None
+
+
+def test_a_worker_with_a_different_target_is_refused_unless_mixing_is_allowed(storage_url: str, tmp_path: Path) -> None:
+    claims = Claims(new_study(storage_url, f"target-{tmp_path.name}"))
+    first = {"model-path": "/models/Kimi-K2.6", "gpus": "8x NVIDIA RTX PRO 6000", "driver": "580.65"}
+    check_target(claims, first, allow_mixed=False)
+    check_target(claims, dict(first), allow_mixed=False)  # an identical box joins
+    other = {**first, "gpus": "8x NVIDIA H100"}
+    with pytest.raises(MixedTargets, match=r"gpus 8x NVIDIA RTX PRO 6000.*gpus 8x NVIDIA H100.*--allow-mixed"):
+        check_target(claims, other, allow_mixed=False)
+    check_target(claims, other, allow_mixed=True)
+
+
+def test_target_fingerprint_names_the_models_served(make_config) -> None:  # type: ignore[no-untyped-def]
+    config = make_config(
+        name="fp", edit=lambda text: text.replace('"tuner.sim",', '"tuner.sim", "--model-path", "/m/k",')
+    )
+    assert target_fingerprint(config, None) == {"model-path": "/m/k"}

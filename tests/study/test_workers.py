@@ -29,15 +29,25 @@ def storage_for(backend: str, tmp_path: Path, request: pytest.FixtureRequest) ->
 
 
 def start_worker(
-    tmp_path: Path, tag: str, *, storage: str, study_name: str, trials: int, port: int | None = None
+    tmp_path: Path,
+    tag: str,
+    *,
+    storage: str,
+    study_name: str,
+    trials: int,
+    port: int | None = None,
+    model: str | None = None,
+    flags: tuple[str, ...] = (),
 ) -> subprocess.Popen[str]:
     text = study_toml(name=study_name, port=port or free_port(), gate=False)
+    if model is not None:
+        text = text.replace('"tuner.sim",', f'"tuner.sim", "--model-path", "{model}",')
     head = f'[study]\nname = "{study_name}"'
     text = text.replace(head, f'{head}\nstorage = "{storage}"\n{FAST_HEARTBEAT}')
     path = tmp_path / f"worker-{tag}.toml"
     path.write_text(text)
     return subprocess.Popen(
-        [sys.executable, "-m", "tuner", "start", "--trials", str(trials), "--config", str(path)],
+        [sys.executable, "-m", "tuner", "start", "--trials", str(trials), "--config", str(path), *flags],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -139,3 +149,23 @@ def test_sigkilled_worker_is_failed_over_and_the_total_stays_exact(
     retries = [t for t in study.trials if t.user_attrs.get(attrs.RETRY_OF) == number]
     assert len(retries) == 1 and retries[0].params == killed.params and is_counted(retries[0])
     assert_exact(study, total)
+
+
+def test_a_worker_on_a_different_target_is_refused_unless_mixing_is_allowed(tmp_path: Path) -> None:
+    storage, name = f"sqlite:///{tmp_path / 'mixed.db'}", "mixed"
+    first = start_worker(tmp_path, "a", storage=storage, study_name=name, trials=1, model="/models/a")
+    _, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    other = start_worker(tmp_path, "b", storage=storage, study_name=name, trials=2, model="/models/b")
+    _, err = other.communicate(timeout=120)
+    assert other.returncode != 0
+    assert "differs from the study's" in err and "model-path /models/a" in err and "model-path /models/b" in err
+    assert "--allow-mixed-targets" in err
+    mixed = start_worker(
+        tmp_path, "c", storage=storage, study_name=name, trials=2, model="/models/b", flags=("--allow-mixed-targets",)
+    )
+    _, err = mixed.communicate(timeout=120)
+    assert mixed.returncode == 0, err
+    study = optuna.load_study(study_name=name, storage=storage)
+    targets = [t.user_attrs[attrs.TARGET_FINGERPRINT] for t in study.trials if is_counted(t)]
+    assert targets == ["model-path /models/a", "model-path /models/b"]

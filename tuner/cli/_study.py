@@ -13,6 +13,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_study_args(p)
     p.add_argument("--trials", type=int, default=None, help="total trials to reach (default: the config's)")
     p.add_argument("--force-config", action="store_true", help="continue a study even though its search space changed")
+    p.add_argument(
+        "--allow-mixed-targets",
+        action="store_true",
+        help="join a study whose servers differ from this one (GPUs, driver, model); the report splits by target",
+    )
     p.set_defaults(func=_start)
 
     p = sub.add_parser("resume", help="continue a study with the config stored in it")
@@ -42,6 +47,7 @@ def _start(args: argparse.Namespace) -> int:
         storage=args.storage,
         study_name=args.study,
         force_config=args.force_config,
+        allow_mixed_targets=args.allow_mixed_targets,
     )
     _print_summary(summary)
     return 0

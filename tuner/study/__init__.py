@@ -1,5 +1,6 @@
 """The study: Optuna storage, the trial's story, and the tuning loop."""
 
+from tuner.study._fleet import MixedTargets
 from tuner.study._loop import (
     Console,
     Interrupted,
@@ -34,6 +35,7 @@ __all__ = [
     "Evidence",
     "FingerprintMismatch",
     "Interrupted",
+    "MixedTargets",
     "RunSummary",
     "Score",
     "TrialParts",

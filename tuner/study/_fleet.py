@@ -36,10 +36,14 @@ from tuner.errors import TuneError
 __all__ = [
     "Claims",
     "Fleet",
+    "MixedTargets",
     "Slot",
     "Slots",
     "WorkerId",
+    "check_target",
     "claim_starting_points",
+    "describe_fingerprint",
+    "target_fingerprint",
     "worker_dead",
     "worker_seed",
 ]
@@ -257,6 +261,7 @@ class Fleet:
         self.slots = Slots(self.claims, worker, stale_after_s=stale_after_s)
         self._study = study
         self._poll_s = poll_s
+        self.target: dict[str, str] = {}
 
     def acquire(self, total: int, *, is_counted: Any, recover: Any, status: Any) -> tuple[Slot, int] | None:
         """A slot and the number of counted trials so far; None once the study holds ``total`` counted trials.
@@ -276,3 +281,63 @@ class Fleet:
                 return slot, done
             status(f"{done}/{total} counted; the remaining trials are running on other workers: waiting")
             time.sleep(self._poll_s)
+
+
+# -- identical hardware ------------------------------------------------------------------
+
+TARGET_FINGERPRINT = "tune:target_fingerprint"
+_MODEL_FLAGS = ("--model-path", "--model", "--speculative-draft-model-path")
+
+
+class MixedTargets(TuneError):
+    """This worker's server differs from the one the study was started on."""
+
+
+def target_fingerprint(config: StudyConfig, host: Any | None) -> dict[str, str]:
+    """What makes two servers' scores comparable: GPU model and count, driver, and the model paths served.
+
+    The GPUs are read with the ``[target.gpu_wait]`` command's program (``nvidia-smi``) where one is configured;
+    an unreadable inventory is recorded as such rather than charged to the worker.
+    """
+    argv = list(config.target.command)
+    found = {flag.lstrip("-"): argv[i + 1] for i, flag in enumerate(argv[:-1]) if flag in _MODEL_FLAGS}
+    fingerprint = dict(sorted(found.items()))
+    if host is not None and config.target.gpu_wait is not None:
+        fingerprint.update(_gpu_inventory(host, config.target.gpu_wait.command[0]))
+    return fingerprint
+
+
+def _gpu_inventory(host: Any, program: str) -> dict[str, str]:
+    from tuner.errors import HostError
+
+    query = [program, "--query-gpu=name,driver_version", "--format=csv,noheader"]
+    try:
+        result = host.run(query, timeout=60)
+    except HostError as exc:
+        return {"gpus": f"unreadable ({exc})"[:200]}
+    rows = [[c.strip() for c in line.split(",")] for line in result.stdout.splitlines() if line.strip()]
+    if not result.ok or not rows or any(len(r) != 2 for r in rows):
+        return {"gpus": f"unreadable (`{' '.join(query)}` exit {result.exit_status})"}
+    names = sorted({r[0] for r in rows})
+    drivers = sorted({r[1] for r in rows})
+    return {"gpus": f"{len(rows)}x {' + '.join(names)}", "driver": ", ".join(drivers)}
+
+
+def describe_fingerprint(fingerprint: dict[str, str]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in fingerprint.items()) or "(nothing known)"
+
+
+def check_target(claims: Claims, fingerprint: dict[str, str], *, allow_mixed: bool) -> None:
+    """The first worker records the study's target; any other must match it unless mixing is allowed."""
+    if claims.claim(TARGET_FINGERPRINT, fingerprint) is not None:
+        return
+    stored = claims.held(TARGET_FINGERPRINT).get(TARGET_FINGERPRINT)
+    study_fp = json.loads(stored) if stored else fingerprint
+    if study_fp == fingerprint or allow_mixed:
+        return
+    raise MixedTargets(
+        f"this worker's server differs from the study's: the study runs on [{describe_fingerprint(study_fp)}], "
+        f"this worker has [{describe_fingerprint(fingerprint)}]. Scores from different hardware or models are "
+        "not comparable. Use an identical server, a new study name, or pass --allow-mixed-targets (each trial "
+        "then records its target and the report splits by it)."
+    )

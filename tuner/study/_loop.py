@@ -279,6 +279,7 @@ def run_study(
     service: BaseService | None = None,
     console: Console | None = None,
     worker_name: str | None = None,
+    allow_mixed_targets: bool = False,
 ) -> RunSummary:
     """Run trials until the study holds ``trials`` counted trials in total (a resume continues to N)."""
     # Imported here: these packages import tuner.study themselves.
@@ -324,6 +325,8 @@ def run_study(
     start = time.monotonic()
     progress = _Progress()
     try:
+        fleet.target = _fleet.target_fingerprint(config, host)
+        _fleet.check_target(fleet.claims, fleet.target, allow_mixed=allow_mixed_targets)
         with lock:
             try:
                 with _signals_raise():
@@ -452,6 +455,7 @@ def _bind(study: optuna.Study, trial: optuna.Trial, fleet: _fleet.Fleet, slot: _
     trial.set_user_attr(attrs.WORKER, fleet.worker.process)
     trial.set_user_attr(attrs.WORKER_NAME, fleet.worker.name)
     trial.set_user_attr(attrs.SLOT, slot.index)
+    trial.set_user_attr(attrs.TARGET_FINGERPRINT, _fleet.describe_fingerprint(fleet.target))
     return bound
 
 
