@@ -18,6 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="join a study whose servers differ from this one (GPUs, driver, model); the report splits by target",
     )
+    p.add_argument("--fleet-host", type=int, default=None, help=argparse.SUPPRESS)  # one worker of a fleet
     p.set_defaults(func=_start)
 
     p = sub.add_parser("resume", help="continue a study with the config stored in it")
@@ -41,6 +42,15 @@ def _start(args: argparse.Namespace) -> int:
     from tuner.study import run_study
 
     config = config_from_args(args)
+    hosts = config.target.ssh.hosts if config.target.ssh is not None else ()
+    if len(hosts) > 1 and args.fleet_host is None:
+        from tuner.cli._fleet import run_fleet
+
+        return run_fleet(args, config)
+    if hosts:
+        from tuner.config import fleet_member
+
+        config = fleet_member(config, args.fleet_host or 0)
     summary = run_study(
         config,
         trials=args.trials,
@@ -110,6 +120,8 @@ def trial_row(t: Any, scenarios: list[str]) -> dict[str, Any]:
         "rejected": bool(t.user_attrs.get(attrs.REJECTED)),
         "command": t.user_attrs.get(attrs.COMMAND),
         "env": t.user_attrs.get(attrs.ENV),
+        "worker": t.user_attrs.get(attrs.WORKER_NAME),
+        "target": t.user_attrs.get(attrs.TARGET_FINGERPRINT),
     }
     return row
 
@@ -128,6 +140,9 @@ def _status(args: argparse.Namespace) -> int:
     saved = study.user_attrs.get("pruning_saved_s")
     saved_text = f"; regression pruning saved {saved:.0f} s of benchmark" if saved else ""
     print(f"study {study.study_name}: {counted_trials(study)}/{config.study.trials} counted trials{saved_text}")
+    running = [f"#{r['number']} on {r['worker'] or '?'}" for r in rows if r["state"] == "RUNNING"]
+    if running:
+        print("running now: " + ", ".join(running))
     head = f"{'#':>4} {'state':<8} {'score':>8} " + " ".join(f"{s[:10]:>10}" for s in scenarios) + "  params / reason"
     print(head)
     for r in rows:
@@ -147,6 +162,8 @@ def _status(args: argparse.Namespace) -> int:
             notes.append(f"repeat of #{r['duplicate_of']}")
         if r["failure_reason"]:
             notes.append(f"[{r['failure_phase']}] {r['failure_reason']}")
+        if r["worker"]:
+            notes.append(f"on {r['worker']}")
         params = " ".join(f"{k}={format_value(v)}" for k, v in r["params"].items())
         print(
             f"{r['number']:>4} {r['state']:<8} {score:>8} {toks}  {params}"

@@ -1,5 +1,6 @@
 """Study configuration: TOML files validated into typed, frozen objects."""
 
+from tuner.config._fleet import FleetHost, fleet_member
 from tuner.config._gate import GateSection
 from tuner.config._load import StudyConfig, load_config, parse_config
 from tuner.config._search import SearchSection
@@ -17,6 +18,7 @@ from tuner.config._sections import (
 
 __all__ = [
     "BenchmarkSection",
+    "FleetHost",
     "GateSection",
     "GpuWaitSection",
     "ObjectiveSection",
@@ -28,6 +30,7 @@ __all__ = [
     "StudySection",
     "SystemdSection",
     "TargetSection",
+    "fleet_member",
     "load_config",
     "parse_config",
 ]

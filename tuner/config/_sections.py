@@ -4,6 +4,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tuner.config._fleet import FleetHost, parse_hosts
 from tuner.config._reader import Table
 
 ON_EXIT = ("baseline", "best", "leave", "stop")
@@ -56,6 +57,8 @@ class SSHSection:
     """Reconnect attempts when connecting fails (never re-runs a command that was already sent)."""
     retry_backoff_s: float = 1.0
     """First pause between reconnect attempts; doubles on each further attempt."""
+    hosts: tuple[FleetHost, ...] = ()
+    """A fleet of identical servers: ``tune start`` runs one worker per host (``host`` is then the first)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -222,8 +225,10 @@ def parse_target(t: Table, *, base_dir: Path) -> TargetSection:
 
 
 def _parse_ssh(t: Table) -> SSHSection:
+    hosts = parse_hosts(t)
     s = SSHSection(
-        host=t.str("host"),
+        host=t.str("host", hosts[0].host) if hosts else t.str("host"),
+        hosts=hosts,
         port=t.int("port", 22, min=1, max=65535),
         user=t.str("user", None),
         key_file=t.str("key_file", None),
