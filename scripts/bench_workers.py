@@ -44,15 +44,26 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 
-def _model() -> tuple[Any, Any, Any]:
-    """The in-process model server, wherever this checkout keeps it."""
+def _truth(name: str) -> Any:
     try:
-        from tuner.sim import ModelService, model_parts  # type: ignore[attr-defined]
-    except ImportError:
-        from tuner.search import ModelService, model_parts
+        import tuner.sim.inprocess as where
+    except ImportError:  # before the architecture refactor
+        import tuner.search as where  # type: ignore[no-redef]
+    return getattr(where, name)
+
+
+def _model_run_args(config: Any, run_study: Any) -> dict[str, Any]:
+    """The in-process model server as run_study takes it, in this checkout or in one from before the fleet work."""
     from tuner.target import base_spec
 
-    return ModelService, model_parts, base_spec
+    try:
+        from tuner.sim.inprocess import ModelService, model_parts, model_target
+    except ImportError:  # before the architecture refactor: tuner.search, run_study(service=...)
+        from tuner.search import ModelService, model_parts  # type: ignore[attr-defined,no-redef]
+
+        return {"service": ModelService(base=base_spec(config.target)), "model_parts": model_parts}
+    service = ModelService(base=base_spec(config.target))
+    return {"target": model_target(config, service), "model_parts": model_parts}
 
 
 def worker(config_path: str, storage: str, study: str, trials: int, seed: int, index: int, barrier: Any) -> None:
@@ -63,7 +74,6 @@ def worker(config_path: str, storage: str, study: str, trials: int, seed: int, i
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    model_service, model_parts, base_spec = _model()
     config = load_config(config_path)
     config = replace(config, study=replace(config.study, seed=seed, on_exit="stop", heartbeat_s=5.0))
     kwargs: dict[str, Any] = {}
@@ -71,14 +81,14 @@ def worker(config_path: str, storage: str, study: str, trials: int, seed: int, i
         kwargs["worker_name"] = f"bench-{index}"
     with tempfile.TemporaryDirectory(prefix="bench-workers-") as tmp:
         config = replace(config, study=replace(config.study, artifacts_dir=Path(tmp)))
-        service = model_service(base=base_spec(config.target))
+        kwargs.update(_model_run_args(config, run_study))
+        model_parts = kwargs.pop("model_parts")
         barrier.wait(timeout=600)
         run_study(
             config,
             trials=trials,
             storage=storage,
             study_name=study,
-            service=service,
             parts_factory=functools.partial(model_parts, noise=0.02, seed=seed * 100 + index),
             console=Console(stream=open("/dev/null", "w"), live=False),  # noqa: SIM115 - lives as long as the process
             **kwargs,
@@ -108,9 +118,9 @@ def run_fleet(config_path: str, storage: str, study: str, workers: int, trials: 
 def measure(config: Any, storage: str, study_name: str, optimum: float) -> dict[str, Any]:
     import optuna
 
-    from tuner.search import true_objective
-    from tuner.study import _attrs as attrs
+    true_objective = _truth("true_objective")
     from tuner.study import best_trials, is_counted
+    from tuner.trials import attrs
 
     study = optuna.load_study(study_name=study_name, storage=storage)
     trials = study.get_trials(deepcopy=False)
@@ -156,7 +166,8 @@ def main() -> int:
     args = parser.parse_args()
 
     from tuner.config import load_config
-    from tuner.search import true_optimum
+
+    true_optimum = _truth("true_optimum")
 
     config = load_config(args.config)
     optimum, _ = true_optimum(config)

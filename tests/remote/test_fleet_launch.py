@@ -18,8 +18,8 @@ from optuna.trial import TrialState
 from tuner.config import fleet_member, load_config
 from tuner.errors import ConfigError
 from tuner.sim.testing import free_port
-from tuner.study import _attrs as attrs
 from tuner.study import is_counted
+from tuner.trials import attrs
 
 
 def fleet_file(sshd: Sshd, tmp_path: Path, *, trials: int, hosts: list[str] | None = None) -> Path:

@@ -10,7 +10,6 @@ import pytest
 from optuna.storages._rdb import models
 from optuna.trial import TrialState
 
-from tuner.study import _attrs as attrs
 from tuner.study import is_counted, make_storage
 from tuner.study._fleet import (
     Claims,
@@ -20,8 +19,10 @@ from tuner.study._fleet import (
     check_target,
     claim_starting_points,
     target_fingerprint,
+    worker_ordinal,
     worker_seed,
 )
+from tuner.trials import attrs
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -147,10 +148,19 @@ def test_starting_points_are_claimed_once(storage_url: str, tmp_path: Path) -> N
 
 
 def test_worker_seeds_differ_per_worker_and_resume() -> None:
-    seeds = {worker_seed(3, worker=w, offset=o) for w in ("gpu-1:30000", "gpu-2:30000") for o in (0, 5)}
-    assert len(seeds) == 4
-    assert worker_seed(3, worker="gpu-1:30000", offset=0) == worker_seed(3, worker="gpu-1:30000", offset=0)
-    assert worker_seed(None, worker="gpu-1", offset=0) is None
+    seeds = {worker_seed(3, ordinal=w, offset=o) for w in (0, 1, 2) for o in (0, 5)}
+    assert len(seeds) == 6
+    assert worker_seed(3, ordinal=0, offset=5) == 8, "a one-worker study keeps the study seed + offset"
+    assert worker_seed(3, ordinal=1, offset=0) == worker_seed(3, ordinal=1, offset=0)
+    assert worker_seed(None, ordinal=1, offset=0) is None
+
+
+def test_worker_ordinals_are_stable_per_name(storage_url: str, tmp_path: Path) -> None:
+    claims = Claims(new_study(storage_url, f"ordinal-{tmp_path.name}"))
+    a, b = WorkerId(name="gpu-1:30000", process="x:1"), WorkerId(name="gpu-2:30000", process="x:2")
+    assert (worker_ordinal(claims, a), worker_ordinal(claims, b)) == (0, 1)
+    again = WorkerId(name="gpu-2:30000", process="x:3")  # the same server's worker, restarted
+    assert worker_ordinal(claims, again) == 1
 
 
 def test_a_worker_with_a_different_target_is_refused_unless_mixing_is_allowed(storage_url: str, tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -16,8 +17,8 @@ from fixtures_study import study_toml
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.sim.testing import free_port
-from tuner.study import _attrs as attrs
 from tuner.study import counted_trials, is_counted
+from tuner.trials import attrs
 
 FAST_HEARTBEAT = "heartbeat_s = 0.2\nstale_after_s = 5\n"
 
@@ -137,17 +138,19 @@ def test_sigkilled_worker_is_failed_over_and_the_total_stays_exact(
     port = free_port()
     victim = start_worker(tmp_path, "victim", storage=storage, study_name=study_name, trials=total, port=port)
     request.addfinalizer(lambda: kill_simulator_on(port))
-    number = wait_for_trial_of(study_name, storage, victim.pid, victim)
     survivor = start_worker(tmp_path, "survivor", storage=storage, study_name=study_name, trials=total)
-    os.killpg(victim.pid, signal.SIGKILL)  # tune only: its server runs in a session of its own
+    wait_for_trial_of(study_name, storage, victim.pid, victim)
+    os.killpg(victim.pid, signal.SIGKILL)  # mid-trial, at once; tune only: its server has a session of its own
     victim.wait()
     _, err = survivor.communicate(timeout=300)
     assert survivor.returncode == 0, err
     study = optuna.load_study(study_name=study_name, storage=storage)
-    killed = study.trials[number]
-    assert killed.state == TrialState.FAIL and "stale" in killed.user_attrs[attrs.INTERRUPTED]
-    retries = [t for t in study.trials if t.user_attrs.get(attrs.RETRY_OF) == number]
-    assert len(retries) == 1 and retries[0].params == killed.params and is_counted(retries[0])
+    killed = [t for t in study.trials if t.user_attrs.get(attrs.WORKER) == f"{socket.gethostname()}:{victim.pid}"]
+    killed = [t for t in killed if t.state == TrialState.FAIL]
+    assert len(killed) == 1 and "stale" in killed[0].user_attrs[attrs.INTERRUPTED]
+    retries = [t for t in study.trials if t.user_attrs.get(attrs.RETRY_OF) == killed[0].number]
+    assert len(retries) == 1 and retries[0].params == killed[0].params and is_counted(retries[0])
+    assert "re-enqueued" in err  # the survivor noticed (while starting, or between its trials)
     assert_exact(study, total)
 
 

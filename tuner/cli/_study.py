@@ -99,7 +99,7 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def trial_row(t: Any, scenarios: list[str]) -> dict[str, Any]:
-    from tuner.study import _attrs as attrs
+    from tuner.trials import attrs
 
     row: dict[str, Any] = {
         "number": t.number,
@@ -140,6 +140,8 @@ def _status(args: argparse.Namespace) -> int:
     saved = study.user_attrs.get("pruning_saved_s")
     saved_text = f"; regression pruning saved {saved:.0f} s of benchmark" if saved else ""
     print(f"study {study.study_name}: {counted_trials(study)}/{config.study.trials} counted trials{saved_text}")
+    # Which worker ran what matters once several share the study (`[target.ssh] hosts`, or `tune start` on each).
+    fleet = len({r["worker"] for r in rows if r["worker"]}) > 1
     running = [f"#{r['number']} on {r['worker'] or '?'}" for r in rows if r["state"] == "RUNNING"]
     if running:
         print("running now: " + ", ".join(running))
@@ -162,7 +164,7 @@ def _status(args: argparse.Namespace) -> int:
             notes.append(f"repeat of #{r['duplicate_of']}")
         if r["failure_reason"]:
             notes.append(f"[{r['failure_phase']}] {r['failure_reason']}")
-        if r["worker"]:
+        if fleet and r["worker"]:
             notes.append(f"on {r['worker']}")
         params = " ".join(f"{k}={format_value(v)}" for k, v in r["params"].items())
         print(
@@ -175,9 +177,9 @@ def _status(args: argparse.Namespace) -> int:
 def _best(args: argparse.Namespace) -> int:
     from tuner.search import per_scenario_best
     from tuner.space import format_value, render
-    from tuner.study import _attrs as attrs
     from tuner.study import best_trials
     from tuner.target import base_spec
+    from tuner.trials import attrs
 
     config, study = _load(args)
     scenarios = [s.name for s in config.benchmark.scenarios]

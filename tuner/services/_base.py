@@ -1,27 +1,9 @@
 from __future__ import annotations
 
 import abc
-import posixpath
-import shlex
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-
-@dataclass(frozen=True, kw_only=True)
-class LaunchSpec:
-    """One complete server configuration: the argv to exec and the environment it adds.
-
-    DDTree's top-k cap is an environment variable upstream, so the environment is part of the
-    configuration, not a detail of how it is launched.
-    """
-
-    argv: tuple[str, ...]
-    env: Mapping[str, str] = field(default_factory=dict)
-
-    def shell_text(self) -> str:
-        """The spec as one shell line (``env K=V ... argv``), properly quoted."""
-        prefix = ["env", *(f"{k}={v}" for k, v in sorted(self.env.items()))] if self.env else []
-        return shlex.join([*prefix, *self.argv])
+from tuner.spec import LaunchSpec
 
 
 @dataclass(frozen=True)
@@ -79,16 +61,6 @@ class Preflight:
     program: tuple[str, ...]
     """The command without its flags (``python -m sglang.launch_server``): ``PROGRAM --help`` lists the flags
     the server accepts."""
-
-
-def program_part(argv: tuple[str, ...]) -> tuple[str, ...]:
-    """The command up to its first flag."""
-    out: list[str] = []
-    for a in argv:
-        if a.startswith("--"):
-            break
-        out.append(a)
-    return tuple(out)
 
 
 class BaseService(abc.ABC):
@@ -149,25 +121,3 @@ class BaseService(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources held by the manager (not the server)."""
-
-
-def spec_matches(expected: LaunchSpec, actual: LaunchSpec) -> list[str]:
-    """Differences between the spec we applied and the one a process really runs (empty when equal).
-
-    Only the environment variables we set are compared: a real process inherits many more.
-    """
-    problems: list[str] = []
-    # argv[0] is compared by name only: the kernel shows the resolved interpreter (a pyenv shim execs the
-    # real binary), while every argument after it must match exactly.
-    same_program = (
-        posixpath.basename(expected.argv[0]) == posixpath.basename(actual.argv[0])
-        if (expected.argv and actual.argv)
-        else expected.argv == actual.argv
-    )
-    if not same_program or tuple(expected.argv[1:]) != tuple(actual.argv[1:]):
-        problems.append(f"argv is {shlex.join(actual.argv)!r}, expected {shlex.join(expected.argv)!r}")
-    for key, value in expected.env.items():
-        got = actual.env.get(key)
-        if got != value:
-            problems.append(f"environment {key}={got!r}, expected {value!r}")
-    return problems

@@ -45,10 +45,12 @@ __all__ = [
     "describe_fingerprint",
     "target_fingerprint",
     "worker_dead",
+    "worker_ordinal",
     "worker_seed",
 ]
 
 SLOT_PREFIX = "tune:slot:"
+WORKER_PREFIX = "tune:worker:"
 STARTING_POINTS = "tune:starting_points"
 
 
@@ -87,31 +89,51 @@ def worker_dead(process: str) -> bool:
     return int(pid) == os.getpid()
 
 
-def worker_seed(seed: int | None, *, worker: str, offset: int) -> int | None:
-    """A sampler seed per worker: two workers started together on one study must not draw the same configs."""
+def worker_seed(seed: int | None, *, ordinal: int, offset: int) -> int | None:
+    """A sampler seed per worker: two workers started together on one study must not draw the same configs.
+
+    The study's first worker keeps ``seed + offset``, so a one-worker study replays exactly as before.
+    """
     if seed is None:
         return None
-    digest = hashlib.sha256(f"{seed}:{worker}:{offset}".encode()).digest()
+    if ordinal == 0:
+        return seed + offset
+    digest = hashlib.sha256(f"{seed}:{ordinal}:{offset}".encode()).digest()
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def worker_ordinal(claims: Claims, worker: WorkerId) -> int:
+    """This worker's number in the study (0, 1, ...): the same for the same worker name on every resume."""
+    held = claims.held(WORKER_PREFIX)
+    for key, token in held.items():
+        if json.loads(token).get("name") == worker.name:
+            return int(key.removeprefix(WORKER_PREFIX))
+    ordinal = 0
+    while claims.claim(f"{WORKER_PREFIX}{ordinal}", {"name": worker.name}) is None:
+        ordinal += 1
+    return ordinal
 
 
 class Claims:
     """Insert-if-absent and compare-and-delete on one study's system attributes, in Optuna's own database.
 
     Relies on Optuna internals (checked by tests/study/test_fleet.py::test_optuna_internals_the_claims_rely_on):
-    ``Study._storage`` is an ``RDBStorage`` (possibly behind ``_CachedStorage._backend``) with an ``engine``,
-    and ``models.StudySystemAttributeModel`` has ``UNIQUE (study_id, key)``.
+    the study's storage is an ``RDBStorage`` (:func:`tuner.trials.rdb_backend`) with an ``engine``, and
+    ``models.StudySystemAttributeModel`` has ``UNIQUE (study_id, key)``.
     """
 
     def __init__(self, study: optuna.Study) -> None:
         from optuna.storages._rdb import models
 
-        storage = getattr(study._storage, "_backend", study._storage)
-        if not isinstance(storage, optuna.storages.RDBStorage):
-            raise TuneError(f"several workers need an RDB storage (SQLite or PostgreSQL), not {type(storage).__name__}")
+        from tuner.trials import rdb_backend, storage_of, study_id
+
+        storage = rdb_backend(study)
+        if storage is None:
+            name = type(storage_of(study)).__name__
+            raise TuneError(f"several workers need an RDB storage (SQLite or PostgreSQL), not {name}")
         self._engine = storage.engine
         self._model = models.StudySystemAttributeModel
-        self._study_id = study._study_id
+        self._study_id = study_id(study)
 
     def claim(self, key: str, value: Any) -> str | None:
         """Insert ``key`` if absent; the stored JSON (the release token) when this call won, else None."""
@@ -211,7 +233,7 @@ class Slots:
         self._stale_after_s = stale_after_s
 
     def claim(self, total: int, trials: Iterable[FrozenTrial], *, is_counted: Any) -> Slot | None:
-        from tuner.study import _attrs as attrs
+        from tuner.trials import attrs
 
         legacy = sum(1 for t in trials if is_counted(t) and attrs.SLOT not in t.user_attrs)
         taken = self._claims.held(SLOT_PREFIX)

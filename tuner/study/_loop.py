@@ -8,11 +8,8 @@ never cost a server restart.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import math
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,27 +19,26 @@ from types import FrameType
 from typing import Any
 
 import optuna
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import TrialState
 
 from tuner.config import StudyConfig
 from tuner.errors import HostError, TrialFailure, TuneError
 from tuner.search import make_pruner, make_sampler, pruning_savings
-from tuner.services import BaseService
-from tuner.space import Value, format_value, render, suggest
-from tuner.study import _attrs as attrs
+from tuner.space import Value, render, suggest
 from tuner.study import _fleet
+from tuner.study._console import Console, describe_params, fmt_duration, fmt_values
 from tuner.study._objective import Evidence, TrialParts, TrialRunner
+from tuner.study._recovery import Heartbeat, recover_stale_trials, requeue
+from tuner.study._starts import enqueue_starting_points, find_duplicate, retry_branch
 from tuner.study._storage import open_study
-from tuner.target import base_spec
+from tuner.target import Target, open_target
+from tuner.trials import attrs, best_trials, counted_trials, is_counted, set_trial_attr
 
 Progress = Callable[[str], None]
-PartsFactory = Callable[[StudyConfig, BaseService], TrialParts]
+PartsFactory = Callable[[StudyConfig, Target], TrialParts]
 
-HEARTBEAT_S = 20.0
-STALE_AFTER_S = 90.0
 MAX_UNCOUNTED_IN_A_ROW = 200
 MAX_HOST_ERRORS_IN_A_ROW = 3
-MAX_BRANCH_TRIES = 20
 
 
 class Interrupted(TuneError):
@@ -58,134 +54,6 @@ class RunSummary:
     best_number: int | None
     best_values: tuple[float, ...] | None
     seconds: float
-
-
-# -- which trials count ------------------------------------------------------------------
-
-
-def is_counted(t: FrozenTrial) -> bool:
-    """A trial that ran the server to a verdict (not a rejected sample, a repeat, or an interruption)."""
-    if t.state not in (TrialState.COMPLETE, TrialState.PRUNED):
-        return False
-    return not (t.user_attrs.get(attrs.REJECTED) or t.user_attrs.get(attrs.DUPLICATE_OF) is not None)
-
-
-def is_feasible(t: FrozenTrial) -> bool:
-    return (
-        t.state == TrialState.COMPLETE
-        and all(v <= 0 for v in t.constraints.values())
-        and t.user_attrs.get(attrs.CORRECT, True) is not False
-    )
-
-
-def counted_trials(study: optuna.Study) -> int:
-    return sum(1 for t in study.get_trials(deepcopy=False) if is_counted(t))
-
-
-def best_trials(study: optuna.Study) -> list[FrozenTrial]:
-    """Feasible, counted COMPLETE trials: the best one (single objective) or the Pareto front (multi)."""
-    done = [t for t in study.get_trials(deepcopy=False) if is_counted(t) and is_feasible(t)]
-    if not done:
-        return []
-    if len(study.directions) == 1:
-        return [max(done, key=lambda t: t.values[0])]
-    front = []
-    for t in done:
-        dominated = any(
-            all(o >= v for o, v in zip(other.values, t.values, strict=True)) and other.values != t.values
-            for other in done
-        )
-        if not dominated:
-            front.append(t)
-    return sorted(front, key=lambda t: t.number)
-
-
-# -- starting points and recovery ------------------------------------------------------------------
-
-
-def recover_stale_trials(
-    study: optuna.Study, *, now: float | None = None, stale_after_s: float = STALE_AFTER_S
-) -> list[int]:
-    """Mark RUNNING trials of dead workers FAIL and re-enqueue their params once.
-
-    A trial is stale when its worker process is gone (same host), or its heartbeat stopped. Live trials of
-    other workers sharing the study are left alone.
-    """
-    now = time.time() if now is None else now
-    failed = []
-    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        worker = t.user_attrs.get(attrs.WORKER)
-        beat = t.user_attrs.get(attrs.HEARTBEAT)
-        started = t.datetime_start.timestamp() if t.datetime_start else now
-        stale = (
-            (worker is not None and _fleet.worker_dead(worker))
-            or (beat is not None and now - beat > stale_after_s)
-            or (beat is None and now - started > stale_after_s)
-        )
-        if not stale:
-            continue
-        try:
-            study._storage.set_trial_user_attr(t._trial_id, attrs.INTERRUPTED, "stale: worker gone")
-            study.tell(t.number, state=TrialState.FAIL)
-        except (ValueError, optuna.exceptions.UpdateFinishedTrialError):
-            continue  # another worker recovered it first (the state change is atomic): it requeues, not us
-        _requeue(study, t)
-        failed.append(t.number)
-    return failed
-
-
-def _requeue(study: optuna.Study, t: FrozenTrial) -> None:
-    if t.user_attrs.get(attrs.RETRY_OF) is not None or not t.params:
-        return  # once only: a config that kills the tuner twice is not tried a third time
-    carried = {k: t.user_attrs[k] for k in (attrs.BASELINE, attrs.SEED, attrs.BRANCH) if k in t.user_attrs}
-    study.enqueue_trial(t.params, user_attrs={**carried, attrs.RETRY_OF: t.number})
-
-
-def enqueue_starting_points(study: optuna.Study, config: StudyConfig) -> None:
-    """Trial 0 is the unmodified base command; then the study file's expert seeds; then imported bests."""
-    study.enqueue_trial(dict(config.baseline), user_attrs={attrs.BASELINE: True}, skip_if_exists=True)
-    for i, seed in enumerate(config.search.seed_trials):
-        study.enqueue_trial(dict(seed), user_attrs={attrs.SEED: i}, skip_if_exists=True)
-    if config.search.import_best_from:
-        other = optuna.load_study(study_name=config.search.import_best_from, storage=study._storage)
-        ranked = sorted(
-            (t for t in other.get_trials(deepcopy=False) if is_counted(t) and is_feasible(t)),
-            key=lambda t: t.values[0],
-            reverse=True,
-        )
-        names = {p.name for p in config.space.params}
-        for t in ranked[: config.search.import_top]:
-            params = {k: v for k, v in t.params.items() if k in names}
-            study.enqueue_trial(params, user_attrs={attrs.SEED: f"{other.study_name}#{t.number}"}, skip_if_exists=True)
-    enqueue_branches(study, config)
-
-
-def enqueue_branches(study: optuna.Study, config: StudyConfig) -> None:
-    """One trial in each branch of a conditional space that no trial, seed or baseline has entered yet.
-
-    TPE models what it has seen: a branch (``algorithm = "DFLASH"``) with no observation gets no good-group
-    density, so after a few early successes in the other branch it is practically never sampled. One trial
-    fixes the branch choice and lets the sampler pick the rest, so every branch is measured at least once.
-    """
-    seen = [dict(config.baseline), *config.search.seed_trials]
-    seen += [t.system_attrs.get("fixed_params", t.params) for t in study.get_trials(deepcopy=False)]
-    for p in config.space.branch_params():
-        for choice in p.choices:
-            if not any(params.get(p.name) == choice for params in seen):
-                study.enqueue_trial({p.name: choice}, user_attrs={attrs.BRANCH: {p.name: choice}}, skip_if_exists=True)
-
-
-def find_duplicate(study: optuna.Study, params: dict[str, Value], number: int) -> FrozenTrial | None:
-    """A measured (or, with several workers, currently running) trial with exactly these params."""
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)):
-        if t.number == number or t.params != params:
-            continue
-        if t.state == TrialState.RUNNING or is_counted(t):
-            return t
-    return None
-
-
-# -- the loop ------------------------------------------------------------------
 
 
 @contextmanager
@@ -205,69 +73,6 @@ def _signals_raise() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-class _Heartbeat:
-    """Marks the running trial alive, so other workers (and later runs) can tell a stale trial."""
-
-    def __init__(self, study: optuna.Study, trial: optuna.Trial, *, interval_s: float = HEARTBEAT_S) -> None:
-        self._storage = study._storage
-        self._interval_s = interval_s
-        self._trial_id = trial._trial_id
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="tune-heartbeat", daemon=True)
-
-    def __enter__(self) -> _Heartbeat:
-        self._beat()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _beat(self) -> None:
-        self._storage.set_trial_user_attr(self._trial_id, attrs.HEARTBEAT, time.time())
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            # A missed beat only risks a false "stale"; never kill the trial for it.
-            with contextlib.suppress(Exception):
-                self._beat()
-
-
-class Console:
-    """Progress lines on stderr; a live, rewritten status line when stderr is a terminal."""
-
-    def __init__(self, *, stream: Any = None, live: bool | None = None) -> None:
-        self._stream = stream or sys.stderr
-        self._live = self._stream.isatty() if live is None else live
-        self._last_live = -math.inf
-        self._dirty = False
-
-    def line(self, text: str) -> None:
-        if self._dirty:
-            self._stream.write("\r\033[K")
-            self._dirty = False
-        self._stream.write(text + "\n")
-        self._stream.flush()
-
-    def status(self, text: str) -> None:
-        if self._live:
-            self._stream.write("\r\033[K  " + text[:150])
-            self._stream.flush()
-            self._dirty = True
-            return
-        # A log file gets the status every 15 s at most: enough to see a 6-minute load progress.
-        now = time.monotonic()
-        if now - self._last_live >= 15:
-            self._last_live = now
-            self.line("  " + text)
-
-
-def _fmt_duration(seconds: float) -> str:
-    seconds = int(seconds)
-    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
-
-
 def run_study(
     config: StudyConfig,
     *,
@@ -276,24 +81,76 @@ def run_study(
     study_name: str | None = None,
     force_config: bool = False,
     parts_factory: PartsFactory | None = None,
-    service: BaseService | None = None,
+    target: Target | None = None,
     console: Console | None = None,
     worker_name: str | None = None,
     allow_mixed_targets: bool = False,
 ) -> RunSummary:
-    """Run trials until the study holds ``trials`` counted trials in total (a resume continues to N)."""
-    # Imported here: these packages import tuner.study themselves.
-    from tuner.lock import TargetLock, lock_path_for
-    from tuner.report import write_study_note
+    """Run trials until the study holds ``trials`` counted trials in total (a resume continues to N).
+
+    ``target`` replaces the one the config describes (the in-process model brings its own); it is closed at
+    the end either way. ``worker_name`` names this worker in a fleet sharing the study (default: the server's
+    host and port); a worker whose server differs from the study's is refused unless ``allow_mixed_targets``.
+    """
     from tuner.study._parts import http_parts
-    from tuner.target import make_host, make_service
 
     console = console or Console()
-    target = trials if trials is not None else config.study.trials
-    study = open_study(config, storage=storage, study_name=study_name, force_config=force_config)
+    goal = trials if trials is not None else config.study.trials
     worker = _fleet.WorkerId.for_target(config, name=worker_name)
+    study, fleet = _prepare_study(
+        config, storage=storage, study_name=study_name, force_config=force_config, console=console, worker=worker
+    )
+    target = target or open_target(config)
+    parts = (parts_factory or http_parts)(config, target)
+    evidence = Evidence(artifacts_dir=config.study.artifacts_dir)
+    runner = TrialRunner(config=config, parts=parts, evidence=evidence, progress=console.status)
+    start = time.monotonic()
+    progress = _Progress()
+    with target, target.locked():
+        fleet.target = _fleet.target_fingerprint(config, target.host)
+        _fleet.check_target(fleet.claims, fleet.target, allow_mixed=allow_mixed_targets)
+        try:
+            with _signals_raise():
+                _drive(study, config, runner, target.base, console, goal, progress, fleet)
+        except KeyboardInterrupt:
+            progress.interrupted = True
+            console.line("interrupted: the running trial is marked FAIL and will be retried on resume")
+        finally:
+            # Only while we hold the lock: the server is ours to put back.
+            try:
+                _on_exit(config, study, target, console)
+            except (TuneError, OSError) as exc:
+                console.line(f"WARNING: could not put the server back ({config.study.on_exit}): {exc}")
+    summary = _summarise(study, goal=goal, ran=progress.ran, seconds=time.monotonic() - start)
+    if progress.interrupted:
+        raise Interrupted(
+            f"stopped at {summary.counted}/{goal} trials. Resume with: tune start --trials {goal} "
+            f"--config {config.source}   (or: tune resume --study {study.study_name})"
+        )
+    return summary
+
+
+def _prepare_study(
+    config: StudyConfig,
+    *,
+    storage: str | None,
+    study_name: str | None,
+    force_config: bool,
+    console: Console,
+    worker: _fleet.WorkerId,
+) -> tuple[optuna.Study, _fleet.Fleet]:
+    """Open (or create) the study, give it its sampler and pruner, recover dead trials, enqueue the starts."""
+    from tuner.gate import check_problems
+    from tuner.report import write_study_note
+
+    check_problems(config.gate, file=config.source)
+    study = open_study(config, storage=storage, study_name=study_name, force_config=force_config)
+    fleet = _fleet.Fleet(
+        study, worker, stale_after_s=config.study.stale_after_s, poll_s=min(config.study.heartbeat_s, 2.0)
+    )
     # The sampler's seed is offset by what the study already holds (see make_sampler) and by the worker.
-    seed = _fleet.worker_seed(config.study.seed, worker=worker.name, offset=len(study.trials))
+    ordinal = _fleet.worker_ordinal(fleet.claims, worker)
+    seed = _fleet.worker_seed(config.study.seed, ordinal=ordinal, offset=len(study.trials))
     seeded = dataclasses.replace(config, study=dataclasses.replace(config.study, seed=seed))
     study.sampler = make_sampler(seeded, offset=0)
     study.pruner = make_pruner(config)
@@ -301,67 +158,28 @@ def run_study(
     stale = recover_stale_trials(study, stale_after_s=config.study.stale_after_s)
     if stale:
         console.line(f"marked interrupted trials FAIL and re-enqueued them: {stale}")
-    fleet = _fleet.Fleet(
-        study, worker, stale_after_s=config.study.stale_after_s, poll_s=min(config.study.heartbeat_s, 2.0)
-    )
+    # One worker enqueues the starting points: the baseline is measured exactly once however many start together.
     has_baseline = any(attrs.BASELINE in t.user_attrs for t in study.get_trials(deepcopy=False))
     if _fleet.claim_starting_points(
         fleet.claims, worker, has_baseline=has_baseline, stale_after_s=config.study.stale_after_s
     ):
         enqueue_starting_points(study, config)
+    return study, fleet
 
-    host = None
-    lock: Any = contextlib.nullcontext()
-    if service is None:
-        host = make_host(config.target)
-        service = make_service(config, host)
-        if config.target.lock:
-            # One tuner per server: a second one would restart the server under the first one's benchmark.
-            lock = TargetLock(host=host, path=lock_path_for(config.target), study=study.study_name)
-    parts = (parts_factory or http_parts)(config, service)
-    evidence = Evidence(artifacts_dir=config.study.artifacts_dir)
-    runner = TrialRunner(config=config, parts=parts, evidence=evidence, progress=console.status)
-    base = base_spec(config.target)
-    start = time.monotonic()
-    progress = _Progress()
-    try:
-        fleet.target = _fleet.target_fingerprint(config, host)
-        _fleet.check_target(fleet.claims, fleet.target, allow_mixed=allow_mixed_targets)
-        with lock:
-            try:
-                with _signals_raise():
-                    _drive(study, config, runner, base, console, target, progress, fleet)
-            except KeyboardInterrupt:
-                progress.interrupted = True
-                console.line("interrupted: the running trial is marked FAIL and will be retried on resume")
-            finally:
-                # Only while we hold the lock: the server is ours to put back.
-                try:
-                    _on_exit(config, study, service, base, console, parts)
-                except (TuneError, OSError) as exc:
-                    console.line(f"WARNING: could not put the server back ({config.study.on_exit}): {exc}")
-    finally:
-        service.close()
-        if host is not None:
-            host.close()
+
+def _summarise(study: optuna.Study, *, goal: int, ran: int, seconds: float) -> RunSummary:
     # The study-level figure of what regression pruning saved (each trial records its own share).
     study.set_user_attr(attrs.PRUNING_SAVED_S, round(pruning_savings(study), 3))
     best = best_trials(study)
-    summary = RunSummary(
+    return RunSummary(
         study_name=study.study_name,
-        target=target,
+        target=goal,
         counted=counted_trials(study),
-        ran=progress.ran,
+        ran=ran,
         best_number=best[0].number if best else None,
         best_values=tuple(best[0].values) if best else None,
-        seconds=round(time.monotonic() - start, 1),
+        seconds=round(seconds, 1),
     )
-    if progress.interrupted:
-        raise Interrupted(
-            f"stopped at {summary.counted}/{target} trials. Resume with: tune start --trials {target} "
-            f"--config {config.source}   (or: tune resume --study {study.study_name})"
-        )
-    return summary
 
 
 @dataclass
@@ -405,29 +223,17 @@ def _drive(
             t0 = time.monotonic()
             counted = _run_one(study, trial, config, runner, base, console, done, target, durations)
         except KeyboardInterrupt:
-            study._storage.set_trial_user_attr(trial._trial_id, attrs.INTERRUPTED, "Ctrl-C or SIGTERM")
+            set_trial_attr(study, trial, attrs.INTERRUPTED, "Ctrl-C or SIGTERM")
             study.tell(trial, state=TrialState.FAIL)
-            _requeue(study, study.trials[trial.number])
+            requeue(study, study.trials[trial.number])
             raise
         except _LostSlot:
             continue
-        except (ValueError, optuna.exceptions.UpdateFinishedTrialError):
-            if not study.trials[trial.number].state.is_finished():
-                raise
-            # Its heartbeat looked older than stale_after_s to another worker, which failed and re-enqueued it.
-            console.line(f"  trial #{trial.number} was declared dead by another worker meanwhile: result dropped")
+        except (ValueError, optuna.exceptions.UpdateFinishedTrialError) as exc:
+            _declared_dead(study, trial, console, exc)
         except HostError as exc:
-            # The host, not the config, failed (SSH dropped, a command timed out): FAIL keeps the sampler from
-            # learning anything from it, and the params are retried once the host is back.
             host_errors_in_a_row += 1
-            study._storage.set_trial_user_attr(trial._trial_id, attrs.FAILURE_PHASE, "host")
-            study._storage.set_trial_user_attr(trial._trial_id, attrs.FAILURE_REASON, str(exc)[:1000])
-            study.tell(trial, state=TrialState.FAIL)
-            _requeue(study, study.trials[trial.number])
-            console.line(f"  host error (trial will be retried): {exc}")
-            if host_errors_in_a_row >= MAX_HOST_ERRORS_IN_A_ROW:
-                raise HostError(f"{host_errors_in_a_row} host errors in a row, giving up; last: {exc}") from exc
-            time.sleep(min(30.0, 2.0**host_errors_in_a_row))
+            _host_error(study, trial, console, exc, in_a_row=host_errors_in_a_row)
             continue
         finally:
             if not counted:
@@ -441,6 +247,26 @@ def _drive(
             uncounted_in_a_row += 1
 
 
+def _declared_dead(study: optuna.Study, trial: optuna.Trial, console: Console, exc: Exception) -> None:
+    """A trial another worker failed meanwhile (its heartbeat looked older than stale_after_s): drop the result."""
+    if not study.trials[trial.number].state.is_finished():
+        raise exc
+    console.line(f"  trial #{trial.number} was declared dead by another worker meanwhile: result dropped")
+
+
+def _host_error(study: optuna.Study, trial: optuna.Trial, console: Console, exc: HostError, *, in_a_row: int) -> None:
+    """The host, not the config, failed (SSH dropped, a command timed out): FAIL keeps the sampler from learning
+    anything from it, and the params are retried once the host is back."""
+    set_trial_attr(study, trial, attrs.FAILURE_PHASE, "host")
+    set_trial_attr(study, trial, attrs.FAILURE_REASON, str(exc)[:1000])
+    study.tell(trial, state=TrialState.FAIL)
+    requeue(study, study.trials[trial.number])
+    console.line(f"  host error (trial will be retried): {exc}")
+    if in_a_row >= MAX_HOST_ERRORS_IN_A_ROW:
+        raise HostError(f"{in_a_row} host errors in a row, giving up; last: {exc}") from exc
+    time.sleep(min(30.0, 2.0**in_a_row))
+
+
 class _LostSlot(Exception):
     """The slot was reaped between claim and ask (a worker silent for longer than ``stale_after_s``)."""
 
@@ -450,7 +276,7 @@ def _bind(study: optuna.Study, trial: optuna.Trial, fleet: _fleet.Fleet, slot: _
     if bound is None:
         trial.set_user_attr(attrs.FAILURE_REASON, "this worker's trial slot was reaped before the trial started")
         study.tell(trial, state=TrialState.FAIL)
-        _requeue(study, study.trials[trial.number])
+        requeue(study, study.trials[trial.number])
         raise _LostSlot
     trial.set_user_attr(attrs.WORKER, fleet.worker.process)
     trial.set_user_attr(attrs.WORKER_NAME, fleet.worker.name)
@@ -474,42 +300,17 @@ def _run_one(
     from tuner.report import mark_feasibility
 
     params = suggest(trial, config.space)
-    violations = config.space.violations(params)
-    if violations:
-        trial.set_user_attr(attrs.REJECTED, True)
-        trial.set_user_attr(attrs.FAILURE_PHASE, "sample")
-        trial.set_user_attr(attrs.FAILURE_REASON, "violates " + ", ".join(str(c) for c in violations))
-        study.tell(trial, state=TrialState.PRUNED)
-        _retry_branch(study, trial)
-        return False
-    duplicate = find_duplicate(study, dict(trial.params), trial.number)
-    if duplicate is not None:
-        trial.set_user_attr(attrs.DUPLICATE_OF, duplicate.number)
-        if duplicate.state == TrialState.COMPLETE:
-            for key, value in duplicate.constraints.items():
-                trial.set_constraint(key, value)
-            mark_feasibility(trial)
-            study.tell(trial, duplicate.values)
-        elif duplicate.state == TrialState.RUNNING:
-            # Another worker measures this config right now: no restart; the slot goes back and the next ask
-            # re-samples. FAIL, not PRUNED: this trial says nothing about the config, and TPE ignores FAIL trials.
-            trial.set_user_attr(
-                attrs.FAILURE_REASON, f"re-sampled: same config as trial #{duplicate.number}, running elsewhere"
-            )
-            study.tell(trial, state=TrialState.FAIL)
-        else:
-            trial.set_user_attr(attrs.FAILURE_REASON, f"same config as trial #{duplicate.number}, which failed")
-            study.tell(trial, state=TrialState.PRUNED)
+    if _rejected(study, trial, config, params) or _repeat(study, trial):
         return False
     is_baseline = bool(trial.user_attrs.get(attrs.BASELINE))
     spec = base if is_baseline else render(config.space, base, params)
     eta = ""
     if durations:
         mean = sum(durations) / len(durations)
-        eta = f", ETA {_fmt_duration(mean * (target - done))}"
+        eta = f", ETA {fmt_duration(mean * (target - done))}"
     label = "baseline" if is_baseline else "trial"
-    console.line(f"[{done + 1}/{target}{eta}] trial #{trial.number} ({label}): {_describe(params)}")
-    with _Heartbeat(study, trial, interval_s=config.study.heartbeat_s):
+    console.line(f"[{done + 1}/{target}{eta}] trial #{trial.number} ({label}): {describe_params(params)}")
+    with Heartbeat(study, trial, interval_s=config.study.heartbeat_s):
         try:
             result = runner.run(trial, spec, label=f"trial-{trial.number:04d}")
         except TrialFailure as failure:
@@ -519,65 +320,69 @@ def _run_one(
     mark_feasibility(trial)
     study.tell(trial, list(result.values))
     best = best_trials(study)
-    best_text = f"; best #{best[0].number} {_values(best[0].values)}" if best else ""
-    console.line(f"  score {_values(result.values)}{best_text}")
+    best_text = f"; best #{best[0].number} {fmt_values(best[0].values)}" if best else ""
+    console.line(f"  score {fmt_values(result.values)}{best_text}")
     return True
 
 
-def _retry_branch(study: optuna.Study, trial: optuna.Trial) -> None:
-    """A branch trial whose sampled values broke a constraint: the branch is still unexplored, so try again."""
-    branch = trial.user_attrs.get(attrs.BRANCH)
-    if branch is None:
-        return
-    tries = sum(1 for t in study.get_trials(deepcopy=False) if t.user_attrs.get(attrs.BRANCH) == branch)
-    if tries < MAX_BRANCH_TRIES:  # a branch whose every config breaks a constraint is given up, not looped on
-        study.enqueue_trial(dict(branch), user_attrs={attrs.BRANCH: branch})
+def _rejected(study: optuna.Study, trial: optuna.Trial, config: StudyConfig, params: dict[str, Value]) -> bool:
+    """A sample that breaks a declared constraint ends PRUNED without a restart (TPE learns to avoid it)."""
+    violations = config.space.violations(params)
+    if not violations:
+        return False
+    trial.set_user_attr(attrs.REJECTED, True)
+    trial.set_user_attr(attrs.FAILURE_PHASE, "sample")
+    trial.set_user_attr(attrs.FAILURE_REASON, "violates " + ", ".join(str(c) for c in violations))
+    study.tell(trial, state=TrialState.PRUNED)
+    retry_branch(study, trial)
+    return True
 
 
-def _describe(params: dict[str, Value]) -> str:
-    return " ".join(f"{k}={format_value(v)}" for k, v in params.items())
+def _repeat(study: optuna.Study, trial: optuna.Trial) -> bool:
+    """A config already measured (or being measured elsewhere) is told its known outcome, never run again."""
+    from tuner.report import mark_feasibility
+
+    duplicate = find_duplicate(study, dict(trial.params), trial.number)
+    if duplicate is None:
+        return False
+    trial.set_user_attr(attrs.DUPLICATE_OF, duplicate.number)
+    if duplicate.state == TrialState.COMPLETE:
+        for key, value in duplicate.constraints.items():
+            trial.set_constraint(key, value)
+        mark_feasibility(trial)
+        study.tell(trial, duplicate.values)
+    elif duplicate.state == TrialState.RUNNING:
+        # Another worker measures this config right now: no restart; the slot goes back and the next ask
+        # re-samples. FAIL, not PRUNED: this trial says nothing about the config, and TPE ignores FAIL trials.
+        trial.set_user_attr(
+            attrs.FAILURE_REASON, f"re-sampled: same config as trial #{duplicate.number}, running elsewhere"
+        )
+        study.tell(trial, state=TrialState.FAIL)
+    else:
+        trial.set_user_attr(attrs.FAILURE_REASON, f"same config as trial #{duplicate.number}, which failed")
+        study.tell(trial, state=TrialState.PRUNED)
+    return True
 
 
-def _values(values: Any) -> str:
-    return "/".join(f"{v:.1f}" for v in values if isinstance(v, float) and math.isfinite(v))
-
-
-def _on_exit(
-    config: StudyConfig,
-    study: optuna.Study,
-    service: BaseService,
-    base: Any,
-    console: Console,
-    parts: TrialParts,
-) -> None:
+def _on_exit(config: StudyConfig, study: optuna.Study, target: Target, console: Console) -> None:
     """Leave the server in a known configuration, as the study file asks."""
-    from tuner.readiness import wait_ready
-
     action = config.study.on_exit
     if action == "leave":
         return
     if action == "stop":
-        service.stop()
+        target.service.stop()
         return
+    spec = None  # the baseline
     if action == "best":
         best = best_trials(study)
-        if not best:
-            console.line("no feasible best trial: restoring the baseline instead")
-            action = "baseline"
-        else:
-            service.apply(render(config.space, base, best[0].params))
+        if best:
+            spec = render(config.space, target.base, best[0].params)
             console.line(f"restarting with the best config (trial #{best[0].number})")
-    if action == "baseline":
-        service.revert()
+        else:
+            console.line("no feasible best trial: restoring the baseline instead")
+    if spec is None:
         console.line("restoring the baseline configuration")
-    restarted = service.restart(label="on-exit")
     try:
-        (parts.readiness or wait_ready)(
-            service=service,
-            restarted=restarted,
-            endpoint=parts.endpoint,
-            config=config.readiness,
-            progress=console.status,
-        )
+        target.bring_up(spec, label="on-exit", progress=console.status)
     except TrialFailure as failure:
         console.line(f"WARNING: the server did not come back after {action}: {failure.reason}")

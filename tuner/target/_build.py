@@ -1,0 +1,96 @@
+"""Build the target from a study config: its transport, service manager, lock, endpoint and readiness check.
+
+This is the only place that knows which implementation of each seam a config asks for; everything else
+receives a :class:`Target` (or the :class:`~tuner.hosts.BaseHost` / :class:`~tuner.services.BaseService` in it).
+"""
+
+from __future__ import annotations
+
+import sys
+from urllib.parse import urlsplit
+
+from tuner.config import StudyConfig, TargetSection
+from tuner.endpoint import Endpoint
+from tuner.hosts import BaseHost, LocalHost
+from tuner.readiness import ReadinessCheck
+from tuner.services import BaseService, ProcessService
+from tuner.spec import LaunchSpec
+from tuner.target._target import Target
+
+__all__ = ["base_spec", "endpoint_for", "make_host", "make_service", "open_target"]
+
+PYTHON_PLACEHOLDER = "{python}"
+
+
+def base_spec(target: TargetSection) -> LaunchSpec:
+    """The unmodified launch spec; ``{python}`` means the interpreter running `tune` (local targets)."""
+    argv = tuple(sys.executable if a == PYTHON_PLACEHOLDER else a for a in target.command)
+    return LaunchSpec(argv=argv, env=dict(target.env))
+
+
+def make_host(target: TargetSection) -> BaseHost:
+    if target.transport == "ssh":
+        from tuner.hosts._ssh import SSHHost  # paramiko is only imported for SSH targets
+
+        assert target.ssh is not None
+        return SSHHost.from_section(target.ssh)
+    return LocalHost()
+
+
+def make_service(config: StudyConfig, host: BaseHost) -> BaseService:
+    target = config.target
+    if target.manager == "systemd":
+        from tuner.services._systemd import SystemdService
+
+        assert target.systemd is not None
+        return SystemdService(host=host, section=target.systemd, base=base_spec(target), gpu_wait=target.gpu_wait)
+    return ProcessService(
+        host=host,
+        base=base_spec(target),
+        log_dir=target.log_dir,
+        workdir=target.workdir,
+        stop_grace_s=target.stop_grace_s,
+        gpu_wait=target.gpu_wait,
+        # One record per port: workers sharing a config directory each manage their own server.
+        record_name=f"server-{urlsplit(target.base_url).port or 80}.json",
+    )
+
+
+def endpoint_for(config: StudyConfig) -> Endpoint:
+    target = config.target
+    return Endpoint(base_url=target.base_url, model=target.model, api_key=target.api_key)
+
+
+def open_target(
+    config: StudyConfig,
+    *,
+    service: BaseService | None = None,
+    readiness: ReadinessCheck | None = None,
+    lock: bool | None = None,
+) -> Target:
+    """The server a study tunes, wired from its config; close it (or use ``with``) when done.
+
+    ``service`` and ``readiness`` replace the config's own (the in-process model brings both); ``lock`` (default:
+    the config's ``target.lock``, never for a given service) takes the per-server lock when the target is
+    entered.
+    """
+    from tuner.lock import TargetLock, lock_path_for
+
+    host = None
+    if service is None:
+        host = make_host(config.target)
+        service = make_service(config, host)
+    take_lock = config.target.lock if lock is None else lock
+    target_lock = None
+    if take_lock and host is not None:  # a given service (the in-process model) has no host to lock
+        # One tuner per server: a second one would restart the server under the first one's benchmark.
+        target_lock = TargetLock(host=host, path=lock_path_for(config.target), study=config.study.name)
+    return Target(
+        host=host,
+        service=service,
+        endpoint=endpoint_for(config),
+        base=base_spec(config.target),
+        readiness_config=config.readiness,
+        readiness=readiness,
+        lock=target_lock,
+    )

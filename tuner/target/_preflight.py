@@ -1,0 +1,136 @@
+"""The preflight: what can be verified about a target without changing anything (``tune check``).
+
+One generator of findings, so ``tune check`` prints each line as soon as it is known (an SSH connect can take
+seconds) and other callers can stop at the first problem.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import httpx
+
+from tuner.config import StudyConfig
+from tuner.errors import ConfigError, HostError, TuneError
+from tuner.hosts import BaseHost
+from tuner.services import BaseService, Finding
+from tuner.target._build import make_host, make_service
+
+__all__ = ["preflight"]
+
+HELP_TIMEOUT_S = 300.0
+
+
+def preflight(config: StudyConfig, *, flags: bool = True, endpoint: bool = True) -> Iterator[Finding]:
+    """Findings about the target: host and its key, the service's own checks, the tuned flags (``--help``),
+    the endpoint, the GPU memory command, the lock, and the gate's problems. Never changes anything.
+
+    ``flags`` and ``endpoint`` can be skipped where speed matters more than their answer.
+    """
+    try:
+        host = make_host(config.target)
+        yield Finding(ok=True, text=host.verify())
+    except HostError as exc:
+        yield Finding(ok=False, text=f"connect: {exc}")
+        return
+    try:
+        service = make_service(config, host)
+        found = service.preflight()
+        yield from found.findings
+        if flags:
+            yield from _flags(config, host, list(found.program))
+        if endpoint:
+            yield _endpoint(config, service)
+        yield from _gpu(config, host)
+        yield from _lock(config, host)
+        yield from _gate(config)
+    except TuneError as exc:
+        yield Finding(ok=False, text=str(exc))
+    finally:
+        host.close()
+
+
+def _flags(config: StudyConfig, host: BaseHost, program: list[str]) -> Iterator[Finding]:
+    tuned = [p for p in config.space.params if p.flag]
+    if not tuned:
+        return
+    result = host.run([*program, "--help"], timeout=HELP_TIMEOUT_S) if program else None
+    text = (result.stdout + result.stderr) if result is not None else ""
+    if result is None or not result.ok or "--" not in text:
+        yield Finding(ok=None, text=f"`{' '.join(program)} --help` gave no flag list: cannot verify the space's flags")
+        return
+    missing = [
+        p.flag or ""
+        for p in tuned
+        if not any(re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text) for n in (p.flag, *p.aliases) if n)
+    ]
+    if missing:
+        yield Finding(ok=False, text="flags unknown to the server (`--help` does not list them): " + ", ".join(missing))
+    else:
+        yield Finding(ok=True, text=f"all {len(tuned)} tuned flags are accepted by the server")
+    for p in config.space.params:
+        if p.env and not p.flag:
+            yield Finding(ok=True, text=f"{p.name} is the environment variable {p.env}")
+
+
+def _endpoint_problem(url: str) -> str | None:
+    try:
+        with httpx.Client(timeout=5) as client:
+            r = client.get(url + "/health")
+            if r.status_code == 404:
+                r = client.get(url + "/v1/models")
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}"
+    return None if r.status_code < 500 else f"HTTP {r.status_code}"
+
+
+def _endpoint(config: StudyConfig, service: BaseService) -> Finding:
+    url = config.target.base_url
+    problem = _endpoint_problem(url)
+    if problem is None:
+        return Finding(ok=True, text=f"endpoint {url} answers")
+    try:
+        running = service.state().running
+    except TuneError:
+        running = False
+    if running:
+        return Finding(ok=False, text=f"endpoint {url} unreachable ({problem}) although the server runs")
+    return Finding(ok=None, text=f"endpoint {url} not answering ({problem}); the server is not running")
+
+
+def _gpu(config: StudyConfig, host: BaseHost) -> Iterator[Finding]:
+    if config.target.gpu_wait is None:
+        return
+    from tuner.services import read_gpu_memory
+
+    try:
+        values = read_gpu_memory(host, config.target.gpu_wait)
+        yield Finding(ok=True, text=f"GPU memory readable: {len(values)} GPUs, max {max(values):.0f} MiB used")
+    except HostError as exc:
+        yield Finding(ok=False, text=f"GPU memory command: {exc}")
+
+
+def _lock(config: StudyConfig, host: BaseHost) -> Iterator[Finding]:
+    if not config.target.lock:
+        return
+    from tuner.lock import TargetLock, lock_path_for
+
+    lock = TargetLock(host=host, path=lock_path_for(config.target), study=config.study.name)
+    holder = lock.holder()
+    if holder is None:
+        yield Finding(ok=True, text=f"lock {lock.path} free")
+    else:
+        who = f"{holder.owner} (pid {holder.pid}, study {holder.study!r})"
+        yield Finding(ok=False, text=f"lock {lock.path} held by {who}")
+
+
+def _gate(config: StudyConfig) -> Iterator[Finding]:
+    if config.gate is None or not config.gate.enabled:
+        return
+    from tuner.gate import check_problems
+
+    try:
+        check_problems(config.gate, file=config.source)
+    except ConfigError as exc:
+        yield Finding(ok=False, text=f"gate problems: {exc}")
