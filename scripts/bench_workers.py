@@ -29,6 +29,7 @@ import contextlib
 import functools
 import inspect
 import multiprocessing
+import signal
 import statistics
 import sys
 import tempfile
@@ -75,7 +76,7 @@ def worker(config_path: str, storage: str, study: str, trials: int, seed: int, i
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     config = load_config(config_path)
-    config = replace(config, study=replace(config.study, seed=seed, on_exit="stop", heartbeat_s=5.0))
+    config = replace(config, study=replace(config.study, seed=seed, on_exit="stop"))
     kwargs: dict[str, Any] = {}
     if "worker_name" in inspect.signature(run_study).parameters:  # absent before the fleet work: the "before" run
         kwargs["worker_name"] = f"bench-{index}"
@@ -140,6 +141,7 @@ def measure(config: Any, storage: str, study_name: str, optimum: float) -> dict[
             1 for t in trials if t.state.name == "FAIL" and t.user_attrs.get(attrs.DUPLICATE_OF) is not None
         ),
         "baselines": sum(1 for t in trials if t.user_attrs.get(attrs.BASELINE) and is_counted(t)),
+        "slots": sorted(t.user_attrs.get(getattr(attrs, "SLOT", "slot"), -1) for t in trials if is_counted(t)),
         "quality": true_objective(config, best[0].params) / optimum if best else 0.0,
     }
 
@@ -164,6 +166,8 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--storage", choices=("postgresql", "sqlite"), default="postgresql")
     args = parser.parse_args()
+    # A SIGTERM unwinds like Ctrl-C, so the private PostgreSQL cluster is stopped and removed.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
     from tuner.config import load_config
 

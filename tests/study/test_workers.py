@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
@@ -17,10 +18,13 @@ from fixtures_study import study_toml
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.sim.testing import free_port
-from tuner.study import counted_trials, is_counted
+from tuner.study import counted_trials, is_counted, make_storage
+from tuner.study._fleet import Claims, Slots, WorkerId
 from tuner.trials import attrs
 
-FAST_HEARTBEAT = "heartbeat_s = 0.2\nstale_after_s = 5\n"
+# Fast heartbeats; a generous stale limit, so a loaded machine never makes a live worker look dead (a killed
+# worker on this host is recognised by its PID at once).
+FAST_HEARTBEAT = "heartbeat_s = 0.2\nstale_after_s = 120\n"
 
 
 def storage_for(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> tuple[str, str]:
@@ -76,7 +80,12 @@ def assert_exact(study: optuna.Study, total: int) -> None:
     assert len(baselines) == 1, "the baseline is measured exactly once"
     assert duplicate_restarts(study.trials) == 0
     slots = sorted(t.user_attrs[attrs.SLOT] for t in study.trials if is_counted(t))
-    assert slots == list(range(total))
+    story = [
+        (t.number, t.state.name, t.user_attrs.get(attrs.SLOT), t.user_attrs.get(attrs.WORKER_NAME),
+         t.user_attrs.get(attrs.FAILURE_REASON), t.datetime_start, t.datetime_complete)
+        for t in study.trials
+    ]  # fmt: skip
+    assert slots == list(range(total)), story
 
 
 @pytest.mark.parametrize(("backend", "workers", "total"), [
@@ -86,16 +95,45 @@ def test_workers_share_a_study_and_stop_at_exactly_the_total(
     backend: str, workers: int, total: int, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     storage, study_name = storage_for(backend, tmp_path, request)
+    gate = StartGate(storage, study_name, total)
     procs = [
         start_worker(tmp_path, str(i), storage=storage, study_name=study_name, trials=total) for i in range(workers)
     ]
+    gate.open_when_waiting(procs)
     for proc in procs:
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
     study = optuna.load_study(study_name=study_name, storage=storage)
     assert_exact(study, total)
-    assert len({t.user_attrs[attrs.WORKER] for t in study.trials if attrs.WORKER in t.user_attrs}) == workers
-    assert len({t.user_attrs[attrs.WORKER_NAME] for t in study.trials if attrs.WORKER_NAME in t.user_attrs}) == workers
+    assert len({t.user_attrs[attrs.WORKER] for t in study.trials if attrs.WORKER in t.user_attrs}) >= 2
+    ran = {t.user_attrs[attrs.WORKER_NAME] for t in study.trials if attrs.WORKER_NAME in t.user_attrs}
+    assert 2 <= len(ran) <= workers
+
+
+class StartGate:
+    """Holds every slot of a fresh study until all workers wait for one, then frees them at once.
+
+    Without it, a worker that starts a few seconds late on a loaded machine may find the study already done, and
+    the test would not race anything: with it, every worker races for every slot from the same instant.
+    """
+
+    def __init__(self, storage: str, study_name: str, total: int) -> None:
+        study = optuna.create_study(study_name=study_name, storage=make_storage(storage), direction="maximize")
+        self._claims = Claims(study)
+        me = WorkerId(name="test-gate", process=f"{socket.gethostname()}:{os.getpid()}")
+        self._slots = Slots(self._claims, me, stale_after_s=3600)
+        self._held = [self._slots.claim(total, [], is_counted=is_counted) for _ in range(total)]
+        assert all(self._held)
+
+    def open_when_waiting(self, procs: list[subprocess.Popen[str]]) -> None:
+        deadline = time.monotonic() + 240
+        while len(self._claims.held("tune:worker:")) < len(procs):  # each registers before its first slot
+            assert time.monotonic() < deadline, "the workers never all joined the study"
+            assert all(p.poll() is None for p in procs), [p.communicate() for p in procs if p.poll() is not None]
+            time.sleep(0.05)
+        for slot in self._held:
+            assert slot is not None
+            self._slots.release(slot)
 
 
 def kill_simulator_on(port: int) -> None:
@@ -172,3 +210,53 @@ def test_a_worker_on_a_different_target_is_refused_unless_mixing_is_allowed(tmp_
     study = optuna.load_study(study_name=name, storage=storage)
     targets = [t.user_attrs[attrs.TARGET_FINGERPRINT] for t in study.trials if is_counted(t)]
     assert targets == ["model-path /models/a", "model-path /models/b"]
+
+
+def _inprocess_worker(config_path: str, storage: str, study_name: str, total: int, index: int, barrier: Any) -> None:
+    import functools
+
+    from tuner.config import load_config
+    from tuner.sim.inprocess import ModelService, model_parts, model_target
+    from tuner.study import Console, run_study
+    from tuner.target import base_spec
+
+    config = load_config(config_path)
+    service = ModelService(base=base_spec(config.target))
+    barrier.wait(timeout=120)
+    with open(os.devnull, "w") as quiet:
+        run_study(
+            config,
+            trials=total,
+            storage=storage,
+            study_name=study_name,
+            target=model_target(config, service),
+            parts_factory=functools.partial(model_parts, noise=0.02, seed=index),
+            console=Console(stream=quiet, live=False),
+            worker_name=f"model-{index}",
+        )
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_eight_model_workers_started_together_stay_exact(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The tightest race: eight workers against in-process models (a trial takes milliseconds) from one barrier."""
+    import multiprocessing
+
+    storage, study_name = storage_for(backend, tmp_path, request)
+    text = Path(__file__).resolve().parents[2].joinpath("studies", "demo.toml").read_text()
+    path = tmp_path / "demo.toml"
+    path.write_text(text.replace('on_exit = "stop"', f'on_exit = "stop"\nartifacts_dir = "{tmp_path / "artifacts"}"'))
+    workers, total = 8, 16
+    ctx = multiprocessing.get_context("fork")
+    barrier = ctx.Barrier(workers)
+    procs = [
+        ctx.Process(target=_inprocess_worker, args=(str(path), storage, study_name, total, i, barrier))
+        for i in range(workers)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+    assert [p.exitcode for p in procs] == [0] * workers
+    assert_exact(optuna.load_study(study_name=study_name, storage=storage), total)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import socket
 import time
@@ -41,6 +42,8 @@ __all__ = [
     "Slots",
     "WorkerId",
     "check_target",
+    "claim_once",
+    "claim_recovery",
     "claim_starting_points",
     "describe_fingerprint",
     "target_fingerprint",
@@ -50,6 +53,8 @@ __all__ = [
 ]
 
 SLOT_PREFIX = "tune:slot:"
+TRIAL_PREFIX = "tune:trial:"
+RECOVERED_PREFIX = "tune:recovered:"
 WORKER_PREFIX = "tune:worker:"
 STARTING_POINTS = "tune:starting_points"
 
@@ -190,6 +195,19 @@ class Claims:
             return int(result.rowcount)  # type: ignore[attr-defined]
 
 
+def claim_once(claims: Claims, key: str, worker: WorkerId) -> bool:
+    return claims.claim(key, {"worker": worker.process, "name": worker.name}) is not None
+
+
+def claim_recovery(study: optuna.Study, number: int) -> bool:
+    """True for the one worker that fails and re-enqueues the stale trial ``number`` (SQLite has no row locks)."""
+    try:
+        claims = Claims(study)
+    except TuneError:
+        return True  # not an RDB storage: one process, nobody to race
+    return claims.claim(f"{RECOVERED_PREFIX}{number}", {"worker": f"{socket.gethostname()}:{os.getpid()}"}) is not None
+
+
 def claim_starting_points(claims: Claims, worker: WorkerId, *, has_baseline: bool, stale_after_s: float) -> bool:
     """True for the one worker that enqueues the baseline and seeds of this study.
 
@@ -285,24 +303,35 @@ class Fleet:
         self._poll_s = poll_s
         self.target: dict[str, str] = {}
 
+    def claim_trial(self, number: int) -> bool:
+        """True for the one worker that runs trial ``number`` (see :func:`claim_once`)."""
+        return claim_once(self.claims, f"{TRIAL_PREFIX}{number}", self.worker)
+
     def acquire(self, total: int, *, is_counted: Any, recover: Any, status: Any) -> tuple[Slot, int] | None:
         """A slot and the number of counted trials so far; None once the study holds ``total`` counted trials.
 
         When every free slot is taken by trials running elsewhere, wait: one of them may end uncounted (or its
         worker die) and hand its slot back.
         """
-        while True:
+        from tuner.wait import wait_until
+
+        def check(elapsed: float) -> tuple[Slot | None, int] | None:
             recover()
             trials = self._study.get_trials(deepcopy=False)
             self.slots.reap({t.number: t for t in trials}, is_counted=is_counted)
             done = sum(1 for t in trials if is_counted(t))
             if done >= total:
-                return None
+                return None, done
             slot = self.slots.claim(total, trials, is_counted=is_counted)
-            if slot is not None:
-                return slot, done
-            status(f"{done}/{total} counted; the remaining trials are running on other workers: waiting")
-            time.sleep(self._poll_s)
+            if slot is None:
+                status(f"{done}/{total} counted; the remaining trials are running on other workers: waiting")
+                return None
+            return slot, done
+
+        answer = wait_until(check, timeout=math.inf, interval=self._poll_s)
+        assert answer is not None  # an endless wait only ends with an answer
+        slot, done = answer
+        return None if slot is None else (slot, done)
 
 
 # -- identical hardware ------------------------------------------------------------------

@@ -227,7 +227,7 @@ def _drive(
             study.tell(trial, state=TrialState.FAIL)
             requeue(study, study.trials[trial.number])
             raise
-        except _LostSlot:
+        except (_LostSlot, _TakenElsewhere):
             continue
         except (ValueError, optuna.exceptions.UpdateFinishedTrialError) as exc:
             _declared_dead(study, trial, console, exc)
@@ -271,7 +271,15 @@ class _LostSlot(Exception):
     """The slot was reaped between claim and ask (a worker silent for longer than ``stale_after_s``)."""
 
 
+class _TakenElsewhere(Exception):
+    """Another worker's ``ask`` popped the same WAITING trial (possible on SQLite): it is theirs, untouched."""
+
+
 def _bind(study: optuna.Study, trial: optuna.Trial, fleet: _fleet.Fleet, slot: _fleet.Slot) -> _fleet.Slot:
+    # Optuna pops a WAITING trial with SELECT ... FOR UPDATE, which SQLite ignores: two workers can be handed the
+    # same enqueued trial. A claim on its number decides whose it is before either writes anything to it.
+    if not fleet.claim_trial(trial.number):
+        raise _TakenElsewhere
     bound = fleet.slots.bind(slot, trial.number)
     if bound is None:
         trial.set_user_attr(attrs.FAILURE_REASON, "this worker's trial slot was reaped before the trial started")

@@ -8,7 +8,7 @@ import time
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.study._fleet import worker_dead
+from tuner.study._fleet import claim_recovery, worker_dead
 from tuner.trials import attrs, set_trial_attr
 from tuner.wait import Every
 
@@ -37,7 +37,7 @@ def recover_stale_trials(
             or (beat is not None and now - beat > stale_after_s)
             or (beat is None and now - started > stale_after_s)
         )
-        if not stale:
+        if not stale or not claim_recovery(study, t.number):
             continue
         try:
             set_trial_attr(study, t, attrs.INTERRUPTED, "stale: worker gone")
