@@ -15,6 +15,7 @@ from tuner.config._sections import (
     SystemdSection,
     TargetSection,
 )
+from tuner.config._workloads import chat_text, load_chats, sample_chat
 
 __all__ = [
     "BenchmarkSection",
@@ -30,7 +31,10 @@ __all__ = [
     "StudySection",
     "SystemdSection",
     "TargetSection",
+    "chat_text",
     "fleet_member",
+    "load_chats",
     "load_config",
     "parse_config",
+    "sample_chat",
 ]

@@ -72,8 +72,8 @@ def fleet_member(config: StudyConfig, index: int) -> StudyConfig:
     """The study config of the worker that drives host ``index`` of ``[target.ssh] hosts``."""
     from urllib.parse import urlsplit, urlunsplit
 
-    from tuner.services import LaunchSpec
     from tuner.space import baseline_params
+    from tuner.spec import LaunchSpec
 
     ssh = config.target.ssh
     assert ssh is not None and ssh.hosts, "fleet_member needs [target.ssh] hosts"

@@ -100,6 +100,9 @@ def run_study(
     study, fleet = _prepare_study(
         config, storage=storage, study_name=study_name, force_config=force_config, console=console, worker=worker
     )
+    if parts_factory is None:  # a real server: say once which dialect it speaks and what it lacks
+        for line in config.dialect.describe():
+            console.line(line)
     target = target or open_target(config)
     parts = (parts_factory or http_parts)(config, target)
     evidence = Evidence(artifacts_dir=config.study.artifacts_dir)

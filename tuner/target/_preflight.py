@@ -6,7 +6,6 @@ seconds) and other callers can stop at the first problem.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 import httpx
@@ -17,7 +16,7 @@ from tuner.hosts import BaseHost
 from tuner.services import BaseService, Finding
 from tuner.target._build import make_host, make_service
 
-__all__ = ["preflight"]
+__all__ = ["dialect_findings", "preflight"]
 
 HELP_TIMEOUT_S = 300.0
 
@@ -28,6 +27,7 @@ def preflight(config: StudyConfig, *, flags: bool = True, endpoint: bool = True)
 
     ``flags`` and ``endpoint`` can be skipped where speed matters more than their answer.
     """
+    yield from dialect_findings(config)
     try:
         host = make_host(config.target)
         yield Finding(ok=True, text=host.verify())
@@ -51,20 +51,32 @@ def preflight(config: StudyConfig, *, flags: bool = True, endpoint: bool = True)
         host.close()
 
 
+def dialect_findings(config: StudyConfig) -> Iterator[Finding]:
+    """The server dialect, what it lacks, and what in the space it would reject (no connection needed)."""
+    lines = config.dialect.describe()
+    yield Finding(ok=True, text=lines[0])
+    for line in lines[1:]:
+        yield Finding(ok=None, text=line.strip())
+    problems = config.dialect.lint(config.space)
+    for problem in problems:
+        yield Finding(ok=False, text=problem)
+    if not problems:
+        yield Finding(ok=True, text=f"the search space is written the way {config.dialect.name} expects")
+
+
 def _flags(config: StudyConfig, host: BaseHost, program: list[str]) -> Iterator[Finding]:
-    tuned = [p for p in config.space.params if p.flag]
+    tuned = [p for p in config.space.params if p.flag or p.json_flag]
     if not tuned:
         return
-    result = host.run([*program, "--help"], timeout=HELP_TIMEOUT_S) if program else None
+    help_cmd = [*program, *config.dialect.help_args]
+    result = host.run(help_cmd, timeout=HELP_TIMEOUT_S) if program else None
     text = (result.stdout + result.stderr) if result is not None else ""
-    if result is None or not result.ok or "--" not in text:
-        yield Finding(ok=None, text=f"`{' '.join(program)} --help` gave no flag list: cannot verify the space's flags")
+    listed = config.dialect.listed_flags(text)
+    if result is None or not result.ok or not listed:
+        yield Finding(ok=None, text=f"`{' '.join(help_cmd)}` gave no flag list: cannot verify the space's flags")
         return
-    missing = [
-        p.flag or ""
-        for p in tuned
-        if not any(re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text) for n in (p.flag, *p.aliases) if n)
-    ]
+    names = {p.name: [n for n in (p.flag or p.json_flag, *p.aliases) if n] for p in tuned}
+    missing = sorted({names[p.name][0] for p in tuned if not listed.intersection(names[p.name])})
     if missing:
         yield Finding(ok=False, text="flags unknown to the server (`--help` does not list them): " + ", ".join(missing))
     else:
@@ -74,11 +86,11 @@ def _flags(config: StudyConfig, host: BaseHost, program: list[str]) -> Iterator[
             yield Finding(ok=True, text=f"{p.name} is the environment variable {p.env}")
 
 
-def _endpoint_problem(url: str) -> str | None:
+def _endpoint_problem(url: str, health_path: str | None) -> str | None:
     try:
         with httpx.Client(timeout=5) as client:
-            r = client.get(url + "/health")
-            if r.status_code == 404:
+            r = client.get(url + health_path) if health_path else None
+            if r is None or r.status_code == 404:
                 r = client.get(url + "/v1/models")
     except httpx.HTTPError as exc:
         return f"{type(exc).__name__}"
@@ -87,7 +99,7 @@ def _endpoint_problem(url: str) -> str | None:
 
 def _endpoint(config: StudyConfig, service: BaseService) -> Finding:
     url = config.target.base_url
-    problem = _endpoint_problem(url)
+    problem = _endpoint_problem(url, config.readiness.health_path)
     if problem is None:
         return Finding(ok=True, text=f"endpoint {url} answers")
     try:

@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import math
 import random
+import shlex
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from tuner.services import (
     ProcessIdentity,
     Restarted,
     ServiceState,
+    program_part,
 )
 from tuner.sim import ServerConfig, capture_seconds, corrupts_code, startup_failure, startup_seconds, verify_width
 from tuner.sim.inprocess._truth import model_scenario, parse_server_config
@@ -163,7 +165,9 @@ class ModelService(BaseService):
         return self._spec if self._alive else None
 
     def preflight(self) -> Preflight:
-        return Preflight(findings=(Finding(ok=True, text="in-process simulator model: nothing to reach"),), program=())
+        program = program_part(self._base.argv)
+        text = f"in-process model of `{shlex.join(program)}`: nothing to reach"
+        return Preflight(findings=(Finding(ok=True, text=text),), program=program)
 
     def stop(self) -> None:
         if self._alive:
@@ -357,12 +361,7 @@ class ModelGate(BaseGate):
         tasks = list(self._section.tasks)
         if self._section.count is not None:
             tasks = [f"problem-{i}" for i in range(self._section.count)]
-        corrupt = cfg is None or corrupts_code(cfg)
-        outcomes = []
-        for task in tasks:
-            passed = not corrupt or self._rng.random() < self._pass_rate
-            reason = "" if passed else "AssertionError: wrong answer (the config corrupts generated code)"
-            outcomes.append(ProblemOutcome(task_id=task, passed=passed, reason=reason))
+        outcomes = [self._judge(task, cfg) for task in tasks]
         seconds = 0.0
         if cfg is not None:
             answers = Scenario(
@@ -376,6 +375,15 @@ class ModelGate(BaseGate):
         self._service.clock.add("gate", seconds)
         return GateResult(
             passed=sum(o.passed for o in outcomes), total=len(outcomes), outcomes=tuple(outcomes), seconds=seconds
+        )
+
+    def _judge(self, task: str, cfg: ServerConfig | None) -> ProblemOutcome:
+        if cfg is None:  # as HumanEvalGate words a server that does not answer
+            return ProblemOutcome(task_id=task, passed=False, reason="request failed: no server answers")
+        if not corrupts_code(cfg) or self._rng.random() < self._pass_rate:
+            return ProblemOutcome(task_id=task, passed=True)
+        return ProblemOutcome(
+            task_id=task, passed=False, reason="AssertionError: wrong answer (the config corrupts generated code)"
         )
 
 
