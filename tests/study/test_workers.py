@@ -212,6 +212,16 @@ def test_a_worker_on_a_different_target_is_refused_unless_mixing_is_allowed(tmp_
     assert targets == ["model-path /models/a", "model-path /models/b"]
 
 
+def fresh_database(url: str, name: str) -> str:
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return url.rsplit("/", 1)[0] + f"/{name}"
+
+
 def _inprocess_worker(config_path: str, storage: str, study_name: str, total: int, index: int, barrier: Any) -> None:
     import functools
 
@@ -244,6 +254,8 @@ def test_eight_model_workers_started_together_stay_exact(
     import multiprocessing
 
     storage, study_name = storage_for(backend, tmp_path, request)
+    if backend == "postgresql":  # a database of its own: the eight also race to create Optuna's schema
+        storage = fresh_database(storage, f"fleet_{tmp_path.name.replace('-', '_')}")
     text = Path(__file__).resolve().parents[2].joinpath("studies", "demo.toml").read_text()
     path = tmp_path / "demo.toml"
     path.write_text(text.replace('on_exit = "stop"', f'on_exit = "stop"\nartifacts_dir = "{tmp_path / "artifacts"}"'))
