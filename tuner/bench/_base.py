@@ -55,6 +55,36 @@ class ScenarioResult:
     warmup_requests: int = 0
     cache_flushed: bool | None = None
     """Whether ``/flush_cache`` succeeded before each repeat (None: not asked; False: server lacks it)."""
+    client_bound: bool = False
+    """The load generator, not the server, set the pace (see tuner.bench._alarm): the figures understate the
+    server. Never set by a benchmark that does not measure its client."""
+    client_bound_by: str | None = None
+    """Why: ``cpu`` (a client process over its CPU budget), ``start delay`` (requests went out late), or both."""
+    client_cpu_cores: float | None = None
+    """CPU of all load-generator processes over the measured repeats, in cores."""
+    client_busiest_process_cores: float | None = None
+    start_delay_p99_s: float | None = None
+    """p99 of the time from when a request was due to when it was sent."""
+    client_processes: int | None = None
+
+    def client_warning(self) -> str | None:
+        """A one-line warning naming the cause and the fix when the scenario was client-bound, else None."""
+        if not self.client_bound:
+            return None
+        n = self.client_processes or 1
+        cpu = f"{self.client_busiest_process_cores or 0.0:.2f} core in the busiest of {n} process(es)"
+        delay = f"request start delay p99 {(self.start_delay_p99_s or 0.0) * 1000:.0f} ms"
+        fix = f"set [benchmark] client_processes = {n + 1} (or more, up to the client's cores)"
+        if "cpu" in (self.client_bound_by or "cpu"):
+            return (
+                f"WARNING {self.name}: the load generator was the bottleneck ({cpu}, {delay}); its figures "
+                f"understate the server: {fix}, or run the client on a machine with more cores."
+            )
+        return (
+            f"WARNING {self.name}: requests went out late ({delay}) though the load generator used only {cpu}: "
+            f"other work on the client machine competes for its CPU, or the start burst is large; the figures "
+            f"understate the server: {fix}, or measure from a quieter client machine."
+        )
 
     @classmethod
     def from_repeats(

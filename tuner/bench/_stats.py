@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
-from scipy import stats
 
 __all__ = [
     "MAD_TO_SIGMA",
@@ -23,6 +23,13 @@ __all__ = [
 
 #: Scale factor that turns a median absolute deviation into a normal standard deviation estimate.
 MAD_TO_SIGMA = 1.4826
+
+
+def _scipy_stats() -> Any:
+    """``scipy.stats``, imported on first use: it costs ~1 s to import and client processes never need it."""
+    from scipy import stats
+
+    return stats
 
 
 def _finite(samples: Sequence[float]) -> np.ndarray:
@@ -85,7 +92,7 @@ def bootstrap_ci(
     if func is None:
         raise ValueError(f"statistic must be 'median' or 'mean', got {statistic!r}")
     method = "BCa" if arr.size >= 8 else "percentile"
-    res = stats.bootstrap(
+    res = _scipy_stats().bootstrap(
         (arr,),
         func,
         confidence_level=confidence,
@@ -136,6 +143,7 @@ def is_slower(
     c, r = c[c > 0], r[r > 0]
     if c.size == 0 or r.size == 0:
         return False
+    stats = _scipy_stats()
     lc = np.log(c)
     lr = np.log(r) + math.log1p(-margin)  # the threshold the candidate must be confidently below
     diff = float(lc.mean() - lr.mean())

@@ -134,6 +134,10 @@ class BenchmarkSection:
     flush_cache: bool = True
     api: str = "chat"
     seed: int = 0
+    client_processes: int | str = "auto"
+    """Processes that run the load: ``"auto"`` (enough for the expected event rate, capped by cores) or N."""
+    http_client: str = "aiohttp"
+    """The load generator's HTTP library: ``aiohttp`` (default) or ``httpx`` (about twice the CPU per token)."""
 
     def in_run_order(self) -> tuple[Scenario, ...]:
         """Cheapest first, so a regression pruner can stop a slow config before the expensive scenarios."""
@@ -334,9 +338,18 @@ def parse_benchmark(t: Table, *, base_dir: Path = Path(".")) -> BenchmarkSection
         flush_cache=t.bool("flush_cache", True),
         api=t.choice("api", ("chat", "completions"), "chat"),
         seed=t.int("seed", 0),
+        client_processes=_client_processes(t),
+        http_client=t.choice("http_client", ("aiohttp", "httpx"), "aiohttp"),
     )
     t.finish()
     return section
+
+
+def _client_processes(t: Table) -> int | str:
+    value = t.raw("client_processes", "auto")
+    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 256):
+        return value
+    raise t.error("client_processes", '"auto" or a whole number of load-generator processes from 1 to 256', value)
 
 
 def parse_objective(t: Table | None, bench: BenchmarkSection) -> ObjectiveSection:

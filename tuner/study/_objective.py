@@ -190,6 +190,9 @@ class TrialRunner:
         if self._progress:
             accept = f", accept {result.accept_length:.2f}" if result.accept_length else ""
             self._progress(f"{result.name}: {result.output_tok_s:.1f} tok/s{accept}")
+            warning = result.client_warning()
+            if warning:
+                self._progress(warning)
         if len(trial.study.directions) > 1:
             return  # Optuna has no intermediate values (hence no pruning) for multi-objective studies
         trial.report(result.score, step)
