@@ -36,13 +36,18 @@ def _as_postgres(argv: list[str]) -> list[str]:
     return argv if os.geteuid() != 0 else ["runuser", "-u", "postgres", "--", *argv]
 
 
-@pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
+class NoPostgres(RuntimeError):
+    """The PostgreSQL server binaries (or a way to run them unprivileged) are missing."""
+
+
+@contextlib.contextmanager
+def private_postgres() -> Iterator[str]:
+    """A throwaway PostgreSQL cluster on loopback, yielding its URL (also used by scripts/bench_workers.py)."""
     bindir = _bindir()
     if bindir is None:
-        pytest.skip("PostgreSQL server binaries not installed (scripts/test.sh installs them as root)")
+        raise NoPostgres("PostgreSQL server binaries not installed (scripts/test.sh installs them as root)")
     if os.geteuid() == 0 and shutil.which("runuser") is None:
-        pytest.skip("running as root without runuser: cannot start PostgreSQL as its own account")
+        raise NoPostgres("running as root without runuser: cannot start PostgreSQL as its own account")
     root = Path(tempfile.mkdtemp(prefix="tune-pg-"))
     data, sockets = root / "data", root / "run"
     sockets.mkdir()
@@ -58,7 +63,7 @@ def postgres_url() -> Iterator[str]:
     argv = [
         str(bindir / "postgres"), "-D", str(data), "-p", str(port),
         "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={sockets}",
-        "-c", "fsync=off", "-c", "max_connections=100",
+        "-c", "fsync=off", "-c", "max_connections=200",
     ]  # fmt: skip
     server = subprocess.Popen(
         _as_postgres(argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
@@ -87,3 +92,12 @@ def postgres_url() -> Iterator[str]:
         if server.poll() is None:
             server.kill()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    try:
+        with private_postgres() as url:
+            yield url
+    except NoPostgres as exc:
+        pytest.skip(str(exc))

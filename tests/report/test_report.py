@@ -122,3 +122,24 @@ def test_cli_report_and_export(synthetic_study: Case, tmp_path: Path, capsys: py
     assert re.search(r"warning: trial #3 is INFEASIBLE gate 1/2", captured.err)
     assert main(["export", "--config", str(config_path), "--trial", "42"]) == 1
     assert main(["report", "--config", str(config_path), "--study", "nope"]) == 2
+
+
+def test_a_mixed_target_study_is_split_by_target(synthetic_study: Case, tmp_path: Path) -> None:
+    import optuna
+
+    from tuner.trials import attrs
+
+    mixed = optuna.create_study(study_name="mixed", directions=["maximize"])
+    for t in synthetic_study.study.trials:
+        target = "gpus 8x H100" if t.number % 2 else "gpus 8x RTX PRO 6000"
+        mixed.add_trial(optuna.trial.create_trial(
+            state=t.state, values=t.values, params=t.params, distributions=t.distributions,
+            user_attrs={**t.user_attrs, attrs.TARGET_FINGERPRINT: target}, system_attrs=t.system_attrs,
+        ))  # fmt: skip
+    text = build_report(mixed, synthetic_study.config, tmp_path / "out").path.read_text()
+    section = text.split("## By target")[1].split("##")[0]
+    assert "| gpus 8x H100 |" in section and "| gpus 8x RTX PRO 6000 |" in section
+    assert (
+        "## By target"
+        not in build_report(synthetic_study.study, synthetic_study.config, tmp_path / "one").path.read_text()
+    )

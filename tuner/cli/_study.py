@@ -18,6 +18,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--hours", type=float, default=None, help="time budget: start no trial expected to end after it"
     )
     budget.add_argument("--until", metavar="HH:MM", default=None, help="deadline (local time), e.g. 07:30")
+    p.add_argument(
+        "--allow-mixed-targets",
+        action="store_true",
+        help="join a study whose servers differ from this one (GPUs, driver, model); the report splits by target",
+    )
+    p.add_argument("--fleet-host", type=int, default=None, help=argparse.SUPPRESS)  # one worker of a fleet
     p.set_defaults(func=_start)
 
     p = sub.add_parser("resume", help="continue a study with the config stored in it")
@@ -46,6 +52,15 @@ def _start(args: argparse.Namespace) -> int:
     from tuner.study import run_study
 
     config = config_from_args(args)
+    hosts = config.target.ssh.hosts if config.target.ssh is not None else ()
+    if len(hosts) > 1 and args.fleet_host is None:
+        from tuner.cli._fleet import run_fleet
+
+        return run_fleet(args, config)
+    if hosts:
+        from tuner.config import fleet_member
+
+        config = fleet_member(config, args.fleet_host or 0)
     summary = run_study(
         config,
         trials=args.trials,
@@ -53,6 +68,7 @@ def _start(args: argparse.Namespace) -> int:
         study_name=args.study,
         force_config=args.force_config,
         deadline=_deadline(args),
+        allow_mixed_targets=args.allow_mixed_targets,
     )
     _print_summary(summary)
     return 0
@@ -152,6 +168,8 @@ def trial_row(t: Any, scenarios: list[str]) -> dict[str, Any]:
         "rejected": bool(t.user_attrs.get(attrs.REJECTED)),
         "command": t.user_attrs.get(attrs.COMMAND),
         "env": t.user_attrs.get(attrs.ENV),
+        "worker": t.user_attrs.get(attrs.WORKER_NAME),
+        "target": t.user_attrs.get(attrs.TARGET_FINGERPRINT),
     }
     return row
 
@@ -170,6 +188,11 @@ def _status(args: argparse.Namespace) -> int:
     saved = study.user_attrs.get("pruning_saved_s")
     saved_text = f"; regression pruning saved {saved:.0f} s of benchmark" if saved else ""
     print(f"study {study.study_name}: {counted_trials(study)}/{config.study.trials} counted trials{saved_text}")
+    # Which worker ran what matters once several share the study (`[target.ssh] hosts`, or `tune start` on each).
+    fleet = len({r["worker"] for r in rows if r["worker"]}) > 1
+    running = [f"#{r['number']} on {r['worker'] or '?'}" for r in rows if r["state"] == "RUNNING"]
+    if running:
+        print("running now: " + ", ".join(running))
     print("per scenario: score (point ± half-width) tok/s ×repeats; score = lower bound of the interval")
     head = (
         f"{'#':>4} {'state':<8} {'score':>8} {'gate':>5} "
@@ -195,6 +218,8 @@ def _status(args: argparse.Namespace) -> int:
         if r["failure_reason"]:
             kind = f"{r['failure_kind']}, " if r["failure_kind"] else ""
             notes.append(f"{r['outcome']} [{kind}{r['failure_phase']}] {r['failure_reason']}")
+        if fleet and r["worker"]:
+            notes.append(f"on {r['worker']}")
         params = " ".join(f"{k}={format_value(v)}" for k, v in r["params"].items())
         print(
             f"{r['number']:>4} {r['state']:<8} {score:>8} {r['gate'] or '-':>5} {toks}  {params}"

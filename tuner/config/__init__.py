@@ -1,5 +1,6 @@
 """Study configuration: TOML files validated into typed, frozen objects."""
 
+from tuner.config._fleet import FleetHost, fleet_member
 from tuner.config._gate import GateSection
 from tuner.config._load import StudyConfig, load_config, parse_config
 from tuner.config._search import SearchSection
@@ -18,6 +19,7 @@ from tuner.config._workloads import chat_text, load_chats, sample_chat
 
 __all__ = [
     "BenchmarkSection",
+    "FleetHost",
     "GateSection",
     "GpuWaitSection",
     "ObjectiveSection",
@@ -30,6 +32,7 @@ __all__ = [
     "SystemdSection",
     "TargetSection",
     "chat_text",
+    "fleet_member",
     "load_chats",
     "load_config",
     "parse_config",

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tuner.config._fleet import FleetHost, parse_hosts
 from tuner.config._reader import Table
 from tuner.dialects import SERVER_CHOICES, BaseServerDialect, SGLangDialect
 from tuner.metrics import OBJECTIVE_METRICS
@@ -32,6 +33,10 @@ class StudySection:
     seed: int | None = None
     on_exit: str = "baseline"
     artifacts_dir: Path = Path("runs/artifacts")
+    heartbeat_s: float = 20.0
+    """How often a running trial marks itself alive in the study (other workers watch it)."""
+    stale_after_s: float = 90.0
+    """A running trial whose heartbeat is older than this belongs to a dead worker: FAIL, retried elsewhere."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,6 +55,8 @@ class SSHSection:
     """Reconnect attempts when connecting fails (never re-runs a command that was already sent)."""
     retry_backoff_s: float = 1.0
     """First pause between reconnect attempts; doubles on each further attempt."""
+    hosts: tuple[FleetHost, ...] = ()
+    """A fleet of identical servers: ``tune start`` runs one worker per host (``host`` is then the first)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -188,7 +195,11 @@ def parse_study(t: Table, *, base_dir: Path, default_name: str) -> StudySection:
         seed=t.int("seed", None),
         on_exit=t.choice("on_exit", ON_EXIT, "baseline"),
         artifacts_dir=_path(base_dir, t.str("artifacts_dir", f"runs/{name}/artifacts")),
+        heartbeat_s=t.float("heartbeat_s", 20.0, min=0.01),
+        stale_after_s=t.float("stale_after_s", 90.0, min=0.01),
     )
+    if section.stale_after_s <= 2 * section.heartbeat_s:
+        raise t.error("stale_after_s", f"more than twice heartbeat_s ({section.heartbeat_s})", section.stale_after_s)
     t.finish()
     return section
 
@@ -238,8 +249,10 @@ def parse_target(t: Table, *, base_dir: Path) -> TargetSection:
 
 
 def _parse_ssh(t: Table) -> SSHSection:
+    hosts = parse_hosts(t)
     s = SSHSection(
-        host=t.str("host"),
+        host=t.str("host", hosts[0].host) if hosts else t.str("host"),
+        hosts=hosts,
         port=t.int("port", 22, min=1, max=65535),
         user=t.str("user", None),
         key_file=t.str("key_file", None),

@@ -133,6 +133,7 @@ def build_report(study: optuna.Study, config: StudyConfig, out_dir: Path) -> Rep
         writer.recommendation,
         writer.speedup,
         writer.top_configs,
+        writer.by_target,
         writer.failures,
         writer.importances,
         writer.history,
@@ -315,6 +316,25 @@ class _ReportWriter:
                 + ".",
                 "",
             ]
+
+    def by_target(self) -> None:
+        """A study run with --allow-mixed-targets: scores from different servers are shown apart."""
+        counted = [t for t in self.trials if is_counted(t)]
+        targets = sorted({str(t.user_attrs.get(attrs.TARGET_FINGERPRINT, "(not recorded)")) for t in counted})
+        if len(targets) < 2:
+            return
+        self.md += [
+            "## By target (mixed hardware: compare scores within one target only)",
+            "",
+            "| target | counted | feasible | best trial | best score |",
+            "|---|---|---|---|---|",
+        ]
+        for target in targets:
+            mine = [t for t in counted if str(t.user_attrs.get(attrs.TARGET_FINGERPRINT, "(not recorded)")) == target]
+            feasible = sorted((t for t in mine if is_feasible(t)), key=lambda t: (-rank_value(t), t.number))
+            best = f"#{feasible[0].number} | {_score(feasible[0])}" if feasible else "- | -"
+            self.md.append(f"| {_md_cell(target)} | {len(mine)} | {len(feasible)} | {best} |")
+        self.md.append("")
 
     def failures(self) -> None:
         groups = failure_groups(self.study)

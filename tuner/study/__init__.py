@@ -2,6 +2,7 @@
 
 from tuner.study._confirm import Confirmation, confirm_top, confirmation_text, recommended_trial
 from tuner.study._console import Console
+from tuner.study._fleet import MixedTargets
 from tuner.study._loop import Interrupted, RunSummary, run_study
 from tuner.study._objective import (
     BenchmarkOutcome,
@@ -23,6 +24,7 @@ __all__ = [
     "Evidence",
     "FingerprintMismatch",
     "Interrupted",
+    "MixedTargets",
     "RunSummary",
     "Score",
     "TrialParts",

@@ -8,6 +8,7 @@ never cost a server restart.
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import threading
 import time
@@ -24,16 +25,17 @@ from tuner.config import StudyConfig
 from tuner.errors import HostError, TrialFailure, TuneError
 from tuner.search import make_pruner, make_sampler, pruning_savings
 from tuner.space import Value, render, suggest
+from tuner.study import _fleet
 from tuner.study._budget import UNTIL_DEADLINE, DeadlineReached, TimeBudget
 from tuner.study._confirm import maybe_confirm, recommended_trial
 from tuner.study._console import Console, describe_params, fmt_duration, fmt_values
 from tuner.study._objective import Evidence, TrialParts, TrialRunner
 from tuner.study._partial import measured_text
-from tuner.study._recovery import Heartbeat, recover_stale_trials, requeue, worker_id
+from tuner.study._recovery import Heartbeat, recover_stale_trials, requeue
 from tuner.study._starts import enqueue_starting_points, find_duplicate, retry_branch
 from tuner.study._storage import open_study
 from tuner.target import Target, open_target
-from tuner.trials import attrs, best_trials, counted_trials, set_trial_attr
+from tuner.trials import attrs, best_trials, counted_trials, is_counted, set_trial_attr
 
 Progress = Callable[[str], None]
 PartsFactory = Callable[[StudyConfig, Target], TrialParts]
@@ -86,6 +88,8 @@ def run_study(
     console: Console | None = None,
     confirm: bool = False,
     deadline: float | None = None,
+    worker_name: str | None = None,
+    allow_mixed_targets: bool = False,
 ) -> RunSummary:
     """Run trials until the study holds ``trials`` counted trials in total (a resume continues to N).
 
@@ -93,12 +97,17 @@ def run_study(
     the end either way. Then the top configs are re-measured (``[search] confirm_top``; ``confirm=True``
     forces it, for ``tune best --confirm``). ``deadline`` (Unix time, ``--hours``/``--until``): no trial starts
     that the cost model says would end after it; without ``trials`` the study then runs until the deadline.
+    ``worker_name`` names this worker in a fleet sharing the study (default: the server's
+    host and port); a worker whose server differs from the study's is refused unless ``allow_mixed_targets``.
     """
     from tuner.study._parts import http_parts
 
     console = console or Console()
     goal = trials if trials is not None else (UNTIL_DEADLINE if deadline else config.study.trials)
-    study = _prepare_study(config, storage=storage, study_name=study_name, force_config=force_config, console=console)
+    worker = _fleet.WorkerId.for_target(config, name=worker_name)
+    study, fleet = _prepare_study(
+        config, storage=storage, study_name=study_name, force_config=force_config, console=console, worker=worker
+    )
     if parts_factory is None:  # a real server: say once which dialect it speaks and what it lacks
         for line in config.dialect.describe():
             console.line(line)
@@ -109,10 +118,12 @@ def run_study(
     start = time.monotonic()
     progress = _Progress()
     with target, target.locked():
+        fleet.target = _fleet.target_fingerprint(config, target.host)
+        _fleet.check_target(fleet.claims, fleet.target, allow_mixed=allow_mixed_targets)
         try:
             with _signals_raise():
                 budget = TimeBudget(deadline=deadline, config=config)
-                _drive(study, config, runner, target.base, console, goal, progress, budget)
+                _drive(study, config, runner, target.base, console, goal, progress, fleet, budget)
                 if budget.remaining_s() > 0:
                     maybe_confirm(study, config, parts=parts, console=console, force=confirm)
         except KeyboardInterrupt:
@@ -134,23 +145,40 @@ def run_study(
 
 
 def _prepare_study(
-    config: StudyConfig, *, storage: str | None, study_name: str | None, force_config: bool, console: Console
-) -> optuna.Study:
+    config: StudyConfig,
+    *,
+    storage: str | None,
+    study_name: str | None,
+    force_config: bool,
+    console: Console,
+    worker: _fleet.WorkerId,
+) -> tuple[optuna.Study, _fleet.Fleet]:
     """Open (or create) the study, give it its sampler and pruner, recover dead trials, enqueue the starts."""
     from tuner.gate import check_problems
     from tuner.report import write_study_note
 
     check_problems(config.gate, file=config.source)
     study = open_study(config, storage=storage, study_name=study_name, force_config=force_config)
-    # The sampler's seed is offset by what the study already holds (see make_sampler).
-    study.sampler = make_sampler(config, offset=len(study.trials))
+    fleet = _fleet.Fleet(
+        study, worker, stale_after_s=config.study.stale_after_s, poll_s=min(config.study.heartbeat_s, 2.0)
+    )
+    # The sampler's seed is offset by what the study already holds (see make_sampler) and by the worker.
+    ordinal = _fleet.worker_ordinal(fleet.claims, worker)
+    seed = _fleet.worker_seed(config.study.seed, ordinal=ordinal, offset=len(study.trials))
+    seeded = dataclasses.replace(config, study=dataclasses.replace(config.study, seed=seed))
+    study.sampler = make_sampler(seeded, offset=0)
     study.pruner = make_pruner(config)
     write_study_note(study, config)
-    stale = recover_stale_trials(study)
+    stale = recover_stale_trials(study, stale_after_s=config.study.stale_after_s)
     if stale:
         console.line(f"marked interrupted trials FAIL and re-enqueued them: {stale}")
-    enqueue_starting_points(study, config)
-    return study
+    # One worker enqueues the starting points: the baseline is measured exactly once however many start together.
+    has_baseline = any(attrs.BASELINE in t.user_attrs for t in study.get_trials(deepcopy=False))
+    if _fleet.claim_starting_points(
+        fleet.claims, worker, has_baseline=has_baseline, stale_after_s=config.study.stale_after_s
+    ):
+        enqueue_starting_points(study, config)
+    return study, fleet
 
 
 def _summarise(study: optuna.Study, *, goal: int, ran: int, seconds: float) -> RunSummary:
@@ -183,23 +211,31 @@ def _drive(
     console: Console,
     target: int,
     progress: _Progress,
+    fleet: _fleet.Fleet,
     budget: TimeBudget,
 ) -> None:
     uncounted_in_a_row = 0
     host_errors_in_a_row = 0
-    # Other workers' running trials count as in flight, so several workers sharing a study stop at N together.
-    while (done := counted_trials(study)) + len(
-        study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-    ) < target:
+
+    def recover() -> None:
+        stale = recover_stale_trials(study, stale_after_s=config.study.stale_after_s)
+        if stale:
+            console.line(f"trials of a dead worker marked FAIL and re-enqueued: {stale}")
+
+    # A slot first, then a trial: several workers sharing a study end with exactly `target` counted trials.
+    while (claimed := fleet.acquire(target, is_counted=is_counted, recover=recover, status=console.status)) is not None:
+        slot, done = claimed
         if uncounted_in_a_row >= MAX_UNCOUNTED_IN_A_ROW:
+            fleet.slots.release(slot)
             raise TuneError(
                 f"the sampler proposed {uncounted_in_a_row} configs in a row that violate constraints or "
                 "repeat measured ones: the search space looks exhausted or over-constrained"
             )
         trial = study.ask()
-        trial.set_user_attr(attrs.WORKER, worker_id())
-        t0 = time.monotonic()
+        counted = False
         try:
+            slot = _bind(study, trial, fleet, slot)
+            t0 = time.monotonic()
             counted = _run_one(study, trial, config, runner, base, console, done, target, budget)
         except DeadlineReached as stop:
             console.line(str(stop))
@@ -209,19 +245,17 @@ def _drive(
             study.tell(trial, state=TrialState.FAIL)
             requeue(study, study.trials[trial.number])
             raise
-        except HostError as exc:
-            # The host, not the config, failed (SSH dropped, a command timed out): FAIL keeps the sampler from
-            # learning anything from it, and the params are retried once the host is back.
-            host_errors_in_a_row += 1
-            set_trial_attr(study, trial, attrs.FAILURE_PHASE, "host")
-            set_trial_attr(study, trial, attrs.FAILURE_REASON, str(exc)[:1000])
-            study.tell(trial, state=TrialState.FAIL)
-            requeue(study, study.trials[trial.number])
-            console.line(f"  host error (trial will be retried): {exc}")
-            if host_errors_in_a_row >= MAX_HOST_ERRORS_IN_A_ROW:
-                raise HostError(f"{host_errors_in_a_row} host errors in a row, giving up; last: {exc}") from exc
-            time.sleep(min(30.0, 2.0**host_errors_in_a_row))
+        except (_LostSlot, _TakenElsewhere):
             continue
+        except (ValueError, optuna.exceptions.UpdateFinishedTrialError) as exc:
+            _declared_dead(study, trial, console, exc)
+        except HostError as exc:
+            host_errors_in_a_row += 1
+            _host_error(study, trial, console, exc, in_a_row=host_errors_in_a_row)
+            continue
+        finally:
+            if not counted:
+                fleet.slots.release(slot)  # an uncounted ending hands the slot back to the fleet
         host_errors_in_a_row = 0
         if counted:
             progress.ran += 1
@@ -229,6 +263,52 @@ def _drive(
             budget.record(trial.params, time.monotonic() - t0)
         else:
             uncounted_in_a_row += 1
+
+
+def _declared_dead(study: optuna.Study, trial: optuna.Trial, console: Console, exc: Exception) -> None:
+    """A trial another worker failed meanwhile (its heartbeat looked older than stale_after_s): drop the result."""
+    if not study.trials[trial.number].state.is_finished():
+        raise exc
+    console.line(f"  trial #{trial.number} was declared dead by another worker meanwhile: result dropped")
+
+
+def _host_error(study: optuna.Study, trial: optuna.Trial, console: Console, exc: HostError, *, in_a_row: int) -> None:
+    """The host, not the config, failed (SSH dropped, a command timed out): FAIL keeps the sampler from learning
+    anything from it, and the params are retried once the host is back."""
+    set_trial_attr(study, trial, attrs.FAILURE_PHASE, "host")
+    set_trial_attr(study, trial, attrs.FAILURE_REASON, str(exc)[:1000])
+    study.tell(trial, state=TrialState.FAIL)
+    requeue(study, study.trials[trial.number])
+    console.line(f"  host error (trial will be retried): {exc}")
+    if in_a_row >= MAX_HOST_ERRORS_IN_A_ROW:
+        raise HostError(f"{in_a_row} host errors in a row, giving up; last: {exc}") from exc
+    time.sleep(min(30.0, 2.0**in_a_row))
+
+
+class _LostSlot(Exception):
+    """The slot was reaped between claim and ask (a worker silent for longer than ``stale_after_s``)."""
+
+
+class _TakenElsewhere(Exception):
+    """Another worker's ``ask`` popped the same WAITING trial (possible on SQLite): it is theirs, untouched."""
+
+
+def _bind(study: optuna.Study, trial: optuna.Trial, fleet: _fleet.Fleet, slot: _fleet.Slot) -> _fleet.Slot:
+    # Optuna pops a WAITING trial with SELECT ... FOR UPDATE, which SQLite ignores: two workers can be handed the
+    # same enqueued trial. A claim on its number decides whose it is before either writes anything to it.
+    if not fleet.claim_trial(trial.number):
+        raise _TakenElsewhere
+    bound = fleet.slots.bind(slot, trial.number)
+    if bound is None:
+        trial.set_user_attr(attrs.FAILURE_REASON, "this worker's trial slot was reaped before the trial started")
+        study.tell(trial, state=TrialState.FAIL)
+        requeue(study, study.trials[trial.number])
+        raise _LostSlot
+    trial.set_user_attr(attrs.WORKER, fleet.worker.process)
+    trial.set_user_attr(attrs.WORKER_NAME, fleet.worker.name)
+    trial.set_user_attr(attrs.SLOT, slot.index)
+    trial.set_user_attr(attrs.TARGET_FINGERPRINT, _fleet.describe_fingerprint(fleet.target))
+    return bound
 
 
 def _run_one(
@@ -259,7 +339,7 @@ def _run_one(
     of = f"/{target}" if target != UNTIL_DEADLINE else ""
     line = f"[{done + 1}{of}{eta}{budget.describe()}] trial #{trial.number} ({label}): {describe_params(params)}"
     console.line(line)
-    with Heartbeat(study, trial):
+    with Heartbeat(study, trial, interval_s=config.study.heartbeat_s):
         try:
             result = runner.run(trial, spec, label=f"trial-{trial.number:04d}")
         except TrialFailure as failure:
@@ -301,9 +381,11 @@ def _repeat(study: optuna.Study, trial: optuna.Trial) -> bool:
         mark_feasibility(trial)
         study.tell(trial, duplicate.values)
     elif duplicate.state == TrialState.RUNNING:
-        # Another worker measures this config right now (two workers enqueued the same baseline, say).
-        # FAIL, not PRUNED: this trial says nothing about the config, and TPE ignores FAIL trials.
-        trial.set_user_attr(attrs.FAILURE_REASON, f"same config as trial #{duplicate.number}, running elsewhere")
+        # Another worker measures this config right now: no restart; the slot goes back and the next ask
+        # re-samples. FAIL, not PRUNED: this trial says nothing about the config, and TPE ignores FAIL trials.
+        trial.set_user_attr(
+            attrs.FAILURE_REASON, f"re-sampled: same config as trial #{duplicate.number}, running elsewhere"
+        )
         study.tell(trial, state=TrialState.FAIL)
     else:
         trial.set_user_attr(attrs.FAILURE_REASON, f"same config as trial #{duplicate.number}, which failed")

@@ -3,40 +3,24 @@
 from __future__ import annotations
 
 import contextlib
-import os
-import socket
 import time
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from tuner.study._fleet import claim_recovery, worker_dead
 from tuner.trials import attrs, set_trial_attr
 from tuner.wait import Every
 
-__all__ = ["HEARTBEAT_S", "STALE_AFTER_S", "Heartbeat", "recover_stale_trials", "requeue", "worker_id"]
+__all__ = ["HEARTBEAT_S", "STALE_AFTER_S", "Heartbeat", "recover_stale_trials", "requeue"]
 
 HEARTBEAT_S = 20.0
 STALE_AFTER_S = 90.0
 
 
-def worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _worker_dead(worker: str) -> bool:
-    host, _, pid = worker.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return int(pid) == os.getpid()
-
-
-def recover_stale_trials(study: optuna.Study, *, now: float | None = None) -> list[int]:
+def recover_stale_trials(
+    study: optuna.Study, *, now: float | None = None, stale_after_s: float = STALE_AFTER_S
+) -> list[int]:
     """Mark RUNNING trials of dead workers FAIL and re-enqueue their params once.
 
     A trial is stale when its worker process is gone (same host), or its heartbeat stopped. Live trials of
@@ -49,14 +33,17 @@ def recover_stale_trials(study: optuna.Study, *, now: float | None = None) -> li
         beat = t.user_attrs.get(attrs.HEARTBEAT)
         started = t.datetime_start.timestamp() if t.datetime_start else now
         stale = (
-            (worker is not None and _worker_dead(worker))
-            or (beat is not None and now - beat > STALE_AFTER_S)
-            or (beat is None and now - started > STALE_AFTER_S)
+            (worker is not None and worker_dead(worker))
+            or (beat is not None and now - beat > stale_after_s)
+            or (beat is None and now - started > stale_after_s)
         )
-        if not stale:
+        if not stale or not claim_recovery(study, t.number):
             continue
-        set_trial_attr(study, t, attrs.INTERRUPTED, "stale: worker gone")
-        study.tell(t.number, state=TrialState.FAIL)
+        try:
+            set_trial_attr(study, t, attrs.INTERRUPTED, "stale: worker gone")
+            study.tell(t.number, state=TrialState.FAIL)
+        except (ValueError, optuna.exceptions.UpdateFinishedTrialError):
+            continue  # another worker recovered it first (the state change is atomic): it requeues, not us
         requeue(study, t)
         failed.append(t.number)
     return failed
@@ -72,10 +59,10 @@ def requeue(study: optuna.Study, t: FrozenTrial) -> None:
 class Heartbeat:
     """Marks the running trial alive, so other workers (and later runs) can tell a stale trial."""
 
-    def __init__(self, study: optuna.Study, trial: optuna.Trial) -> None:
+    def __init__(self, study: optuna.Study, trial: optuna.Trial, *, interval_s: float = HEARTBEAT_S) -> None:
         self._study = study
         self._trial = trial
-        self._every = Every(HEARTBEAT_S, self._beat_quietly, name="tune-heartbeat")
+        self._every = Every(interval_s, self._beat_quietly, name="tune-heartbeat")
 
     def __enter__(self) -> Heartbeat:
         self._beat()

@@ -34,10 +34,11 @@ def make_storage(url: str) -> optuna.storages.BaseStorage:
     for attempt in range(attempts):
         try:
             return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
-        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.OperationalError):
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.OperationalError, sqlalchemy.exc.ProgrammingError):
             # Workers starting together on a fresh database race to create Optuna's schema ("table studies
-            # already exists", a duplicate alembic row); the loser finds it created on the next attempt. A
-            # database that is really unreachable still fails after the last attempt.
+            # already exists", a duplicate alembic row; PostgreSQL: DuplicateTable "alembic_version"); the loser
+            # finds it created on the next attempt. A database that is really unreachable still fails after the
+            # last attempt.
             if attempt == attempts - 1:
                 raise
             time.sleep(0.25 * (attempt + 1))

@@ -11,7 +11,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.trials import attrs
 from tuner.trials._confirmed import CONFIRMATION, confirmation_text, recommended_trial
-from tuner.trials._optuna import current_trial, set_trial_attr, storage_of, study_id, trial_id
+from tuner.trials._optuna import current_trial, rdb_backend, set_trial_attr, storage_of, study_id, trial_id
 
 __all__ = [
     "CONFIRMATION",
@@ -22,6 +22,7 @@ __all__ = [
     "current_trial",
     "is_counted",
     "is_feasible",
+    "rdb_backend",
     "recommended_trial",
     "set_trial_attr",
     "storage_of",

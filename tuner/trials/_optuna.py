@@ -13,11 +13,20 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
-__all__ = ["current_trial", "set_trial_attr", "storage_of", "study_id", "trial_id"]
+__all__ = ["current_trial", "rdb_backend", "set_trial_attr", "storage_of", "study_id", "trial_id"]
 
 
 def storage_of(study: optuna.Study) -> optuna.storages.BaseStorage:
     return study._storage
+
+
+def rdb_backend(study: optuna.Study) -> optuna.storages.RDBStorage | None:
+    """The study's RDB storage under Optuna's cache layer (``_CachedStorage._backend``), if it is one.
+
+    The fleet's claims (tuner/study/_fleet.py) write Optuna's tables directly through its ``engine``.
+    """
+    storage = getattr(storage_of(study), "_backend", storage_of(study))
+    return storage if isinstance(storage, optuna.storages.RDBStorage) else None
 
 
 def study_id(study: optuna.Study) -> int:

@@ -24,6 +24,9 @@ RETRY_OF = "retry_of"
 INTERRUPTED = "interrupted"
 WORKER = "worker"
 HEARTBEAT = "heartbeat"
+WORKER_NAME = "worker_name"
+SLOT = "slot"
+TARGET_FINGERPRINT = "target_fingerprint"
 SCORE = "score"
 SEED = "seed_trial"
 BRANCH = "branch"
@@ -33,6 +36,7 @@ STEPS = "steps"
 """The scenario measured at each intermediate step (``steps[i]`` for step ``i``)."""
 FAILURE_KIND = "failure_kind"
 """``config`` or ``environment`` (the world's fault, not the config's), when a part of `tune` tells."""
+
 
 def scenario_key(scenario: str, key: str) -> str:
     """``<scenario>.<key>``: a per-scenario figure's user attr (the keys are in :mod:`tuner.metrics`)."""

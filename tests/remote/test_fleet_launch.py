@@ -1,0 +1,166 @@
+"""One `tune start` for a fleet: `[target.ssh] hosts` runs one worker per host over the test sshd."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from fixtures_sshd import Sshd, sim_argv
+from optuna.trial import TrialState
+
+from tuner.config import fleet_member, load_config
+from tuner.errors import ConfigError
+from tuner.sim.testing import free_port
+from tuner.study import is_counted
+from tuner.trials import attrs
+
+
+def fleet_file(sshd: Sshd, tmp_path: Path, *, trials: int, hosts: list[str] | None = None) -> Path:
+    """Two simulated servers reached over one sshd: two loopback ports stand for two GPU boxes."""
+    ports = [free_port(), free_port()]
+    entries = hosts or [
+        f'{{ host = "127.0.0.1", port = {sshd.port}, base_url = "http://127.0.0.1:{p}", '
+        f"command = {json.dumps(list(sim_argv(p)))} }}"
+        for p in ports
+    ]
+    text = f"""
+[study]
+name = "fleet"
+storage = "sqlite:///{tmp_path / "fleet.db"}"
+trials = {trials}
+seed = 5
+on_exit = "stop"
+heartbeat_s = 0.2
+stale_after_s = 5
+artifacts_dir = "{tmp_path / "runs" / "fleet" / "artifacts"}"
+
+[target]
+transport = "ssh"
+manager = "process"
+base_url = "http://127.0.0.1:{ports[0]}"
+command = {json.dumps(list(sim_argv(ports[0])))}
+env = {{ SGLANG_DDTREE_MAX_TOPK = "6" }}
+log_dir = "{tmp_path / "remote-logs"}"
+stop_grace_s = 5
+{sshd.ssh_table()}hosts = [{", ".join(entries)}]
+
+[readiness]
+timeout_s = 30
+poll_interval_s = 0.05
+progress = false
+
+[space.budget]
+type = "int"
+low = 4
+high = 24
+step = 4
+flag = "--speculative-ddtree-budget"
+
+[space.topk]
+type = "int"
+low = 2
+high = 8
+env = "SGLANG_DDTREE_MAX_TOPK"
+
+[benchmark]
+warmup_requests = 1
+repeats = 2
+
+[[benchmark.scenarios]]
+name = "c2"
+concurrency = 2
+prompt_tokens = 64
+output_tokens = 32
+requests = 4
+"""
+    path = tmp_path / "fleet.toml"
+    path.write_text(text)
+    return path
+
+
+def tune(*argv: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tuner", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def test_one_start_runs_a_worker_per_host_to_exactly_the_total(sshd: Sshd, tmp_path: Path) -> None:
+    path = fleet_file(sshd, tmp_path, trials=6)
+    proc = tune("start", "--config", str(path))
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    config = load_config(path)
+    names = [f"127.0.0.1:{fleet_member(config, i).target.base_url.rsplit(':', 1)[1]}" for i in range(2)]
+    assert f"tune: 2 workers on study fleet: {names[0]}, {names[1]}" in err
+    for name in names:  # each worker's progress lines carry its prefix, and its own log holds them
+        assert f"[{name}] [1/6" in err or f"[{name}] [" in err
+    logs = sorted((tmp_path / "runs" / "fleet" / "workers").glob("*.log"))
+    assert len(logs) == 2 and all("trial #" in log.read_text() for log in logs)
+    study = optuna.load_study(study_name="fleet", storage=config.study.storage)
+    counted = [t for t in study.trials if is_counted(t)]
+    assert len(counted) == 6
+    assert {t.user_attrs[attrs.WORKER_NAME] for t in counted} == set(names)
+    assert len([t for t in counted if t.user_attrs.get(attrs.BASELINE)]) == 1
+    status = subprocess.run(
+        [sys.executable, "-m", "tuner", "status", "--config", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert status.returncode == 0, status.stderr
+    assert all(f"on {name}" in status.stdout for name in names), status.stdout
+
+
+def test_ctrl_c_stops_every_worker_cleanly(sshd: Sshd, tmp_path: Path) -> None:
+    path = fleet_file(sshd, tmp_path, trials=40)
+    config = load_config(path)
+    proc = tune("start", "--config", str(path))
+    deadline = time.monotonic() + 120
+    running: list[optuna.trial.FrozenTrial] = []
+    while len({t.user_attrs.get(attrs.WORKER_NAME) for t in running}) < 2:
+        assert time.monotonic() < deadline, "both workers never ran a trial at once"
+        assert proc.poll() is None, proc.communicate()
+        try:
+            study = optuna.load_study(study_name="fleet", storage=config.study.storage)
+            running = [t for t in study.get_trials(states=(TrialState.RUNNING,)) if attrs.WORKER_NAME in t.user_attrs]
+        except (KeyError, optuna.exceptions.OptunaError, ValueError):
+            running = []
+        time.sleep(0.05)
+    status = subprocess.run(
+        [sys.executable, "-m", "tuner", "status", "--config", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert "running now: #" in status.stdout
+    os.kill(proc.pid, signal.SIGINT)  # what the terminal's Ctrl-C sends to the launcher
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "stopping 2 workers" in err
+    study = optuna.load_study(study_name="fleet", storage=config.study.storage)
+    assert not study.get_trials(states=(TrialState.RUNNING,)), "every worker marks its running trial FAIL"
+    interrupted = [t for t in study.trials if t.user_attrs.get(attrs.INTERRUPTED)]
+    assert {t.user_attrs[attrs.WORKER_NAME] for t in interrupted} >= {t.user_attrs[attrs.WORKER_NAME] for t in running}
+    for i in range(2):  # on_exit = "stop": no server left on either host
+        port = int(fleet_member(config, i).target.base_url.rsplit(":", 1)[1])
+        with pytest.raises(OSError):
+            import socket
+
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def test_a_per_host_command_must_match_the_search_space_baseline(sshd: Sshd, tmp_path: Path) -> None:
+    port = free_port()
+    argv = list(sim_argv(port))
+    argv[argv.index("--speculative-ddtree-budget") + 1] = "16"
+    other = f'{{ host = "127.0.0.1", port = {sshd.port}, command = {json.dumps(argv)} }}'
+    path = fleet_file(sshd, tmp_path, trials=2, hosts=['"127.0.0.1"', other])
+    config = load_config(path)
+    assert fleet_member(config, 0).target.ssh.host == "127.0.0.1"  # type: ignore[union-attr]
+    with pytest.raises(ConfigError, match=r"target\.ssh\.hosts\[1\]\.command"):
+        fleet_member(config, 1)
