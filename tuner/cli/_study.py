@@ -100,6 +100,7 @@ def trial_row(t: Any, scenarios: list[str]) -> dict[str, Any]:
         "accept_length": {s: t.user_attrs.get(attrs.scenario_key(s, "accept_length")) for s in scenarios},
         "failure_phase": t.user_attrs.get(attrs.FAILURE_PHASE),
         "failure_reason": t.user_attrs.get(attrs.FAILURE_REASON),
+        "failure_kind": t.user_attrs.get(attrs.FAILURE_KIND),
         "duplicate_of": t.user_attrs.get(attrs.DUPLICATE_OF),
         "rejected": bool(t.user_attrs.get(attrs.REJECTED)),
         "command": t.user_attrs.get(attrs.COMMAND),
@@ -110,6 +111,7 @@ def trial_row(t: Any, scenarios: list[str]) -> dict[str, Any]:
 
 def _status(args: argparse.Namespace) -> int:
     from tuner.space import format_value
+    from tuner.study import _attrs as attrs
     from tuner.study import counted_trials
 
     config, study = _load(args)
@@ -121,7 +123,8 @@ def _status(args: argparse.Namespace) -> int:
         return 0
     saved = study.user_attrs.get("pruning_saved_s")
     saved_text = f"; regression pruning saved {saved:.0f} s of benchmark" if saved else ""
-    print(f"study {study.study_name}: {counted_trials(study)}/{config.study.trials} counted trials{saved_text}")
+    target = study.user_attrs.get(attrs.TARGET_TRIALS, config.study.trials)
+    print(f"study {study.study_name}: {counted_trials(study)}/{target} counted trials{saved_text}")
     head = f"{'#':>4} {'state':<8} {'score':>8} " + " ".join(f"{s[:10]:>10}" for s in scenarios) + "  params / reason"
     print(head)
     for r in rows:
@@ -140,7 +143,8 @@ def _status(args: argparse.Namespace) -> int:
         if r["duplicate_of"] is not None:
             notes.append(f"repeat of #{r['duplicate_of']}")
         if r["failure_reason"]:
-            notes.append(f"[{r['failure_phase']}] {r['failure_reason']}")
+            kind = f", {r['failure_kind']}" if r["failure_kind"] else ""
+            notes.append(f"[{r['failure_phase']}{kind}] {r['failure_reason']}")
         params = " ".join(f"{k}={format_value(v)}" for k, v in r["params"].items())
         print(
             f"{r['number']:>4} {r['state']:<8} {score:>8} {toks}  {params}"

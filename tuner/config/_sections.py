@@ -92,6 +92,9 @@ class TargetSection:
     """Model name sent in requests; by default the first id from ``/v1/models``."""
     api_key: str | None = None
     lock: bool = True
+    check_flags: bool = True
+    """`tune check` runs ``PROGRAM --help`` to verify the tuned flags (off for a server whose --help serves)."""
+    check_timeout_s: float = 60.0
     ssh: SSHSection | None = None
     systemd: SystemdSection | None = None
     gpu_wait: GpuWaitSection | None = None
@@ -149,6 +152,8 @@ class ReadinessSection:
     request_timeout_s: float = 10.0
     health_path: str | None = "/health"
     generation_check: bool = True
+    stall_s: float = 120.0
+    """A server that accepts connections but answers nothing for this long is hung."""
     fatal_patterns: tuple[str, ...] = DEFAULT_FATAL_PATTERNS
     phase_markers: tuple[tuple[str, str], ...] = DEFAULT_PHASE_MARKERS
     progress: bool = True
@@ -205,6 +210,8 @@ def parse_target(t: Table, *, base_dir: Path) -> TargetSection:
         model=t.str("model", None),
         api_key=t.str("api_key", None),
         lock=t.bool("lock", True),
+        check_flags=t.bool("check_flags", True),
+        check_timeout_s=t.float("check_timeout_s", 60.0, min=1),
         ssh=_parse_ssh(ssh_t) if ssh_t else None,
         systemd=_parse_systemd(systemd_t) if systemd_t else None,
         gpu_wait=_parse_gpu_wait(gpu_t) if gpu_t else None,
@@ -345,6 +352,7 @@ def parse_readiness(t: Table | None) -> ReadinessSection:
         request_timeout_s=t.float("request_timeout_s", d.request_timeout_s, min=0.1),
         health_path=health or None,
         generation_check=t.bool("generation_check", True),
+        stall_s=t.float("stall_s", d.stall_s, min=0.1),
         fatal_patterns=t.str_list("fatal_patterns", d.fatal_patterns) + extra,
         phase_markers=markers,
         progress=t.bool("progress", True),

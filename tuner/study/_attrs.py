@@ -11,6 +11,7 @@ COMMAND = "command"
 ENV = "env"
 FAILURE_PHASE = "failure_phase"
 FAILURE_REASON = "failure_reason"
+FAILURE_KIND = "failure_kind"
 LOG_TAIL = "log_tail"
 EVIDENCE = "evidence"
 READY_S = "ready_s"
@@ -30,6 +31,7 @@ SEED = "seed_trial"
 BRANCH = "branch"
 PRUNED_SKIPPED = "pruned_skipped_scenarios"
 PRUNING_SAVED_S = "pruning_saved_s"
+TARGET_TRIALS = "target_trials"
 
 SCENARIO_FIELDS = (
     "tok_s",

@@ -32,6 +32,7 @@ from tuner.services import BaseService
 from tuner.space import Value, format_value, render, suggest
 from tuner.study import _attrs as attrs
 from tuner.study._objective import Evidence, TrialParts, TrialRunner
+from tuner.study._policy import ENVIRONMENT, FailurePolicy, ask_next, ensure_baseline
 from tuner.study._storage import open_study
 from tuner.target import base_spec
 
@@ -155,7 +156,7 @@ def _requeue(study: optuna.Study, t: FrozenTrial) -> None:
 
 def enqueue_starting_points(study: optuna.Study, config: StudyConfig) -> None:
     """Trial 0 is the unmodified base command; then the study file's expert seeds; then imported bests."""
-    study.enqueue_trial(dict(config.baseline), user_attrs={attrs.BASELINE: True}, skip_if_exists=True)
+    ensure_baseline(study, dict(config.baseline))
     for i, seed in enumerate(config.search.seed_trials):
         study.enqueue_trial(dict(seed), user_attrs={attrs.SEED: i}, skip_if_exists=True)
     if config.search.import_best_from:
@@ -304,6 +305,7 @@ def run_study(
     study.sampler = make_sampler(config, offset=len(study.trials))
     study.pruner = make_pruner(config)
     write_study_note(study, config)
+    study.set_user_attr(attrs.TARGET_TRIALS, target)
     stale = recover_stale_trials(study)
     if stale:
         console.line(f"marked interrupted trials FAIL and re-enqueued them: {stale}")
@@ -323,15 +325,18 @@ def run_study(
     base = base_spec(config.target)
     start = time.monotonic()
     progress = _Progress()
+    policy = FailurePolicy(study=study, max_same_failures=config.search.max_same_failures)
     try:
         with lock:
             try:
                 with _signals_raise():
-                    _drive(study, config, runner, base, console, target, progress)
+                    _drive(study, config, runner, base, console, target, progress, policy)
             except KeyboardInterrupt:
                 progress.interrupted = True
                 console.line("interrupted: the running trial is marked FAIL and will be retried on resume")
             finally:
+                with contextlib.suppress(Exception):  # a storage fault must not hide the real error
+                    policy.release()
                 # Only while we hold the lock: the server is ours to put back.
                 try:
                     _on_exit(config, study, service, base, console, parts)
@@ -375,6 +380,7 @@ def _drive(
     console: Console,
     target: int,
     progress: _Progress,
+    policy: FailurePolicy,
 ) -> None:
     durations: list[float] = []
     uncounted_in_a_row = 0
@@ -388,11 +394,11 @@ def _drive(
                 f"the sampler proposed {uncounted_in_a_row} configs in a row that violate constraints or "
                 "repeat measured ones: the search space looks exhausted or over-constrained"
             )
-        trial = study.ask()
+        trial = ask_next(study)
         trial.set_user_attr(attrs.WORKER, _worker_id())
         t0 = time.monotonic()
         try:
-            counted = _run_one(study, trial, config, runner, base, console, done, target, durations)
+            counted = _run_one(study, trial, config, runner, base, console, (done, target), durations, policy)
         except KeyboardInterrupt:
             study._storage.set_trial_user_attr(trial._trial_id, attrs.INTERRUPTED, "Ctrl-C or SIGTERM")
             study.tell(trial, state=TrialState.FAIL)
@@ -403,6 +409,7 @@ def _drive(
             # learning anything from it, and the params are retried once the host is back.
             host_errors_in_a_row += 1
             study._storage.set_trial_user_attr(trial._trial_id, attrs.FAILURE_PHASE, "host")
+            study._storage.set_trial_user_attr(trial._trial_id, attrs.FAILURE_KIND, ENVIRONMENT)
             study._storage.set_trial_user_attr(trial._trial_id, attrs.FAILURE_REASON, str(exc)[:1000])
             study.tell(trial, state=TrialState.FAIL)
             _requeue(study, study.trials[trial.number])
@@ -427,9 +434,9 @@ def _run_one(
     runner: TrialRunner,
     base: Any,
     console: Console,
-    done: int,
-    target: int,
+    position: tuple[int, int],
     durations: list[float],
+    policy: FailurePolicy,
 ) -> bool:
     """Run one asked trial to its end; True when it counts towards the target."""
     from tuner.report import mark_feasibility
@@ -443,7 +450,10 @@ def _run_one(
         study.tell(trial, state=TrialState.PRUNED)
         _retry_branch(study, trial)
         return False
+    is_baseline = bool(trial.user_attrs.get(attrs.BASELINE))
     duplicate = find_duplicate(study, dict(trial.params), trial.number)
+    if duplicate is not None and is_baseline and duplicate.state == TrialState.PRUNED:
+        duplicate = None  # a baseline PRUNED by an older tune is run again, never taken as its verdict
     if duplicate is not None:
         trial.set_user_attr(attrs.DUPLICATE_OF, duplicate.number)
         if duplicate.state == TrialState.COMPLETE:
@@ -457,10 +467,11 @@ def _run_one(
             trial.set_user_attr(attrs.FAILURE_REASON, f"same config as trial #{duplicate.number}, running elsewhere")
             study.tell(trial, state=TrialState.FAIL)
         else:
+            trial.set_user_attr(attrs.FAILURE_PHASE, duplicate.user_attrs.get(attrs.FAILURE_PHASE, "sample"))
             trial.set_user_attr(attrs.FAILURE_REASON, f"same config as trial #{duplicate.number}, which failed")
             study.tell(trial, state=TrialState.PRUNED)
         return False
-    is_baseline = bool(trial.user_attrs.get(attrs.BASELINE))
+    done, target = position
     spec = base if is_baseline else render(config.space, base, params)
     eta = ""
     if durations:
@@ -472,9 +483,10 @@ def _run_one(
         try:
             result = runner.run(trial, spec, label=f"trial-{trial.number:04d}")
         except TrialFailure as failure:
-            console.line(f"  pruned: [{failure.phase}] {failure.reason}")
-            study.tell(trial, state=TrialState.PRUNED)
+            console.line(f"  failed: [{failure.phase}] {failure.reason}")
+            policy.failed(trial, failure, baseline=is_baseline)
             return True
+    policy.success()
     mark_feasibility(trial)
     study.tell(trial, list(result.values))
     best = best_trials(study)
