@@ -173,7 +173,8 @@ def _write_shims(shim_dir: Path, root: Path, gpu_file: Path) -> None:
         f'-c _notify_socket_folder="{root}/run/systemd" "$@"',
         # Real journalctl accepts `--root DIR`; journalctl3 reads ROOT/var/log/journal/UNIT.log.
         "journalctl": f'exec "{JOURNALCTL3}" --root "{root}" "$@"',
-        "nvidia-smi": f'[ -r "{gpu_file}" ] || {{ echo "NVIDIA-SMI has failed" >&2; exit 9; }}\ncat "{gpu_file}"',
+        "nvidia-smi": f'[ -r "{gpu_file}" ] || {{ echo "NVIDIA-SMI has failed" >&2; exit 9; }}\n'
+        f'cat "{gpu_file}"',
     }
     for name, body in shims.items():
         path = shim_dir / name

@@ -206,7 +206,9 @@ class TargetLock:
             ]
         )
 
-    def _stale_reason(self, info: LockInfo, *, host_machine: str, now: int, pidstat: str | None) -> str | None:
+    def _stale_reason(
+        self, info: LockInfo, *, host_machine: str, now: int, pidstat: str | None
+    ) -> str | None:
         """Why the lock is stale, or None when its owner may still be alive."""
         if info.machine and host_machine and info.machine == host_machine:
             # Same machine and boot: the PID is meaningful here; check it is still the same process.

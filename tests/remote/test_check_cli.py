@@ -17,7 +17,7 @@ def _study(unit: SimUnit, tmp_path: Path, *, command: tuple[str, ...] | None = N
     text = f"""
 [study]
 name = "remote-check"
-storage = "sqlite:///{tmp_path / "study.db"}"
+storage = "sqlite:///{tmp_path / 'study.db'}"
 
 [target]
 transport = "ssh"
@@ -64,7 +64,9 @@ requests = 1
     return path
 
 
-def test_check_passes_and_cycle_restores(sim_unit: SimUnit, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_passes_and_cycle_restores(
+    sim_unit: SimUnit, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config_path = _study(sim_unit, tmp_path)
     lines: list[str] = []
     assert run_check(load_config(config_path), out=lines.append) == 0, "\n".join(lines)

@@ -205,7 +205,7 @@ def test_a_branch_breaking_constraints_is_retried_then_given_up(make_config: Mak
             'when = { algorithm = "DFLASH" }\n\n[[constraints]]\nleft = "dflash_steps"\nop = "<="\nright = 4\n'
         )
 
-    cfg = make_config(search='sampler = "random"', edit=dflash_never_valid)
+    cfg = make_config(search="sampler = \"random\"", edit=dflash_never_valid)
     run = run_inprocess(cfg, storage=cfg.study.storage, trials=3, seed=0)
     study = study_of(run)
     branch = [t for t in study.trials if attrs.BRANCH in t.user_attrs]

@@ -121,7 +121,8 @@ def test_queueing_respects_max_running_requests(start_sim) -> None:
     sim = start_sim(*DDTREE, "--sim-time-scale", "10", "--max-running-requests", "2", "--enable-metrics")
     with httpx.Client(base_url=sim.url, timeout=30) as http, concurrent.futures.ThreadPoolExecutor(4) as pool:
         futures = [
-            pool.submit(http.post, "/v1/completions", json={"prompt": PROMPT, "max_tokens": 200}) for _ in range(4)
+            pool.submit(http.post, "/v1/completions", json={"prompt": PROMPT, "max_tokens": 200})
+            for _ in range(4)
         ]
         seen = 0
         for _ in range(20):

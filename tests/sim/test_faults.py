@@ -27,7 +27,11 @@ def test_dies_under_load_cuts_streams(start_sim) -> None:
         "20",
     ]
     cfg = ServerConfig.from_argv(args, {})
-    assert max_concurrent_requests(cfg, context_tokens=2000) < 12 <= max_concurrent_requests(cfg, context_tokens=200)
+    assert (
+        max_concurrent_requests(cfg, context_tokens=2000)
+        < 12
+        <= max_concurrent_requests(cfg, context_tokens=200)
+    )
     sim = start_sim(*args)
     prompt = " ".join(["w"] * 200)
     results: list[str] = []

@@ -61,7 +61,9 @@ def test_best_single_stream_and_optima_differ() -> None:
 def test_concurrency_slows_big_trees_more() -> None:
     big = ServerConfig(algorithm="DDTREE", ddtree_budget=30, ddtree_topk=4, block_size=12, draft_window=2048)
     small = ServerConfig(algorithm="DDTREE", ddtree_budget=6, ddtree_topk=2, block_size=8, draft_window=2048)
-    r1 = decode_tok_s(big, concurrency=1, context_tokens=CTX) / decode_tok_s(small, concurrency=1, context_tokens=CTX)
+    r1 = decode_tok_s(big, concurrency=1, context_tokens=CTX) / decode_tok_s(
+        small, concurrency=1, context_tokens=CTX
+    )
     r64 = decode_tok_s(big, concurrency=64, context_tokens=CTX) / decode_tok_s(
         small, concurrency=64, context_tokens=CTX
     )
@@ -70,7 +72,9 @@ def test_concurrency_slows_big_trees_more() -> None:
 
 def test_window_matches_training_window_on_long_context() -> None:
     accs = {
-        w: acceptance_length(ServerConfig(algorithm="DDTREE", draft_window=w, block_size=8), context_tokens=16000)
+        w: acceptance_length(
+            ServerConfig(algorithm="DDTREE", draft_window=w, block_size=8), context_tokens=16000
+        )
         for w in (None, 512, 2048, 4096)
     }
     assert accs[2048] == max(accs.values())
@@ -107,7 +111,9 @@ def test_failures_reachable_but_not_dominant() -> None:
 
 
 def test_startup_failures_and_time() -> None:
-    assert startup_failure(ServerConfig(algorithm="DFLASH", block_size=16, draft_window=8)).startswith("AssertionError")
+    assert startup_failure(ServerConfig(algorithm="DFLASH", block_size=16, draft_window=8)).startswith(
+        "AssertionError"
+    )
     oom = ServerConfig(
         algorithm="DDTREE",
         ddtree_budget=32,

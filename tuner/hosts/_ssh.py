@@ -232,7 +232,8 @@ class SSHHost(BaseHost):
                 except _TRANSIENT as exc:
                     last = exc
             raise HostError(
-                f"cannot connect to {self.name} after {self._retries + 1} attempts: {type(last).__name__}: {last}"
+                f"cannot connect to {self.name} after {self._retries + 1} attempts: "
+                f"{type(last).__name__}: {last}"
             )
 
     def _drop(self) -> None:
@@ -276,7 +277,9 @@ class SSHHost(BaseHost):
                 self._drop()
         raise HostError(f"cannot open a session on {self.name} to run `{command}`: {last}")
 
-    def run(self, argv: Sequence[str], *, timeout: float | None = None, stdin: bytes | None = None) -> CommandResult:
+    def run(
+        self, argv: Sequence[str], *, timeout: float | None = None, stdin: bytes | None = None
+    ) -> CommandResult:
         command = quote_command(argv)
         limit = self._command_timeout if timeout is None else timeout
         chan = self._open_channel(command)
@@ -294,7 +297,9 @@ class SSHHost(BaseHost):
             with contextlib.suppress(Exception):
                 chan.close()
 
-    def _collect(self, chan: paramiko.Channel, command: str, limit: float, stdin: bytes | None) -> CommandResult:
+    def _collect(
+        self, chan: paramiko.Channel, command: str, limit: float, stdin: bytes | None
+    ) -> CommandResult:
         deadline = time.monotonic() + limit
         try:
             if stdin is not None:
@@ -342,7 +347,9 @@ class SSHHost(BaseHost):
         if status == -1:
             # The server closed the channel without an exit status: the command was killed by a signal
             # or sshd went away mid-command.
-            raise HostError(f"`{command}` on {self.name} ended without an exit status (killed, or sshd stopped)")
+            raise HostError(
+                f"`{command}` on {self.name} ended without an exit status (killed, or sshd stopped)"
+            )
         return CommandResult(
             command=command,
             exit_status=status,

@@ -96,7 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="/health answers 200 for SECONDS while generation still fails with 503",
     )
-    sim.add_argument("--sim-hang", action="store_true", help="after startup accept connections but never answer")
+    sim.add_argument(
+        "--sim-hang", action="store_true", help="after startup accept connections but never answer"
+    )
     sim.add_argument(
         "--sim-malformed-chunks",
         type=float,

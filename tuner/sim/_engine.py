@@ -189,9 +189,9 @@ class Engine:
             if sigma > 0:
                 # Slowly varying server-wide factor: consecutive benchmark runs differ by ~noise.
                 decay = math.exp(-model_dt / SERVER_NOISE_TAU_S)
-                self._server_x = self._server_x * decay + sigma * math.sqrt(1.0 - decay * decay) * self._rng.gauss(
-                    0.0, 1.0
-                )
+                self._server_x = self._server_x * decay + sigma * math.sqrt(
+                    1.0 - decay * decay
+                ) * self._rng.gauss(0.0, 1.0)
             dt = model_dt * math.exp(-self._server_x) / self._time_scale
             deadline = max(deadline + dt, loop.time())
             await asyncio.sleep(deadline - loop.time())

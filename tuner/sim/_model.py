@@ -178,7 +178,11 @@ def _drafter_quality(cfg: ServerConfig, context_tokens: int) -> float:
     if seen > TRAINING_WINDOW:
         # Beyond its training window the drafter's attention drifts.
         quality -= 0.045 * math.log2(seen / TRAINING_WINDOW)
-    if cfg.draft_window is not None and context_tokens > cfg.draft_window and cfg.draft_window < TRAINING_WINDOW:
+    if (
+        cfg.draft_window is not None
+        and context_tokens > cfg.draft_window
+        and cfg.draft_window < TRAINING_WINDOW
+    ):
         # A window narrower than the training window hides context the drafter learned to use.
         quality -= 0.035 * math.log2(TRAINING_WINDOW / cfg.draft_window)
     return max(0.5, quality)
@@ -200,7 +204,9 @@ def _tree_expected_accept(rank_prob: Sequence[float], *, budget: int, topk: int,
         taken += 1
         decay = POSITION_DECAY**d
         if rank + 1 < k:  # next sibling becomes a candidate
-            heapq.heappush(heap, (-parent_p * rank_prob[rank + 1] * POSITION_DECAY ** (d - 1), d, rank + 1, parent_p))
+            heapq.heappush(
+                heap, (-parent_p * rank_prob[rank + 1] * POSITION_DECAY ** (d - 1), d, rank + 1, parent_p)
+            )
         if d < depth:  # first child becomes a candidate
             heapq.heappush(heap, (-p * rank_prob[0] * decay, d + 1, 0, p))
     return total
@@ -213,7 +219,9 @@ def acceptance_length(cfg: ServerConfig, *, context_tokens: int) -> float:
     q = _drafter_quality(cfg, context_tokens)
     probs = [p * q for p in RANK_PROB]
     if cfg.algorithm == "DDTREE":
-        return 1.0 + _tree_expected_accept(probs, budget=cfg.ddtree_budget, topk=cfg.ddtree_topk, depth=cfg.block_size)
+        return 1.0 + _tree_expected_accept(
+            probs, budget=cfg.ddtree_budget, topk=cfg.ddtree_topk, depth=cfg.block_size
+        )
     if cfg.algorithm == "DFLASH":
         return 1.0 + _tree_expected_accept(probs, budget=cfg.block_size, topk=1, depth=cfg.block_size)
     # Other algorithms are outside this model's calibration; give them a plain, weaker chain.
@@ -246,7 +254,9 @@ def step_time_s(cfg: ServerConfig, *, running: int, context_tokens: int) -> floa
     if cfg.algorithm == "DDTREE":
         # Tree construction: per-node top-k kernels (launch-bound), growing slowly with the batch.
         draft += TREE_NODE_S * cfg.ddtree_budget * cfg.ddtree_topk**1.5 * (1 + n / 16)
-    attention = n * (REQ_OVERHEAD_S + ATTN_TOKEN_S * context_tokens) + VERIFY_ATTN_S * verified * context_tokens
+    attention = (
+        n * (REQ_OVERHEAD_S + ATTN_TOKEN_S * context_tokens) + VERIFY_ATTN_S * verified * context_tokens
+    )
     t = overhead + verify + draft + attention
     if n > cuda_graph_max_bs(cfg):
         t *= EAGER_PENALTY
@@ -270,7 +280,9 @@ def aggregate_tok_s(cfg: ServerConfig, *, concurrency: int, context_tokens: int)
     """Noise-free total decode throughput with ``concurrency`` streams offered (0 if the config fails)."""
     if startup_failure(cfg) is not None:
         return 0.0
-    if min(concurrency, cfg.max_running_requests) > max_concurrent_requests(cfg, context_tokens=context_tokens):
+    if min(concurrency, cfg.max_running_requests) > max_concurrent_requests(
+        cfg, context_tokens=context_tokens
+    ):
         return 0.0
     return decode_tok_s(cfg, concurrency=concurrency, context_tokens=context_tokens) * concurrency
 
@@ -308,7 +320,10 @@ def startup_failure(cfg: ServerConfig) -> str | None:
         )
     pool = kv_pool_gb(cfg)
     if pool <= 0.05:
-        return f"RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. (kv pool {pool:.2f} GB)"
+        return (
+            "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+            f"(kv pool {pool:.2f} GB)"
+        )
     spare = _spare_gb(cfg)
     need = cfg.max_running_requests * _tree_buffer_gb(cfg)
     if need > spare:
@@ -329,7 +344,11 @@ def max_concurrent_requests(cfg: ServerConfig, *, context_tokens: int) -> int:
 
 def corrupts_code(cfg: ServerConfig) -> bool:
     """Whether the config hits the simulated buggy kernel path (wrong code answers)."""
-    return cfg.algorithm == "DDTREE" and cfg.ddtree_topk >= CORRUPT_MIN_TOPK and cfg.ddtree_budget >= CORRUPT_MIN_BUDGET
+    return (
+        cfg.algorithm == "DDTREE"
+        and cfg.ddtree_topk >= CORRUPT_MIN_TOPK
+        and cfg.ddtree_budget >= CORRUPT_MIN_BUDGET
+    )
 
 
 def capture_seconds(cfg: ServerConfig, *, load_time: float) -> float:

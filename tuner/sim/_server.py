@@ -69,7 +69,9 @@ def _log(message: str) -> None:
 
 
 def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Response:
-    return web.json_response({"object": "error", "message": message, "type": kind, "code": status}, status=status)
+    return web.json_response(
+        {"object": "error", "message": message, "type": kind, "code": status}, status=status
+    )
 
 
 class _Stream:
@@ -88,7 +90,9 @@ class _Stream:
         if inline_think:
             # The raw model output: the think block is part of the content text.
             reasoning: list[str] = []
-            content = split_tokens("<think>\n" + "".join(answer.reasoning) + "\n</think>\n\n" + "".join(answer.content))
+            content = split_tokens(
+                "<think>\n" + "".join(answer.reasoning) + "\n</think>\n\n" + "".join(answer.content)
+            )
         else:
             reasoning = list(answer.reasoning)
             content = list(answer.content)
@@ -182,7 +186,9 @@ class SimServer:
         await site.start()
         self._phase = "capturing"
         _log(f"Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")
-        _log(f"Capture cuda graph begin. This can take up to several minutes. verify width={verify_width(cfg)}")
+        _log(
+            f"Capture cuda graph begin. This can take up to several minutes. verify width={verify_width(cfg)}"
+        )
         capture = capture_seconds(cfg, load_time=load_time)
         failure = startup_failure(cfg)
         if failure is not None:
