@@ -13,12 +13,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_study_args(p)
     p.add_argument("--trials", type=int, default=None, help="total trials to reach (default: the config's)")
     p.add_argument("--force-config", action="store_true", help="continue a study even though its search space changed")
+    _skip_preflight_arg(p)
     p.set_defaults(func=_start)
 
     p = sub.add_parser("resume", help="continue a study with the config stored in it")
     p.add_argument("--storage", metavar="URL", help="Optuna storage URL (default: the demo study's)")
     p.add_argument("--study", metavar="NAME", help="study name (needed when the storage holds several)")
     p.add_argument("--trials", type=int, default=None, help="total trials to reach (default: the stored config's)")
+    _skip_preflight_arg(p)
     p.set_defaults(func=_resume)
 
     p = sub.add_parser("status", help="every trial: state, params, score, per-scenario tok/s, failure reason")
@@ -32,6 +34,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_best)
 
 
+def _skip_preflight_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--skip-preflight",
+        action="store_true",
+        help="start without checking program, port, --port and writable directories first (experts)",
+    )
+
+
 def _start(args: argparse.Namespace) -> int:
     from tuner.study import run_study
 
@@ -42,6 +52,7 @@ def _start(args: argparse.Namespace) -> int:
         storage=args.storage,
         study_name=args.study,
         force_config=args.force_config,
+        preflight=not args.skip_preflight,
     )
     _print_summary(summary)
     return 0
@@ -54,7 +65,13 @@ def _resume(args: argparse.Namespace) -> int:
 
     storage = args.storage or load_config(DEFAULT_CONFIG).study.storage
     config = config_from_study(storage, args.study)
-    summary = run_study(config, trials=args.trials, storage=storage, study_name=args.study or config.study.name)
+    summary = run_study(
+        config,
+        trials=args.trials,
+        storage=storage,
+        study_name=args.study or config.study.name,
+        preflight=not args.skip_preflight,
+    )
     _print_summary(summary)
     return 0
 

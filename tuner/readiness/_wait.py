@@ -12,6 +12,7 @@ import httpx
 from tuner.config import ReadinessSection
 from tuner.endpoint import Endpoint
 from tuner.errors import NotReady, StartFailed
+from tuner.readiness._failfast import FailFast
 from tuner.services import BaseService, Restarted
 
 Progress = Callable[[str], None]
@@ -155,6 +156,7 @@ def wait_ready(
     )
     last_answer = "no answer yet"
     port = urlsplit(endpoint.base_url).port
+    fail_fast = FailFast(service=service, restarted=restarted, base_url=endpoint.base_url, config=config, clock=clock)
     timeout = httpx.Timeout(config.request_timeout_s, connect=min(config.request_timeout_s, 5.0))
     with httpx.Client(timeout=timeout) as client:
         while True:
@@ -182,6 +184,7 @@ def wait_ready(
                 if endpoint.model is None and config.generation_check:
                     endpoint = _with_model(client, endpoint)
                 last_answer = _probe(client, endpoint, config) or "ready"
+                fail_fast.observe(last_answer)
                 if last_answer == "ready" and port and service.serves(restarted.new, port) is False:
                     last_answer = f"port {port} answered by a process other than {restarted.new}"
                 if last_answer == "ready" and service.is_alive(restarted.new):

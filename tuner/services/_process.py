@@ -19,7 +19,7 @@ from tuner.services._base import (
     ServiceState,
     program_part,
 )
-from tuner.services._proc import ProcStat, process_table, serves_port, stat_of
+from tuner.services._proc import ProcStat, descendants, listen_ports, process_table, serves_port, stat_of
 
 if TYPE_CHECKING:  # tuner.config imports this package (launch specs); only the type is needed here
     from tuner.config import GpuWaitSection
@@ -50,6 +50,16 @@ echo "$!"
 i=0
 while [ ! -s "$state.pid" ] && [ "$i" -lt 1000 ]; do sleep 0.01; i=$((i+1)); done
 cat "$state.pid"
+"""
+
+
+# Is the launch program there and executable (a path is checked as a file, a bare name on PATH)?
+_PROGRAM = r"""
+[ -n "$2" ] && cd "$2" 2>/dev/null
+case $1 in
+  */*) if [ ! -e "$1" ]; then echo missing; elif [ -d "$1" ] || [ ! -x "$1" ]; then echo noexec; else echo ok; fi ;;
+  *) if command -v "$1" >/dev/null 2>&1; then echo ok; else echo missing; fi ;;
+esac
 """
 
 
@@ -153,6 +163,11 @@ class ProcessService(BaseService):
             return False
         return serves_port(self._host, identity.pid, port)
 
+    def listen_ports(self, identity: ProcessIdentity) -> set[int] | None:
+        if not self.is_alive(identity):
+            return set()
+        return listen_ports(self._host, descendants(self._stats(), identity.pid))
+
     def state(self) -> ServiceState:
         running = self._load()
         if running is None:
@@ -236,8 +251,14 @@ class ProcessService(BaseService):
 
     def preflight(self) -> Preflight:
         program = self._base.argv[0]
-        found = self._host.run(["sh", "-c", 'command -v "$1"', "sh", program]).ok
-        finding = Finding(ok=found, text=f"program {program} " + ("found" if found else "not found"))
+        result = self._host.run_script(_PROGRAM, program, self._workdir or "", timeout=30)
+        where = f" on {self._host.name}" if self._host.name != "local" else ""
+        text = {
+            "ok": f"program {program} found",
+            "missing": f"launch program {program} not found{where} (target.command[0])",
+            "noexec": f"launch program {program} is not executable{where} (target.command[0])",
+        }.get(result.stdout.strip(), f"launch program {program}: cannot check{where} ({result.stderr.strip()})")
+        finding = Finding(ok=result.stdout.strip() == "ok", text=text)
         return Preflight(findings=(finding,), program=program_part(self._base.argv))
 
     def read_log(self, cursor: str) -> LogChunk:

@@ -290,27 +290,19 @@ def run_study(
     parts_factory: PartsFactory | None = None,
     service: BaseService | None = None,
     console: Console | None = None,
+    preflight: bool = True,
 ) -> RunSummary:
-    """Run trials until the study holds ``trials`` counted trials in total (a resume continues to N)."""
+    """Run trials until the study holds ``trials`` counted trials in total (a resume continues to N).
+
+    With its own target (no ``service`` given), the preflight runs and the lock is taken before the study is
+    created: a broken environment or a busy server is refused with nothing created or changed.
+    """
     # Imported here: these packages import tuner.study themselves.
     from tuner.lock import TargetLock, lock_path_for
-    from tuner.report import write_study_note
-    from tuner.study._parts import http_parts
     from tuner.target import make_host, make_service
 
     console = console or Console()
     target = trials if trials is not None else config.study.trials
-    study = open_study(config, storage=storage, study_name=study_name, force_config=force_config)
-    # The sampler's seed is offset by what the study already holds (see make_sampler).
-    study.sampler = make_sampler(config, offset=len(study.trials))
-    study.pruner = make_pruner(config)
-    write_study_note(study, config)
-    study.set_user_attr(attrs.TARGET_TRIALS, target)
-    stale = recover_stale_trials(study)
-    if stale:
-        console.line(f"marked interrupted trials FAIL and re-enqueued them: {stale}")
-    enqueue_starting_points(study, config)
-
     host = None
     lock: Any = contextlib.nullcontext()
     if service is None:
@@ -318,34 +310,73 @@ def run_study(
         service = make_service(config, host)
         if config.target.lock:
             # One tuner per server: a second one would restart the server under the first one's benchmark.
-            lock = TargetLock(host=host, path=lock_path_for(config.target), study=study.study_name)
-    parts = (parts_factory or http_parts)(config, service)
-    evidence = Evidence(artifacts_dir=config.study.artifacts_dir)
-    runner = TrialRunner(config=config, parts=parts, evidence=evidence, progress=console.status)
-    base = base_spec(config.target)
-    start = time.monotonic()
+            lock = TargetLock(host=host, path=lock_path_for(config.target), study=study_name or config.study.name)
     progress = _Progress()
-    policy = FailurePolicy(study=study, max_same_failures=config.search.max_same_failures)
+    start = time.monotonic()
     try:
+        if host is not None and preflight:
+            from tuner.preflight import require_preflight
+
+            require_preflight(config, host=host, service=service, storage=storage or config.study.storage)
         with lock:
-            try:
-                with _signals_raise():
-                    _drive(study, config, runner, base, console, target, progress, policy)
-            except KeyboardInterrupt:
-                progress.interrupted = True
-                console.line("interrupted: the running trial is marked FAIL and will be retried on resume")
-            finally:
-                with contextlib.suppress(Exception):  # a storage fault must not hide the real error
-                    policy.release()
-                # Only while we hold the lock: the server is ours to put back.
-                try:
-                    _on_exit(config, study, service, base, console, parts)
-                except (TuneError, OSError) as exc:
-                    console.line(f"WARNING: could not put the server back ({config.study.on_exit}): {exc}")
+            study = _prepare(config, storage=storage, study_name=study_name, force_config=force_config)
+            study.set_user_attr(attrs.TARGET_TRIALS, target)
+            stale = recover_stale_trials(study)
+            if stale:
+                console.line(f"marked interrupted trials FAIL and re-enqueued them: {stale}")
+            enqueue_starting_points(study, config)
+            _run_locked(study, config, service, (parts_factory, console), target, progress)
     finally:
         service.close()
         if host is not None:
             host.close()
+    return _summary(study, config, target, progress, time.monotonic() - start)
+
+
+def _prepare(config: StudyConfig, *, storage: str | None, study_name: str | None, force_config: bool) -> optuna.Study:
+    from tuner.report import write_study_note
+
+    study = open_study(config, storage=storage, study_name=study_name, force_config=force_config)
+    # The sampler's seed is offset by what the study already holds (see make_sampler).
+    study.sampler = make_sampler(config, offset=len(study.trials))
+    study.pruner = make_pruner(config)
+    write_study_note(study, config)
+    return study
+
+
+def _run_locked(
+    study: optuna.Study,
+    config: StudyConfig,
+    service: BaseService,
+    how: tuple[PartsFactory | None, Console],
+    target: int,
+    progress: _Progress,
+) -> None:
+    from tuner.study._parts import http_parts
+
+    parts_factory, console = how
+    parts = (parts_factory or http_parts)(config, service)
+    evidence = Evidence(artifacts_dir=config.study.artifacts_dir)
+    runner = TrialRunner(config=config, parts=parts, evidence=evidence, progress=console.status)
+    base = base_spec(config.target)
+    policy = FailurePolicy(study=study, max_same_failures=config.search.max_same_failures)
+    try:
+        with _signals_raise():
+            _drive(study, config, runner, base, console, target, progress, policy)
+    except KeyboardInterrupt:
+        progress.interrupted = True
+        console.line("interrupted: the running trial is marked FAIL and will be retried on resume")
+    finally:
+        with contextlib.suppress(Exception):  # a storage fault must not hide the real error
+            policy.release()
+        # Only while we hold the lock: the server is ours to put back.
+        try:
+            _on_exit(config, study, service, base, console, parts)
+        except Exception as exc:  # whatever went wrong, the run's own error is the one to report
+            console.line(f"WARNING: could not put the server back ({config.study.on_exit}): {exc}")
+
+
+def _summary(study: optuna.Study, config: StudyConfig, target: int, progress: _Progress, seconds: float) -> RunSummary:
     # The study-level figure of what regression pruning saved (each trial records its own share).
     study.set_user_attr(attrs.PRUNING_SAVED_S, round(pruning_savings(study), 3))
     best = best_trials(study)
@@ -356,7 +387,7 @@ def run_study(
         ran=progress.ran,
         best_number=best[0].number if best else None,
         best_values=tuple(best[0].values) if best else None,
-        seconds=round(time.monotonic() - start, 1),
+        seconds=round(seconds, 1),
     )
     if progress.interrupted:
         raise Interrupted(

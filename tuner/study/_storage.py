@@ -77,7 +77,7 @@ def open_study(
     )
     stored = study.user_attrs.get(ATTR_FINGERPRINT)
     fingerprint = config.fingerprint()
-    if stored is not None and stored != fingerprint and not force_config:
+    if stored is not None and stored != fingerprint and not force_config and _has_measurements(study):
         raise FingerprintMismatch(
             f"study {name!r} was created from a different configuration (fingerprint {stored}, this config "
             f"{fingerprint}: search space, objective, scenarios, gate or base command changed). Its trials would "
@@ -96,6 +96,13 @@ def open_study(
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(metric_names(config))
     return study
+
+
+def _has_measurements(study: optuna.Study) -> bool:
+    """Whether any trial ran to a verdict: a study whose every trial failed to start (a broken base command
+    fixed since) holds nothing a changed configuration could be incomparable with."""
+    done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    return any(t.state in done for t in study.get_trials(deepcopy=False))
 
 
 def config_from_study(storage: str, study_name: str | None) -> StudyConfig:
