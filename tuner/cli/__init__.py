@@ -63,3 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("tune: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `tune status --json | head`: the reader left; nothing more to say, and nothing to say it on.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

@@ -11,7 +11,7 @@ from tuner.cli._common import add_study_args, config_from_args, study_location
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("start", help="run the study until it holds --trials counted trials")
     add_study_args(p)
-    p.add_argument("--trials", type=int, default=None, help="total trials to reach (default: the config's)")
+    p.add_argument("--trials", type=_positive, default=None, help="total trials to reach (default: the config's)")
     p.add_argument("--force-config", action="store_true", help="continue a study even though its search space changed")
     _skip_preflight_arg(p)
     p.set_defaults(func=_start)
@@ -19,7 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("resume", help="continue a study with the config stored in it")
     p.add_argument("--storage", metavar="URL", help="Optuna storage URL (default: the demo study's)")
     p.add_argument("--study", metavar="NAME", help="study name (needed when the storage holds several)")
-    p.add_argument("--trials", type=int, default=None, help="total trials to reach (default: the stored config's)")
+    p.add_argument(
+        "--trials", type=_positive, default=None, help="total trials to reach (default: the stored config's)"
+    )
     _skip_preflight_arg(p)
     p.set_defaults(func=_resume)
 
@@ -32,6 +34,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_study_args(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_best)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of trials, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1 trial, got {value}")
+    return value
 
 
 def _skip_preflight_arg(p: argparse.ArgumentParser) -> None:
@@ -90,13 +102,10 @@ def _print_summary(summary: Any) -> None:
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, Any]:
-    import optuna
-
-    from tuner.study import make_storage
+    from tuner.study import load_existing
 
     config, storage, name = study_location(args)
-    study = optuna.load_study(study_name=name, storage=make_storage(storage))
-    return config, study
+    return config, load_existing(storage, name)
 
 
 def trial_row(t: Any, scenarios: list[str]) -> dict[str, Any]:

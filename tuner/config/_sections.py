@@ -34,6 +34,9 @@ class StudySection:
     seed: int | None = None
     on_exit: str = "baseline"
     artifacts_dir: Path = Path("runs/artifacts")
+    storage_busy_s: float = 600.0
+    """How long a write waits for a database locked by another process (a backup, the dashboard) before the
+    run stops as an environment fault."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,6 +95,8 @@ class TargetSection:
     """Model name sent in requests; by default the first id from ``/v1/models``."""
     api_key: str | None = None
     lock: bool = True
+    state_dir: str | None = None
+    """Server records (what runs, its process group); default ``runs/<study>/state`` beside the study file."""
     check_flags: bool = True
     """`tune check` runs ``PROGRAM --help`` to verify the tuned flags (off for a server whose --help serves)."""
     check_timeout_s: float = 60.0
@@ -171,6 +176,7 @@ def parse_study(t: Table, *, base_dir: Path, default_name: str) -> StudySection:
         seed=t.int("seed", None),
         on_exit=t.choice("on_exit", ON_EXIT, "baseline"),
         artifacts_dir=_path(base_dir, t.str("artifacts_dir", f"runs/{name}/artifacts")),
+        storage_busy_s=t.float("storage_busy_s", 600.0, min=1),
     )
     t.finish()
     return section
@@ -210,6 +216,7 @@ def parse_target(t: Table, *, base_dir: Path) -> TargetSection:
         model=t.str("model", None),
         api_key=t.str("api_key", None),
         lock=t.bool("lock", True),
+        state_dir=_state_dir(t, base_dir, transport),
         check_flags=t.bool("check_flags", True),
         check_timeout_s=t.float("check_timeout_s", 60.0, min=1),
         ssh=_parse_ssh(ssh_t) if ssh_t else None,
@@ -218,6 +225,13 @@ def parse_target(t: Table, *, base_dir: Path) -> TargetSection:
     )
     t.finish()
     return section
+
+
+def _state_dir(t: Table, base_dir: Path, transport: str) -> str | None:
+    value = t.str("state_dir", None)
+    if value is None or transport != "local":
+        return value
+    return str(_path(base_dir, value))
 
 
 def _parse_ssh(t: Table) -> SSHSection:

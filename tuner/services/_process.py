@@ -33,11 +33,12 @@ if TYPE_CHECKING:  # tuner.config imports this package (launch specs); only the 
 #   group-wide SIGTERM long enough to write the status.
 _LAUNCH = r"""
 log=$1; state=$2; cwd=$3; shift 3
-mkdir -p "$(dirname "$log")" || exit 97
-rm -f "$state.pid" "$state.exit"
+mkdir -p "$(dirname "$log")" "$(dirname "$state")" || exit 97
+rm -f "$state.pid" "$state.pgid" "$state.exit"
 [ -n "$cwd" ] && { cd "$cwd" || exit 98; }
 setsid sh -c '
   state=$1; shift
+  echo "$$" > "$state.pgid"
   "$@" &
   child=$!
   echo "$child" > "$state.pid"
@@ -65,7 +66,8 @@ esac
 
 @dataclass(frozen=True)
 class _Running:
-    identity: ProcessIdentity
+    identity: ProcessIdentity | None
+    """None in an intent record: written before the launch, so a tune killed mid-launch leaves a trace."""
     pgid: int
     log: str
     state_file: str
@@ -92,6 +94,7 @@ class ProcessService(BaseService):
         poll_interval_s: float = 0.05,
         gpu_wait: GpuWaitSection | None = None,
         record_name: str = "current.json",
+        state_dir: str | None = None,
     ) -> None:
         self._host = host
         self._base = base
@@ -100,7 +103,9 @@ class ProcessService(BaseService):
         self._workdir = workdir
         self._grace = stop_grace_s
         self._poll = poll_interval_s
-        self._record = posixpath.join(log_dir, record_name)
+        # Records and exit-status files live apart from the logs: a user (or a tmp cleaner) may delete logs.
+        self._state_dir = state_dir or log_dir
+        self._record = posixpath.join(self._state_dir, record_name)
         self._gpu_wait = gpu_wait
 
     # -- what runs ---------------------------------------------------------------------------------------
@@ -112,9 +117,11 @@ class ProcessService(BaseService):
             return None
         except (ValueError, KeyError):
             return None
+        pid = data.get("pid")
+        identity = None if pid is None else ProcessIdentity(pid=int(pid), started=str(data["started"]))
         return _Running(
-            identity=ProcessIdentity(pid=int(data["pid"]), started=str(data["started"])),
-            pgid=int(data["pgid"]),
+            identity=identity,
+            pgid=int(data.get("pgid") or 0),
             log=str(data["log"]),
             state_file=str(data["state_file"]),
         )
@@ -124,8 +131,8 @@ class ProcessService(BaseService):
             self._host.remove_file(self._record)
             return
         data = {
-            "pid": running.identity.pid,
-            "started": running.identity.started,
+            "pid": running.identity.pid if running.identity else None,
+            "started": running.identity.started if running.identity else None,
             "pgid": running.pgid,
             "log": running.log,
             "state_file": running.state_file,
@@ -172,6 +179,8 @@ class ProcessService(BaseService):
         running = self._load()
         if running is None:
             return ServiceState(running=False, identity=None, detail="not started")
+        if running.identity is None:
+            return ServiceState(running=False, identity=None, detail=f"launch of {running.log} interrupted")
         if self.is_alive(running.identity):
             return ServiceState(running=True, identity=running.identity, detail=f"running, log {running.log}")
         status = self._exit_status(running)
@@ -186,7 +195,7 @@ class ProcessService(BaseService):
 
     def restart(self, *, label: str = "run") -> Restarted:
         previous = self._load()
-        old = previous.identity if previous and self.is_alive(previous.identity) else None
+        old = previous.identity if previous and previous.identity and self.is_alive(previous.identity) else None
         self.stop()
         if self._gpu_wait is not None:
             from tuner.services._gpu import wait_gpu_free
@@ -195,7 +204,9 @@ class ProcessService(BaseService):
             wait_gpu_free(self._host, self._gpu_wait)
         spec = self._staged
         log = posixpath.join(self._log_dir, f"{label}.log")
-        state_file = posixpath.join(self._log_dir, f".{label}")
+        state_file = posixpath.join(self._state_dir, f".{label}")
+        # The intent first: a tune killed during the launch leaves a record the next one finds (by its files).
+        self._save(_Running(identity=None, pgid=0, log=log, state_file=state_file))
         argv = [
             *(["env", *(f"{k}={v}" for k, v in sorted(spec.env.items()))] if spec.env else []),
             *spec.argv,
@@ -213,23 +224,23 @@ class ProcessService(BaseService):
         if st is None:
             # Exited before we could read its start time: still identify it, so readiness reports the exit.
             st = ProcStat(pid=pid, state="X", ppid=0, pgid=pgid, start="exited-before-identified")
-        running = _Running(
-            identity=ProcessIdentity(pid=pid, started=st.start), pgid=pgid, log=log, state_file=state_file
-        )
-        self._save(running)
-        return Restarted(old=old, new=running.identity, log_cursor="0")
+        identity = ProcessIdentity(pid=pid, started=st.start)
+        self._save(_Running(identity=identity, pgid=pgid, log=log, state_file=state_file))
+        return Restarted(old=old, new=identity, log_cursor="0")
 
     def stop(self) -> None:
         running = self._load()
         if running is None:
             return
+        if running.identity is None:
+            running = self._launched(running)
         stats = self._stats()
         leader = stats.get(running.pgid)
         # Signal the group only while its members are the ones we started: the recorded server PID must
         # still carry its start time, or (the server gone) the wrapper must still lead its group. A recycled
         # PGID belongs to someone else and is left alone.
-        ours = self._alive_in(stats, running.identity) or (
-            leader is not None and leader.pgid == running.pgid and leader.state not in ("Z", "X")
+        ours = (running.identity is not None and self._alive_in(stats, running.identity)) or (
+            running.pgid > 0 and leader is not None and leader.pgid == running.pgid and leader.state not in ("Z", "X")
         )
         if ours and self._group_alive(stats, running.pgid):
             self._host.run(["kill", "-TERM", "--", f"-{running.pgid}"])
@@ -241,6 +252,17 @@ class ProcessService(BaseService):
                     break
                 time.sleep(self._poll)
         self._save(None)
+
+    def _launched(self, intent: _Running) -> _Running:
+        """What an interrupted launch started: the wrapper's group, proven ours by the state path it carries."""
+        try:
+            pgid = int(self._host.read_file(intent.state_file + ".pgid").decode().strip())
+        except (FileNotFoundError, ValueError):
+            return intent  # the launcher never ran
+        cmdline = self._host.run(["cat", f"/proc/{pgid}/cmdline"])
+        if not cmdline.ok or intent.state_file not in cmdline.stdout.split("\0"):
+            return intent  # gone, or the pgid was recycled by someone else's process
+        return _Running(identity=None, pgid=pgid, log=intent.log, state_file=intent.state_file)
 
     def _wait_gone(self, pgid: int, seconds: float) -> None:
         deadline = time.monotonic() + seconds
@@ -274,7 +296,7 @@ class ProcessService(BaseService):
 
     def running_spec(self) -> LaunchSpec | None:
         running = self._load()
-        if running is None or not self.is_alive(running.identity):
+        if running is None or running.identity is None or not self.is_alive(running.identity):
             return None
         pid = running.identity.pid
         cmdline = self._host.run(["cat", f"/proc/{pid}/cmdline"])

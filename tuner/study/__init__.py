@@ -1,5 +1,6 @@
 """The study: Optuna storage, the trial's story, and the tuning loop."""
 
+from tuner.study._faults import storage_faults
 from tuner.study._loop import (
     Console,
     Interrupted,
@@ -25,7 +26,14 @@ from tuner.study._objective import (
     score,
     verify_applied,
 )
-from tuner.study._storage import FingerprintMismatch, config_from_study, make_storage, open_study
+from tuner.study._storage import (
+    FingerprintMismatch,
+    NoSuchStudy,
+    config_from_study,
+    load_existing,
+    make_storage,
+    open_study,
+)
 
 __all__ = [
     "Applied",
@@ -34,6 +42,7 @@ __all__ = [
     "Evidence",
     "FingerprintMismatch",
     "Interrupted",
+    "NoSuchStudy",
     "RunSummary",
     "Score",
     "TrialParts",
@@ -46,11 +55,13 @@ __all__ = [
     "counted_trials",
     "is_counted",
     "is_feasible",
+    "load_existing",
     "make_storage",
     "open_study",
     "recover_stale_trials",
     "restart_server",
     "run_study",
     "score",
+    "storage_faults",
     "verify_applied",
 ]

@@ -31,6 +31,7 @@ from tuner.search import make_pruner, make_sampler, pruning_savings
 from tuner.services import BaseService
 from tuner.space import Value, format_value, render, suggest
 from tuner.study import _attrs as attrs
+from tuner.study._faults import storage_faults
 from tuner.study._objective import Evidence, TrialParts, TrialRunner
 from tuner.study._policy import ENVIRONMENT, FailurePolicy, ask_next, ensure_baseline
 from tuner.study._storage import open_study
@@ -44,6 +45,7 @@ STALE_AFTER_S = 90.0
 MAX_UNCOUNTED_IN_A_ROW = 200
 MAX_HOST_ERRORS_IN_A_ROW = 3
 MAX_BRANCH_TRIES = 20
+WAIT_FOR_OTHERS_S = 2.0
 
 
 class Interrupted(TuneError):
@@ -136,7 +138,8 @@ def recover_stale_trials(study: optuna.Study, *, now: float | None = None) -> li
         stale = (
             (worker is not None and _worker_dead(worker))
             or (beat is not None and now - beat > STALE_AFTER_S)
-            or (beat is None and now - started > STALE_AFTER_S)
+            # No owner at all: killed between becoming RUNNING and writing its worker (one heartbeat is plenty).
+            or (beat is None and now - started > (HEARTBEAT_S if worker is None else STALE_AFTER_S))
         )
         if not stale:
             continue
@@ -203,7 +206,8 @@ def find_duplicate(study: optuna.Study, params: dict[str, Value], number: int) -
 
 @contextmanager
 def _signals_raise() -> Iterator[None]:
-    """SIGTERM behaves like Ctrl-C: the loop gets to mark the trial and restore the server."""
+    """SIGTERM and SIGHUP (the SSH session running tune dropped) behave like Ctrl-C: the loop gets to mark the
+    trial and restore the server."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
@@ -211,11 +215,12 @@ def _signals_raise() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 class _Heartbeat:
@@ -318,7 +323,7 @@ def run_study(
             from tuner.preflight import require_preflight
 
             require_preflight(config, host=host, service=service, storage=storage or config.study.storage)
-        with lock:
+        with storage_faults(storage or config.study.storage), lock:
             study = _prepare(config, storage=storage, study_name=study_name, force_config=force_config)
             study.set_user_attr(attrs.TARGET_TRIALS, target)
             stale = recover_stale_trials(study)
@@ -330,7 +335,8 @@ def run_study(
         service.close()
         if host is not None:
             host.close()
-    return _summary(study, config, target, progress, time.monotonic() - start)
+    with storage_faults(storage or config.study.storage):
+        return _summary(study, config, target, progress, time.monotonic() - start)
 
 
 def _prepare(config: StudyConfig, *, storage: str | None, study_name: str | None, force_config: bool) -> optuna.Study:
@@ -360,20 +366,35 @@ def _run_locked(
     runner = TrialRunner(config=config, parts=parts, evidence=evidence, progress=console.status)
     base = base_spec(config.target)
     policy = FailurePolicy(study=study, max_same_failures=config.search.max_same_failures)
-    try:
-        with _signals_raise():
+    with _signals_raise():  # also while putting the server back: a second signal must not kill tune mid-restore
+        try:
             _drive(study, config, runner, base, console, target, progress, policy)
+        except KeyboardInterrupt:
+            progress.interrupted = True
+            console.line("interrupted: the running trial is marked FAIL and will be retried on resume")
+        finally:
+            with contextlib.suppress(Exception):  # a storage fault must not hide the real error
+                policy.release()
+            _put_back(config, study, service, base, console, parts, progress)
+
+
+def _put_back(
+    config: StudyConfig,
+    study: optuna.Study,
+    service: BaseService,
+    base: Any,
+    console: Console,
+    parts: TrialParts,
+    progress: _Progress,
+) -> None:
+    """Only while we hold the lock: the server is ours to put back."""
+    try:
+        _on_exit(config, study, service, base, console, parts)
     except KeyboardInterrupt:
         progress.interrupted = True
-        console.line("interrupted: the running trial is marked FAIL and will be retried on resume")
-    finally:
-        with contextlib.suppress(Exception):  # a storage fault must not hide the real error
-            policy.release()
-        # Only while we hold the lock: the server is ours to put back.
-        try:
-            _on_exit(config, study, service, base, console, parts)
-        except Exception as exc:  # whatever went wrong, the run's own error is the one to report
-            console.line(f"WARNING: could not put the server back ({config.study.on_exit}): {exc}")
+        console.line(f"interrupted again: on_exit = {config.study.on_exit!r} was not finished (`tune restore` does it)")
+    except Exception as exc:  # whatever went wrong, the run's own error is the one to report
+        console.line(f"WARNING: could not put the server back ({config.study.on_exit}): {exc}")
 
 
 def _summary(study: optuna.Study, config: StudyConfig, target: int, progress: _Progress, seconds: float) -> RunSummary:
@@ -416,10 +437,7 @@ def _drive(
     durations: list[float] = []
     uncounted_in_a_row = 0
     host_errors_in_a_row = 0
-    # Other workers' running trials count as in flight, so several workers sharing a study stop at N together.
-    while (done := counted_trials(study)) + len(
-        study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-    ) < target:
+    while (done := _next_slot(study, target, policy, console)) is not None:
         if uncounted_in_a_row >= MAX_UNCOUNTED_IN_A_ROW:
             raise TuneError(
                 f"the sampler proposed {uncounted_in_a_row} configs in a row that violate constraints or "
@@ -456,6 +474,28 @@ def _drive(
             durations.append(time.monotonic() - t0)
         else:
             uncounted_in_a_row += 1
+
+
+def _next_slot(study: optuna.Study, target: int, policy: FailurePolicy, console: Console) -> int | None:
+    """The number of counted trials when another trial may start now; None once the study holds ``target``.
+
+    Other workers' running trials count as in flight, so several workers sharing a study stop at N together;
+    but a run never ends short of N while a RUNNING trial is only a dead worker's leftover: it waits, and
+    recovers trials that turn stale meanwhile.
+    """
+    while (done := counted_trials(study)) < target:
+        running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
+        if done + running < target:
+            return done
+        if policy.holding:
+            policy.release()  # the held failures are the last trials of the run: their verdicts are due now
+            continue
+        console.status(f"{done}/{target} counted; waiting for {running} trial(s) running elsewhere")
+        time.sleep(WAIT_FOR_OTHERS_S)
+        stale = recover_stale_trials(study)
+        if stale:
+            console.line(f"marked trials of dead workers FAIL and re-enqueued them: {stale}")
+    return None
 
 
 def _run_one(
