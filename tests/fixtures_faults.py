@@ -70,6 +70,31 @@ class Case:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=self.root)
         return Run(rc=proc.returncode, out=proc.stdout, err=proc.stderr, seconds=time.monotonic() - t0)
 
+    def spawn(self, *extra: str, trials: int | None = None) -> subprocess.Popen[str]:
+        """``tune start`` in the background, in its own session (the server gets its own session anyway)."""
+        argv = [sys.executable, "-m", "tuner", "start", "--trials", str(trials or self.trials), "--config", str(self.path)]
+        return subprocess.Popen(
+            [*argv, *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=self.root,
+            start_new_session=True,
+        )
+
+    def wait_running(self, proc: subprocess.Popen[str], *, after: int = 0, timeout: float = 60) -> int:
+        """The number of a trial that is RUNNING with its server launched (trial number >= ``after``)."""
+        from fixtures_study import running_trials
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            numbers = [n for n in running_trials(f"sqlite:///{self.storage}", with_attr="command") if n >= after]
+            if numbers:
+                return numbers[0]
+            time.sleep(0.02)
+        raise AssertionError("no trial started")
+
     def start(self, *extra: str, timeout: float = 180) -> Run:
         return self.tune("start", "--trials", str(self.trials), *extra, timeout=timeout)
 

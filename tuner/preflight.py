@@ -78,10 +78,10 @@ def _port(config: StudyConfig, host: BaseHost, service: BaseService) -> list[str
             return []  # the server tune recorded: the first trial's restart stops it, as always
     where = f"port {port} of base_url {config.target.base_url} on {host.name}"
     if not pids:
-        return [f"{where} is held by a process tune did not start and cannot see (another user's?): free the port"]
+        return [f"{where} is held by a process this study did not start and cannot see (another user's?): free it"]
     return [
-        f"{where} is held by pid {pid} ({_cmdline(host, pid)}), a process tune did not start: stop it or change "
-        "base_url and --port"
+        f"{where} is held by pid {pid} ({_cmdline(host, pid)}), which this study did not start: stop it (`tune "
+        "stop --config OTHER.toml` if another study's tune started it) or change base_url and --port"
         for pid in sorted(pids)
     ]
 
@@ -100,7 +100,8 @@ def _local_dir(path: Path, what: str) -> list[str]:
         p = p.parent
     if os.access(p, os.W_OK | os.X_OK) and p.is_dir():
         return []
-    return [f"{what} {path} cannot be written ({p} is not a writable directory)"]
+    why = "is on a read-only file system" if os.statvfs(p).f_flag & os.ST_RDONLY else "is not a writable directory"
+    return [f"{what} {path} cannot be written ({p} {why})"]
 
 
 def _storage(url: str) -> list[str]:
@@ -108,7 +109,8 @@ def _storage(url: str) -> list[str]:
         return []  # a database server: reaching it is open_study's business
     path = Path(url.removeprefix("sqlite:///"))
     if path.exists() and not os.access(path, os.R_OK | os.W_OK):
-        return [f"storage {path} cannot be written (permission denied)"]
+        readonly = os.statvfs(path).f_flag & os.ST_RDONLY
+        return [f"storage {path} cannot be written ({'read-only file system' if readonly else 'permission denied'})"]
     return _local_dir(path.parent, "storage directory")
 
 

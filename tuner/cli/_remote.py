@@ -37,6 +37,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _config_arg(restore)
     restore.set_defaults(func=cmd_restore)
 
+    stop = subparsers.add_parser("stop", help="stop the server tune recorded for this target (nothing else)")
+    _config_arg(stop)
+    stop.set_defaults(func=cmd_stop)
+
 
 def _config_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", type=Path, default=DEFAULT_CONFIG, help="study file")
@@ -127,7 +131,16 @@ def _check_flags(c: Checklist, config: StudyConfig, host: BaseHost, program: lis
     flags = [p for p in config.space.params if p.flag]
     if not flags:
         return
-    result = host.run([*program, "--help"], timeout=300) if program else None
+    if not config.target.check_flags:
+        c.item(WARN, "tuned flags not checked against `--help` ([target] check_flags = false)")
+        return
+    limit = config.target.check_timeout_s
+    print(f"   running `{' '.join(program)} --help` (at most {limit:.0f} s, [target] check_timeout_s)", file=sys.stderr)
+    # `timeout` signals its whole process group: a --help that starts a server instead leaves nothing behind.
+    result = host.run(["timeout", "-k", "5", f"{limit:g}", *program, "--help"], timeout=limit + 30) if program else None
+    if result is not None and result.exit_status == 124:
+        c.item(WARN, f"`{' '.join(program)} --help` did not exit within {limit:.0f} s: flags not verified")
+        return
     text = (result.stdout + result.stderr) if result is not None else ""
     if result is None or not result.ok or "--" not in text:
         c.item(WARN, f"`{' '.join(program)} --help` gave no flag list: cannot verify the space's flags")
@@ -154,7 +167,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         return 1
     if args.cycle:
         print("cycle: baseline config -> restart -> ready -> tiny benchmark -> restore")
-        _cycle(config)
+        problem = _cycle(config)
+        if problem:
+            print(f" {BAD} the cycle failed: {problem}")
+            return 1
         print(f" {OK} one full apply/restart/ready/benchmark/restore cycle worked")
     return 0
 
@@ -223,19 +239,30 @@ def _tiny_benchmark(config: StudyConfig, endpoint: Endpoint) -> None:
     print(f" {OK} tiny benchmark: {result.output_tok_s:.1f} tok/s{accept}")
 
 
-def _cycle(config: StudyConfig) -> None:
+def _cycle(config: StudyConfig) -> str | None:
+    """One apply -> restart -> ready -> benchmark -> restore; the failure, if any, to print last."""
     from tuner.space import render
     from tuner.target import base_spec
 
     spec = render(config.space, base_spec(config.target), config.baseline)
+    problems: list[str] = []
 
     def act(service: BaseService, host: BaseHost) -> None:
+        was_running = service.state().running
         try:
             _bring_up(config, service, spec, "check-cycle", measure=True)
+        except TuneError as exc:
+            problems.append(str(exc))
         finally:
-            _bring_up(config, service, None, "check-restore")
+            if was_running:
+                _bring_up(config, service, None, "check-restore")
+            else:  # nothing ran before the check: nothing runs after it
+                service.revert()
+                service.stop()
+                print(f" {OK} server stopped again (it was not running before the check)")
 
     _with_target(config, act)
+    return problems[0] if problems else None
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
@@ -264,6 +291,19 @@ def cmd_apply(args: argparse.Namespace) -> int:
 def cmd_restore(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     _with_target(config, lambda service, host: _bring_up(config, service, None, "restore"))
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+
+    def act(service: BaseService, host: BaseHost) -> None:
+        state = service.state()
+        service.stop()  # also an interrupted launch's leftover, found by its record
+        what = f"stopped {state.identity}" if state.running else f"nothing tune started is running ({state.detail})"
+        print(f" {OK} {what}")
+
+    _with_target(config, act)
     return 0
 
 

@@ -180,7 +180,13 @@ class ProcessService(BaseService):
         if running is None:
             return ServiceState(running=False, identity=None, detail="not started")
         if running.identity is None:
-            return ServiceState(running=False, identity=None, detail=f"launch of {running.log} interrupted")
+            launched = self._launched(running)
+            st = self._stat_of(launched.pgid) if launched.pgid > 0 else None
+            if st is None or not st.alive:
+                return ServiceState(running=False, identity=None, detail=f"launch of {running.log} interrupted")
+            # The launch wrapper leads the group: the server runs below it.
+            wrapper = ProcessIdentity(pid=launched.pgid, started=st.start)
+            return ServiceState(running=True, identity=wrapper, detail=f"left by an interrupted launch ({running.log})")
         if self.is_alive(running.identity):
             return ServiceState(running=True, identity=running.identity, detail=f"running, log {running.log}")
         status = self._exit_status(running)
@@ -206,6 +212,9 @@ class ProcessService(BaseService):
         log = posixpath.join(self._log_dir, f"{label}.log")
         state_file = posixpath.join(self._state_dir, f".{label}")
         # The intent first: a tune killed during the launch leaves a record the next one finds (by its files).
+        made = self._host.run(["mkdir", "-p", self._state_dir])
+        if not made.ok:
+            raise HostError(f"cannot create the state directory {self._state_dir} on {self._host.name}: {made.stderr}")
         self._save(_Running(identity=None, pgid=0, log=log, state_file=state_file))
         argv = [
             *(["env", *(f"{k}={v}" for k, v in sorted(spec.env.items()))] if spec.env else []),

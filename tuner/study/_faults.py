@@ -96,12 +96,14 @@ def watch_busy(engine: Any, *, label: str, limit_s: float) -> None:
         with lock:
             started.pop(threading.get_ident(), None)
 
+    notice_after = min(BUSY_NOTICE_AFTER_S, limit_s / 3)
+
     def watch() -> None:
         noticed: set[float] = set()
         while True:
-            time.sleep(1.0)
+            time.sleep(notice_after / 4)
             with lock:
-                waiting = [t for t in started.values() if time.monotonic() - t > BUSY_NOTICE_AFTER_S]
+                waiting = [t for t in started.values() if time.monotonic() - t > notice_after]
             for t in waiting:
                 if t not in noticed:
                     noticed.add(t)
