@@ -133,7 +133,7 @@ def test_a_start_refused_by_the_lock_creates_nothing(case: Case, tmp_path: Path)
     (tmp_path / "second").mkdir()
     other = Case(tmp_path / "second", case.port, name="second")
     run = other.start("--skip-preflight")  # the preflight would name the port's holder; the lock says who
-    assert run.rc == 3 and "held by" in run.message, run.err
+    assert run.rc == 3 and "is being tuned by" in run.message and "study 'fault'" in run.message, run.err
     assert not other.storage.exists() and not (tmp_path / "second" / "runs").exists()
     os.kill(first.pid, signal.SIGTERM)
     assert finish(first)[0] == 130

@@ -108,7 +108,7 @@ def watch_busy(engine: Any, *, label: str, limit_s: float) -> None:
                 if t not in noticed:
                     noticed.add(t)
                     print(
-                        f"tune: storage {label} is locked by another process; waiting up to {limit_s:.0f} s "
+                        f"  storage {label} is locked by another process; waiting up to {limit_s:.0f} s "
                         "([study] storage_busy_s)",
                         file=sys.stderr,
                         flush=True,
