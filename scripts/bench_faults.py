@@ -22,9 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from fixtures_faults import Case, Run, stranger  # noqa: E402
+from fixtures_faults import Case, Run, stranger
 
-from tuner.sim.testing import free_port  # noqa: E402
+from tuner.sim.testing import free_port
 
 Row = tuple[str, Run, Case, int]
 SIM = f'"{sys.executable}", "-u", "-m", "tuner.sim",'
@@ -101,7 +101,10 @@ def sighup(case: Case) -> Run:
 @contextlib.contextmanager
 def _tmpfs(path: Path, size: str):  # type: ignore[no-untyped-def]
     path.mkdir(parents=True)
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)]).returncode:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)]).returncode
+    ):
         yield None
         return
     try:

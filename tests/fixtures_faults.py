@@ -72,7 +72,16 @@ class Case:
 
     def spawn(self, *extra: str, trials: int | None = None) -> subprocess.Popen[str]:
         """``tune start`` in the background, in its own session (the server gets its own session anyway)."""
-        argv = [sys.executable, "-m", "tuner", "start", "--trials", str(trials or self.trials), "--config", str(self.path)]
+        argv = [
+            sys.executable,
+            "-m",
+            "tuner",
+            "start",
+            "--trials",
+            str(trials or self.trials),
+            "--config",
+            str(self.path),
+        ]
         return subprocess.Popen(
             [*argv, *extra],
             stdout=subprocess.PIPE,

@@ -167,10 +167,9 @@ def test_disk_full_mid_run_ends_with_one_line_and_loses_nothing(case: Case, tmp_
         proc = case.spawn()
         case_storage = disk / "study.db"
         wait_for(lambda: _running_with_command(case_storage), what="a running trial")
-        with contextlib.suppress(OSError):
-            with (disk / "filler").open("wb") as f:
-                while True:
-                    f.write(b"\0" * 65536)
+        with contextlib.suppress(OSError), (disk / "filler").open("wb") as f:
+            while True:
+                f.write(b"\0" * 65536)
         rc, err = finish(proc)
         assert rc == 3, err
         verdict = [line for line in err.splitlines() if line.startswith("tune: ")]
