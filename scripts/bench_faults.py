@@ -171,6 +171,7 @@ def lock_held(case: Case) -> Run:
 
 
 CASES: list[tuple[str, Callable[[Case], Run | None]]] = [
+    ("(reference: `tune status` of a missing study, i.e. start-up cost)", lambda c: c.tune("status")),
     ("port held by a stranger (`python -m http.server`)", lambda c: _stranger(c)),
     ("... same, `--skip-preflight`", lambda c: _stranger(c, "--skip-preflight")),
     ("bad flag in the base command", bad_flag),

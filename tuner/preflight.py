@@ -137,8 +137,10 @@ def require_preflight(config: StudyConfig, *, host: BaseHost, service: BaseServi
         problems = start_problems(config, host=host, service=service, storage=storage)
     except HostError as exc:
         problems = [f"preflight could not reach the target: {exc}"]
+    if len(problems) == 1:
+        raise EnvironmentFault(f"{problems[0]} (nothing was changed; --skip-preflight skips this check)")
     if problems:
         raise EnvironmentFault(
-            "\n  ".join([f"cannot start, nothing was changed ({config.source}):", *problems])
-            + "\n  (fix these, or pass --skip-preflight)"
+            "\n  - ".join([f"{len(problems)} problems, nothing was changed ({config.source}):", *problems])
+            + "\n  (--skip-preflight skips these checks)"
         )
