@@ -291,3 +291,28 @@ def test_check_cycle_leaves_the_server_as_found_and_stop_stops_it(case: Case) ->
     run = case.tune("stop")
     assert run.rc == 0 and "nothing tune started is running" in run.out
     assert not case.lock_path.exists()
+
+
+def test_a_second_signal_during_the_restore_still_prints_the_resume_hint(case: Case) -> None:
+    # on_exit = baseline restarts the server; a slow start keeps tune in the restore long enough to signal it.
+    case.edit(lambda t: t.replace('on_exit = "stop"', 'on_exit = "baseline"').replace('"0.2"', '"3"'))
+    case.trials = 4
+    proc = case.spawn()
+    case.wait_running(proc, after=1)
+    os.kill(proc.pid, signal.SIGTERM)
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if "restoring the baseline" in line:
+            break
+    os.kill(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    err = "".join(seen) + err
+    assert proc.returncode == 130, err
+    assert "interrupted again: on_exit = 'baseline' was not finished" in err
+    assert "Resume with: tune start --trials 4" in err
+    assert "Traceback" not in err
+    assert not case.lock_path.exists()
+    assert case.tune("stop").rc == 0  # whatever the restore left running is recorded, so `tune stop` ends it
+    assert case.orphans() == []
