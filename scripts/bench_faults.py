@@ -192,8 +192,8 @@ CASES: list[tuple[str, Callable[[Case], Run | None]]] = [
 
 
 def main() -> int:
-    print("| fault | exit | message | orphans | counted trials burned | time to exit |")
-    print("|---|---|---|---|---|---|")
+    print("| fault | exit | message | orphans | counted trials burned | time to exit | tune CPU |")
+    print("|---|---|---|---|---|---|---|")
     for label, fn in CASES:
         with tempfile.TemporaryDirectory() as tmp:
             case = Case(Path(tmp), free_port())
@@ -205,7 +205,8 @@ def main() -> int:
             orphans = case.orphans()
             burned = max(0, _burned(case, label) - counted_before)
             message = run.message.replace("|", "\\|")[:150]
-            print(f"| {label} | {run.rc} | {message} | {len(orphans)} | {burned} | {run.seconds:.1f} s |")
+            cpu = f"{run.cpu_s:.1f} s" if run.cpu_s == run.cpu_s else "-"
+            print(f"| {label} | {run.rc} | {message} | {len(orphans)} | {burned} | {run.seconds:.1f} s | {cpu} |")
             case.cleanup()
     return 0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal
 import sqlite3
 import subprocess
@@ -31,6 +32,8 @@ class Run:
     out: str
     err: str
     seconds: float
+    cpu_s: float = float("nan")
+    """CPU seconds tune (and what it waited for) used: a figure a loaded machine does not inflate."""
 
     @property
     def message(self) -> str:
@@ -66,9 +69,15 @@ class Case:
         argv = [sys.executable, "-m", "tuner", *args]
         if "--config" not in args and args[:1] != ("resume",):
             argv += ["--config", str(self.path)]
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), _children_cpu()
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=self.root)
-        return Run(rc=proc.returncode, out=proc.stdout, err=proc.stderr, seconds=time.monotonic() - t0)
+        return Run(
+            rc=proc.returncode,
+            out=proc.stdout,
+            err=proc.stderr,
+            seconds=time.monotonic() - t0,
+            cpu_s=_children_cpu() - cpu0,
+        )
 
     def spawn(self, *extra: str, trials: int | None = None) -> subprocess.Popen[str]:
         """``tune start`` in the background, in its own session (the server gets its own session anyway)."""
@@ -146,6 +155,11 @@ class Case:
         for pid in self.orphans():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(os.getpgid(pid), signal.SIGKILL)
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def alive(pid: int) -> bool:

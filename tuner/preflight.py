@@ -18,7 +18,7 @@ from tuner.hosts import BaseHost
 from tuner.services import BaseService
 from tuner.services._proc import descendants, port_listeners, process_table
 
-__all__ = ["require_preflight", "start_problems"]
+__all__ = ["base_port", "command_port", "require_preflight", "start_problems", "target_problems"]
 
 _LOCAL_NAMES = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::")
 
@@ -123,7 +123,12 @@ def _remote_dir(host: BaseHost, path: str, what: str) -> list[str]:
 
 def start_problems(config: StudyConfig, *, host: BaseHost, service: BaseService, storage: str) -> list[str]:
     """Every reason the study cannot start now, one line each; empty when it can."""
-    problems = _program(service) + _port(config, host, service) + _port_flag(config) + _storage(storage)
+    return _program(service) + target_problems(config, host=host, service=service, storage=storage)
+
+
+def target_problems(config: StudyConfig, *, host: BaseHost, service: BaseService, storage: str) -> list[str]:
+    """The port, the command's --port and the writable directories (``tune check`` lists the program itself)."""
+    problems = _port(config, host, service) + _port_flag(config) + _storage(storage)
     if config.study.artifacts_dir is not None:
         problems += _local_dir(config.study.artifacts_dir, "artifacts_dir")
     if config.target.manager == "process":

@@ -90,6 +90,7 @@ def run_check(config: StudyConfig, *, out: Callable[[str], None] = print) -> int
         for finding in preflight.findings:
             c.item({True: OK, None: WARN, False: BAD}[finding.ok], finding.text)
         _check_flags(c, config, host, list(preflight.program))
+        _check_environment(c, config, host, service)
         problem = _endpoint_ok(config)
         running = _safe_running(service)
         if problem is None:
@@ -118,6 +119,17 @@ def run_check(config: StudyConfig, *, out: Callable[[str], None] = print) -> int
     finally:
         host.close()
     return c.failed
+
+
+def _check_environment(c: Checklist, config: StudyConfig, host: BaseHost, service: BaseService) -> None:
+    """What `tune start` checks before it creates anything: the same function, listed item by item."""
+    from tuner.preflight import base_port, target_problems
+
+    problems = target_problems(config, host=host, service=service, storage=config.study.storage)
+    for problem in problems:
+        c.item(BAD, problem)
+    if not problems:
+        c.item(OK, f"port {base_port(config.target.base_url)} free or ours; storage, log and artifact dirs writable")
 
 
 def _safe_running(service: BaseService) -> bool:
