@@ -2,7 +2,7 @@
 """Compare search strategies on a study file against the simulator's ground truth.
 
 Every strategy runs the real tuning loop (:func:`tuner.study.run_study`: ask/tell, baseline first, duplicate
-and constraint handling, the TrialRunner story) against the in-process model (:mod:`tuner.search`), with 2%
+and constraint handling, the TrialRunner story) against the in-process model (:mod:`tuner.sim.inprocess`), with 2%
 benchmark noise, over several seeds. A strategy is judged by the TRUE (noise-free) value of the config it
 would report as best (best by *measured* score) after 10, 20 and 30 trials, as a fraction of the true optimum
 found by enumerating the whole space.
@@ -71,8 +71,9 @@ def run_one(task: tuple[str, str, int, int, float, float, dict[str, Any]]) -> di
     import optuna
 
     from tuner.config import load_config
-    from tuner.search import pruning_savings, run_inprocess, true_objective
-    from tuner.study import is_counted, is_feasible
+    from tuner.search import pruning_savings
+    from tuner.sim.inprocess import run_inprocess, true_objective
+    from tuner.trials import is_counted, is_feasible
 
     config_path, strategy, seed, trials, optimum, noise, search = task
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -142,13 +143,13 @@ def main() -> int:
     args = parser.parse_args()
 
     from tuner.config import load_config
-    from tuner.search import true_optimum
+    from tuner.sim.inprocess import true_optimum
 
     t0 = time.monotonic()
     config = load_config(args.config)
     optimum, best_params = true_optimum(config)
     print(f"true optimum {optimum:.1f} tok/s (weighted geomean) at {best_params}  [{time.monotonic() - t0:.0f} s]")
-    from tuner.search import true_objective
+    from tuner.sim.inprocess import true_objective
 
     print(f"baseline: {true_objective(config, config.baseline) / optimum:.1%} of the optimum")
     search: dict[str, Any] = {}

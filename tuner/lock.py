@@ -21,7 +21,6 @@ import os
 import re
 import secrets
 import socket
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from urllib.parse import urlsplit
 from tuner.config import TargetSection
 from tuner.errors import HostError, LockHeld
 from tuner.hosts import BaseHost
+from tuner.wait import Every
 
 __all__ = ["LockInfo", "TargetLock", "lock_path_for"]
 
@@ -182,8 +182,7 @@ class TargetLock:
         self._heartbeat = heartbeat_s
         self._token = secrets.token_hex(8)
         self._held = False
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._beat: Every | None = None
         self.took_over: LockInfo | None = None
         """The stale lock this one replaced, if any (for a message)."""
 
@@ -277,10 +276,9 @@ class TargetLock:
             raise LockHeld(f"lock {self.path} on {self._host.name} was taken over by another tuner")
 
     def release(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        if self._beat is not None:
+            self._beat.stop()
+            self._beat = None
         if self._held:
             self._held = False
             self._host.run(["sh", "-c", _RELEASE, "sh", self.path, self._token], timeout=60)
@@ -296,19 +294,17 @@ class TargetLock:
     def _start_heartbeat(self) -> None:
         if self._heartbeat <= 0:
             return
-        self._stop.clear()
 
-        def beat() -> None:
-            while not self._stop.wait(self._heartbeat):
-                try:
-                    self.refresh()
-                except LockHeld:
-                    return
-                except HostError:
-                    continue  # a network blip: the next beat tries again, long before the lock goes stale
+        def beat() -> bool:
+            try:
+                self.refresh()
+            except LockHeld:
+                return False
+            except HostError:
+                pass  # a network blip: the next beat tries again, long before the lock goes stale
+            return True
 
-        self._thread = threading.Thread(target=beat, name="tune-lock-heartbeat", daemon=True)
-        self._thread.start()
+        self._beat = Every(self._heartbeat, beat, name="tune-lock-heartbeat").start()
 
     def __enter__(self) -> TargetLock:
         self.acquire()

@@ -21,6 +21,7 @@ from tuner.gate import (
     ProblemOutcome,
     RlimitJudge,
     check_gate,
+    check_problems,
     load_problems,
     read_problem_file,
     render_prompt,
@@ -154,7 +155,9 @@ def test_parse_gate_validates_at_load_time(tmp_path: Path) -> None:
     config = tmp_path / "study.toml"
 
     def parse(data: dict[str, object]) -> GateSection | None:
-        return parse_gate(Table(data, file=config, key="gate"), base_dir=tmp_path)
+        section = parse_gate(Table(data, file=config, key="gate"), base_dir=tmp_path)
+        check_problems(section, file=str(config))
+        return section
 
     with pytest.raises(ConfigError, match=r"study.toml: gate.tasks: .*HumanEval/999"):
         parse({"tasks": ["HumanEval/999"], "min_passed": 1})

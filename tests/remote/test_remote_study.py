@@ -14,8 +14,8 @@ from fixtures_study import running_trials
 from optuna.trial import TrialState
 
 from tuner.config import load_config
-from tuner.study import _attrs as attrs
 from tuner.study import counted_trials, run_study
+from tuner.trials import attrs
 
 
 def study_file(unit: SimUnit, tmp_path: Path, *, name: str, trials: int) -> Path:

@@ -18,7 +18,7 @@ from fixtures_study import study_toml
 from tuner.config import StudyConfig, load_config
 from tuner.sim.testing import free_port
 from tuner.study import Evidence, make_storage, open_study, run_study
-from tuner.study import _attrs as attrs
+from tuner.trials import attrs
 
 
 def write_config(directory: Path, *, name: str, port: int) -> StudyConfig:

@@ -1,36 +1,11 @@
-"""In-process studies: the demo study's space and scenarios, run against the model (no server, no HTTP)."""
+"""The demo study as an in-process config factory (see tests/fixtures_demo.py)."""
 
-from __future__ import annotations
-
-from collections.abc import Callable
+import sys
 from pathlib import Path
 
-import pytest
+# tests/ has no __init__.py: make the shared fixture module importable from every folder that needs it.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2 if "inprocess" in __file__ else 1]))
 
-from tuner.config import StudyConfig, load_config
+from fixtures_demo import MakeConfig, make_config, seeds
 
-ROOT = Path(__file__).resolve().parents[2]
-DEMO = (ROOT / "studies" / "demo.toml").read_text()
-
-MakeConfig = Callable[..., StudyConfig]
-
-
-@pytest.fixture
-def make_config(tmp_path: Path) -> MakeConfig:
-    """``make_config(name=..., search="key = value lines", edit=fn)``: the demo study, storage in tmp_path."""
-
-    def make(*, name: str = "t", search: str = "", edit: Callable[[str], str] | None = None) -> StudyConfig:
-        text = DEMO.replace('name = "demo"', f'name = "{name}"')
-        text += f"\n[search]\n{search}\n"
-        if edit:
-            text = edit(text)
-        path = tmp_path / f"{name}.toml"
-        path.write_text(text)
-        return load_config(path)
-
-    return make
-
-
-def seeds(*trials: dict[str, object]) -> str:
-    rows = ", ".join("{" + ", ".join(f"{k} = {v!r}" for k, v in t.items()) + "}" for t in trials)
-    return f"seed_trials = [{rows}]".replace("'", '"')
+__all__ = ["MakeConfig", "make_config", "seeds"]

@@ -1,4 +1,4 @@
-"""One contract for every service manager: plain process (local, over SSH) and systemd unit over SSH."""
+"""One contract for every service manager: plain process (local, over SSH), systemd unit over SSH, the model."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from fixtures_sshd import Sshd, free_port, sim_argv, write_sim_unit
 from tuner.config import ReadinessSection, SystemdSection
 from tuner.endpoint import Endpoint
 from tuner.hosts import BaseHost, LocalHost
-from tuner.readiness import wait_ready
-from tuner.services import BaseService, LaunchSpec, ProcessService, spec_matches
+from tuner.readiness import ReadinessCheck, wait_ready
+from tuner.services import BaseService, LaunchSpec, ProcessService, Restarted, spec_matches
 from tuner.services._systemd import SystemdService
+from tuner.sim.inprocess import ModelService, model_readiness
 
 READY = ReadinessSection(timeout_s=30, poll_interval_s=0.05, request_timeout_s=5)
 
@@ -27,6 +28,9 @@ class Managed:
     base: LaunchSpec
     port: int
     unit_file: Path | None = None
+    readiness: ReadinessCheck = wait_ready
+    sees_sockets: bool = True
+    """Whether the manager can tell which process holds a port (``serves`` answers True/False, not None)."""
 
     def spec(self, *extra: str, env: dict[str, str] | None = None) -> LaunchSpec:
         """The base spec with flags replaced (same port) and environment overrides."""
@@ -37,9 +41,12 @@ class Managed:
         return LaunchSpec(argv=tuple(argv), env={**self.base.env, **(env or {})})
 
 
-@pytest.fixture(params=["process-local", "process-ssh", "systemd-ssh"])
+@pytest.fixture(params=["process-local", "process-ssh", "systemd-ssh", "model"])
 def managed(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Managed]:
     kind: str = request.param
+    if kind == "model":
+        yield from _model()
+        return
     host: BaseHost
     if kind == "process-local":
         host = LocalHost()
@@ -67,10 +74,22 @@ def managed(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Managed]
             host.close()
 
 
-def _ready(m: Managed, restarted: object) -> None:
-    wait_ready(
+def _model() -> Iterator[Managed]:
+    # The in-process model of the simulator: the same command line, its log read by the study's readiness.
+    port = free_port()
+    base = LaunchSpec(argv=sim_argv(port), env={"SGLANG_DDTREE_MAX_TOPK": "6"})
+    service = ModelService(base=base, load_time_s=0.3)
+    try:
+        yield Managed(service=service, base=base, port=port, readiness=model_readiness, sees_sockets=False)
+    finally:
+        service.stop()
+        service.revert()
+
+
+def _ready(m: Managed, restarted: Restarted) -> None:
+    m.readiness(
         service=m.service,
-        restarted=restarted,  # type: ignore[arg-type]
+        restarted=restarted,
         endpoint=Endpoint(base_url=f"http://127.0.0.1:{m.port}"),
         config=READY,
     )
@@ -160,8 +179,10 @@ def test_preflight_changes_nothing_and_names_the_program(managed: Managed) -> No
 def test_serves_tells_the_new_process_from_any_other(managed: Managed) -> None:
     restarted = managed.service.restart(label="serves")
     _ready(managed, restarted)
-    assert managed.service.serves(restarted.new, managed.port) is True
+    # A manager that cannot see sockets must say so (None), never guess.
+    assert managed.service.serves(restarted.new, managed.port) is (True if managed.sees_sockets else None)
     with socket.socket() as other:  # a listener that is not the server's (this test process holds it)
         other.bind(("127.0.0.1", 0))
         other.listen()
-        assert managed.service.serves(restarted.new, other.getsockname()[1]) is False
+        expected = False if managed.sees_sockets else None
+        assert managed.service.serves(restarted.new, other.getsockname()[1]) is expected

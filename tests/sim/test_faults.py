@@ -23,8 +23,10 @@ def test_dies_under_load_cuts_streams(start_sim) -> None:
         "0.70",
         "--max-running-requests",
         "32",
+        # Slow enough that a request outlasts the skew between the threads' starts on a loaded machine (at 20x
+        # the first streams could finish before the last ones arrived, and never see the OOM).
         "--sim-time-scale",
-        "20",
+        "2",
     ]
     cfg = ServerConfig.from_argv(args, {})
     assert (
@@ -35,8 +37,10 @@ def test_dies_under_load_cuts_streams(start_sim) -> None:
     sim = start_sim(*args)
     prompt = " ".join(["w"] * 200)
     results: list[str] = []
+    together = threading.Barrier(12)
 
     def one() -> None:
+        together.wait(30)
         try:
             with httpx.Client(base_url=sim.url, timeout=30) as http:
                 sse_events(http, "/v1/completions", {"prompt": prompt, "max_tokens": 1800})

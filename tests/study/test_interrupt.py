@@ -14,8 +14,8 @@ import optuna
 from fixtures_study import running_trials
 from optuna.trial import TrialState
 
-from tuner.study import _attrs as attrs
 from tuner.study import counted_trials
+from tuner.trials import attrs
 
 
 def tune(config_path: str, trials: int) -> subprocess.Popen[str]:

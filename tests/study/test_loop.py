@@ -9,7 +9,7 @@ import pytest
 from optuna.trial import TrialState
 
 from tuner.study import FingerprintMismatch, best_trials, counted_trials, run_study
-from tuner.study import _attrs as attrs
+from tuner.trials import attrs
 
 OOM = {
     "algorithm": "DDTREE", "budget": 32, "topk": 10, "block_size": 8, "draft_window": 2048,

@@ -7,8 +7,8 @@ import pytest
 from optuna.trial import TrialState
 
 from tuner.errors import EnvironmentFault, GateFailed, NotReady, StartFailed
-from tuner.study import _attrs as attrs
 from tuner.study._policy import CONFIG, ENVIRONMENT, FailurePolicy, ask_next, classify, ensure_baseline, signature
+from tuner.trials import attrs
 
 
 @pytest.mark.parametrize(

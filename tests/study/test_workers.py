@@ -12,8 +12,8 @@ from fixtures_study import study_toml
 from optuna.trial import TrialState
 
 from tuner.sim.testing import free_port
-from tuner.study import _attrs as attrs
 from tuner.study import counted_trials
+from tuner.trials import attrs
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])

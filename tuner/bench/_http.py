@@ -18,7 +18,7 @@ import math
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 import httpx
 
@@ -81,11 +81,6 @@ class HttpBenchmark(BaseBenchmark):
     def run_scenario(self, scenario: Scenario) -> ScenarioResult:
         self._resolve_model(scenario)
         return asyncio.run(self._scenario(scenario))
-
-    def run_all(self, scenarios: Iterable[Scenario] | None = None) -> list[ScenarioResult]:
-        """Run the given scenarios (default: all configured ones) in order."""
-        chosen = self._config.scenarios if scenarios is None else tuple(scenarios)
-        return [self.run_scenario(s) for s in chosen]
 
     # -- internals ------------------------------------------------------------------------------------------
 

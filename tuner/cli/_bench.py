@@ -13,15 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tuner.cli._common import DEFAULT_CONFIG
+
 __all__ = ["register"]
-
-
-def _default_config() -> Path:
-    try:
-        from tuner.cli._common import DEFAULT_CONFIG
-    except ImportError:  # the shared CLI helpers are optional for this command
-        return Path(__file__).resolve().parents[2] / "studies" / "demo.toml"
-    return Path(DEFAULT_CONFIG)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -46,10 +40,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def handler(args: argparse.Namespace) -> int:
     from tuner.bench import HttpBenchmark, ScenarioResult
     from tuner.config import load_config
-    from tuner.endpoint import Endpoint
     from tuner.errors import ConfigError, DiedUnderLoad
+    from tuner.target import endpoint_for
 
-    config = load_config(args.config or _default_config())
+    config = load_config(args.config or DEFAULT_CONFIG)
     scenarios = config.benchmark.scenarios
     if args.scenario:
         known = {s.name: s for s in scenarios}
@@ -62,7 +56,7 @@ def handler(args: argparse.Namespace) -> int:
                 got=unknown[0],
             )
         scenarios = tuple(known[n] for n in args.scenario)
-    endpoint = Endpoint(base_url=config.target.base_url, model=config.target.model, api_key=config.target.api_key)
+    endpoint = endpoint_for(config)
     bench = HttpBenchmark(endpoint=endpoint, config=config.benchmark)
     results: list[ScenarioResult] = []
     failure: DiedUnderLoad | None = None

@@ -43,6 +43,7 @@ def _open(args: argparse.Namespace) -> tuple[Any, Any, str]:
 
 def _dashboard(args: argparse.Namespace) -> int:
     from tuner.report import DashboardServer, write_study_note
+    from tuner.trials import storage_of
 
     config, study, storage = _open(args)
     write_study_note(study, config)  # idempotent: also covers studies started before notes existed
@@ -51,7 +52,7 @@ def _dashboard(args: argparse.Namespace) -> int:
         from optuna.artifacts import FileSystemArtifactStore
 
         store = FileSystemArtifactStore(str(config.study.artifacts_dir))
-    server = DashboardServer(storage=study._storage, artifact_store=store, host=args.host, port=args.port)
+    server = DashboardServer(storage=storage_of(study), artifact_store=store, host=args.host, port=args.port)
     print(
         f"optuna-dashboard for {storage} (study {study.study_name}) at {server.url}/dashboard  (Ctrl-C stops)",
         file=sys.stderr,

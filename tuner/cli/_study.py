@@ -109,7 +109,7 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def trial_row(t: Any, scenarios: list[str]) -> dict[str, Any]:
-    from tuner.study import _attrs as attrs
+    from tuner.trials import attrs
 
     row: dict[str, Any] = {
         "number": t.number,
@@ -137,8 +137,8 @@ def trial_row(t: Any, scenarios: list[str]) -> dict[str, Any]:
 
 def _status(args: argparse.Namespace) -> int:
     from tuner.space import format_value
-    from tuner.study import _attrs as attrs
     from tuner.study import counted_trials
+    from tuner.trials import attrs
 
     config, study = _load(args)
     scenarios = [s.name for s in config.benchmark.scenarios]
@@ -182,9 +182,9 @@ def _status(args: argparse.Namespace) -> int:
 def _best(args: argparse.Namespace) -> int:
     from tuner.search import per_scenario_best
     from tuner.space import format_value, render
-    from tuner.study import _attrs as attrs
     from tuner.study import best_trials
     from tuner.target import base_spec
+    from tuner.trials import attrs
 
     config, study = _load(args)
     scenarios = [s.name for s in config.benchmark.scenarios]

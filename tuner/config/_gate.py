@@ -4,7 +4,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tuner.config._reader import Table
-from tuner.errors import ConfigError
 
 # Varied on purpose: float lists (0), string building with a helper defined in the prompt (10: a
 # full-definition answer must keep it), number theory (31), digit arithmetic with negatives (108), a
@@ -83,14 +82,4 @@ def parse_gate(t: Table | None, *, base_dir: Path) -> GateSection | None:
     if section.min_passed > total:
         raise t.error("min_passed", f"at most the number of problems ({total})", section.min_passed)
     t.finish()
-    if section.enabled:
-        # Fail at config load, not in the first trial hours later: unknown task ids, bad data files.
-        from tuner.gate._problems import load_problems
-
-        try:
-            load_problems(section)
-        except ConfigError as exc:
-            if exc.file is None:  # name the study config, since the task ids came from it
-                raise ConfigError(file=t.file, key=exc.key, expected=exc.expected, got=exc.got) from None
-            raise
     return section

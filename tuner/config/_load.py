@@ -24,8 +24,8 @@ from tuner.config._sections import (
 )
 from tuner.config._space import parse_space
 from tuner.errors import ConfigError
-from tuner.services import LaunchSpec
 from tuner.space import SearchSpace, Value, baseline_params
+from tuner.spec import LaunchSpec
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tuner.config._reader import Table
+from tuner.metrics import OBJECTIVE_METRICS
 
 ON_EXIT = ("baseline", "best", "leave", "stop")
 
@@ -341,7 +342,7 @@ def parse_objective(t: Table | None, bench: BenchmarkSection) -> ObjectiveSectio
         raise t.error("objectives", "at least two scenario names for kind = 'multi'", list(objectives))
     section = ObjectiveSection(
         kind=kind,
-        metric=t.choice("metric", ("output_tok_s", "per_stream_tok_s"), "output_tok_s"),
+        metric=t.choice("metric", OBJECTIVE_METRICS, "output_tok_s"),
         objectives=objectives,
     )
     t.finish()

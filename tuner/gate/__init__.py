@@ -3,7 +3,7 @@
 from tuner.gate._base import BaseGate, GateResult, ProblemOutcome
 from tuner.gate._extract import assemble_program, extract_code, last_code_block, strip_reasoning
 from tuner.gate._humaneval import HumanEvalGate, check_gate, render_prompt
-from tuner.gate._problems import Problem, load_problems, read_problem_file, select_problems
+from tuner.gate._problems import Problem, check_problems, load_problems, read_problem_file, select_problems
 from tuner.gate._sandbox import (
     BaseJudge,
     NamespaceJudge,
@@ -28,6 +28,7 @@ __all__ = [
     "Verdict",
     "assemble_program",
     "check_gate",
+    "check_problems",
     "default_judge",
     "extract_code",
     "last_code_block",

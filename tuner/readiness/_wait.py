@@ -5,6 +5,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 from urllib.parse import urlsplit
 
 import httpx
@@ -14,6 +15,7 @@ from tuner.endpoint import Endpoint
 from tuner.errors import NotReady, StartFailed
 from tuner.readiness._failfast import FailFast
 from tuner.services import BaseService, Restarted
+from tuner.wait import wait_until
 
 Progress = Callable[[str], None]
 
@@ -29,6 +31,20 @@ class Ready:
     log_cursor: str = "0"
     endpoint: Endpoint | None = None
     """The endpoint with its model id resolved."""
+
+
+class ReadinessCheck(Protocol):
+    """How "the new server really serves" is established; :func:`wait_ready` by default."""
+
+    def __call__(
+        self,
+        *,
+        service: BaseService,
+        restarted: Restarted,
+        endpoint: Endpoint,
+        config: ReadinessSection,
+        progress: Progress | None = None,
+    ) -> Ready: ...
 
 
 class LogWatch:
@@ -147,77 +163,116 @@ def wait_ready(
       exiting, a fatal log line, or the timeout ends the wait;
     - "failed to start" said nothing: failures carry the matching log lines and the log tail.
     """
-    start = clock()
-    watch = LogWatch(
-        service=service,
-        cursor=restarted.log_cursor,
-        fatal_patterns=config.fatal_patterns,
-        phase_markers=config.phase_markers,
-    )
-    last_answer = "no answer yet"
-    port = urlsplit(endpoint.base_url).port
-    fail_fast = FailFast(service=service, restarted=restarted, base_url=endpoint.base_url, config=config, clock=clock)
     timeout = httpx.Timeout(config.request_timeout_s, connect=min(config.request_timeout_s, 5.0))
     with httpx.Client(timeout=timeout) as client:
-        while True:
-            elapsed = clock() - start
+        probe = _ReadinessProbe(
+            service=service, restarted=restarted, endpoint=endpoint, config=config, client=client, clock=clock
+        )
+        ready = wait_until(
+            probe.check,
+            timeout=config.timeout_s,
+            interval=config.poll_interval_s,
+            on_tick=lambda elapsed: progress and progress(probe.status(elapsed)),
+            clock=clock,
+        )
+    if ready is None:
+        raise NotReady(
+            f"not ready after {config.timeout_s:.0f} s (last phase: {probe.watch.phase}; "
+            f"last answer: {probe.last_answer})",
+            evidence=probe.watch.evidence(),
+        )
+    if progress:
+        progress(f"ready after {ready.seconds:.1f} s")
+    return ready
+
+
+class _ReadinessProbe:
+    """One readiness poll at a time: the log, the process, then (once the old process is gone) the endpoint."""
+
+    def __init__(
+        self,
+        *,
+        service: BaseService,
+        restarted: Restarted,
+        endpoint: Endpoint,
+        config: ReadinessSection,
+        client: httpx.Client,
+        clock: Callable[[], float],
+    ) -> None:
+        self._service = service
+        self._restarted = restarted
+        self._endpoint = endpoint
+        self._config = config
+        self._client = client
+        self._clock = clock
+        self._start = clock()
+        self._port = urlsplit(endpoint.base_url).port
+        self.watch = LogWatch(
+            service=service,
+            cursor=restarted.log_cursor,
+            fatal_patterns=config.fatal_patterns,
+            phase_markers=config.phase_markers,
+        )
+        self.last_answer = "no answer yet"
+        self._fail_fast = FailFast(
+            service=service, restarted=restarted, base_url=endpoint.base_url, config=config, clock=clock
+        )
+
+    def status(self, elapsed: float) -> str:
+        return f"waiting for {self._restarted.new}: {self.watch.phase}, {elapsed:.0f} s ({self.last_answer})"
+
+    def check(self, elapsed: float) -> Ready | None:
+        self._fail_if_dead(elapsed)
+        old = self._restarted.old
+        if old is not None and self._service.is_alive(old):
+            self.last_answer = f"old process {old} still alive: its answers are ignored"
+            return None
+        if self._endpoint.model is None and self._config.generation_check:
+            self._endpoint = _with_model(self._client, self._endpoint)
+        self.last_answer = _probe(self._client, self._endpoint, self._config) or "ready"
+        self._fail_fast.observe(self.last_answer)
+        new = self._restarted.new
+        if self.last_answer == "ready" and self._port and self._service.serves(new, self._port) is False:
+            self.last_answer = f"port {self._port} answered by a process other than {new}"
+        if self.last_answer != "ready" or not self._service.is_alive(new):
+            return None
+        self.watch.poll(elapsed=self._clock() - self._start)
+        return Ready(
+            seconds=round(self._clock() - self._start, 3),
+            phase_times=dict(self.watch.phases_seen),
+            log_cursor=self.watch.cursor,
+            endpoint=self._endpoint,
+        )
+
+    def _fail_if_dead(self, elapsed: float) -> None:
+        """A fatal log line or an exited process ends the wait at once, with the log as evidence."""
+        watch, service, new = self.watch, self._service, self._restarted.new
+        watch.poll(elapsed=elapsed)
+        if watch.fatal_lines:
+            _settle(watch, service, self._restarted, clock=self._clock, start=self._start)
+            raise StartFailed(
+                f"server logged a fatal error while {watch.phase}: {watch.headline()}", evidence=watch.evidence()
+            )
+        if not service.is_alive(new):
             watch.poll(elapsed=elapsed)
-            if watch.fatal_lines:
-                _settle(watch, service, restarted, clock=clock, start=start)
-                raise StartFailed(
-                    f"server logged a fatal error while {watch.phase}: {watch.headline()}",
-                    evidence=watch.evidence(),
-                )
-            if not service.is_alive(restarted.new):
-                watch.poll(elapsed=elapsed)
-                watch.flush(elapsed=elapsed)
-                state = service.state()
-                status = f" with status {state.exit_status}" if state.exit_status is not None else ""
-                first = f": {watch.headline()}" if watch.fatal_lines else ""
-                raise StartFailed(
-                    f"server process exited{status} while {watch.phase}{first}", evidence=watch.evidence()
-                )
-            old_alive = restarted.old is not None and service.is_alive(restarted.old)
-            if old_alive:
-                last_answer = f"old process {restarted.old} still alive: its answers are ignored"
-            else:
-                if endpoint.model is None and config.generation_check:
-                    endpoint = _with_model(client, endpoint)
-                last_answer = _probe(client, endpoint, config) or "ready"
-                fail_fast.observe(last_answer)
-                if last_answer == "ready" and port and service.serves(restarted.new, port) is False:
-                    last_answer = f"port {port} answered by a process other than {restarted.new}"
-                if last_answer == "ready" and service.is_alive(restarted.new):
-                    watch.poll(elapsed=clock() - start)
-                    if progress:
-                        progress(f"ready after {clock() - start:.1f} s")
-                    return Ready(
-                        seconds=round(clock() - start, 3),
-                        phase_times=dict(watch.phases_seen),
-                        log_cursor=watch.cursor,
-                        endpoint=endpoint,
-                    )
-            if elapsed >= config.timeout_s:
-                raise NotReady(
-                    f"not ready after {config.timeout_s:.0f} s (last phase: {watch.phase}; last answer: {last_answer})",
-                    evidence=watch.evidence(),
-                )
-            if progress:
-                progress(f"waiting for {restarted.new}: {watch.phase}, {elapsed:.0f} s ({last_answer})")
-            time.sleep(config.poll_interval_s)
+            watch.flush(elapsed=elapsed)
+            state = service.state()
+            status = f" with status {state.exit_status}" if state.exit_status is not None else ""
+            first = f": {watch.headline()}" if watch.fatal_lines else ""
+            raise StartFailed(f"server process exited{status} while {watch.phase}{first}", evidence=watch.evidence())
 
 
 def _settle(
     watch: LogWatch, service: BaseService, restarted: Restarted, *, clock: Callable[[], float], start: float
 ) -> None:
     """A fatal line was seen: give the rest of the traceback a moment to reach the log (at most ~2 s)."""
-    deadline = clock() + 2.0
-    while clock() < deadline:
+
+    def quiet(_: float) -> bool | None:
         before = watch.cursor
-        time.sleep(0.1)
         watch.poll(elapsed=clock() - start)
-        if watch.cursor == before and not service.is_alive(restarted.new):
-            break
+        return True if watch.cursor == before and not service.is_alive(restarted.new) else None
+
+    wait_until(quiet, timeout=2.0, interval=0.1, clock=clock)
     watch.flush(elapsed=clock() - start)
 
 

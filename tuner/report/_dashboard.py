@@ -19,6 +19,7 @@ from typing import Any
 import optuna
 
 from tuner.report._facts import best_feasible, feasibility_label
+from tuner.trials import trial_id
 
 __all__ = ["DashboardServer", "dashboard_app", "refresh_notes", "serve_dashboard"]
 
@@ -71,7 +72,7 @@ class _FeasibilityMiddleware:
         data = json.loads(body)
         name = self._storage.get_study_name_from_id(study_id)
         study = optuna.load_study(study_name=name, storage=self._storage)
-        trials = {t._trial_id: t for t in study.get_trials(deepcopy=False)}
+        trials = {trial_id(t): t for t in study.get_trials(deepcopy=False)}
         for entry in data.get("trials", []):
             t = trials.get(entry.get("trial_id"))
             if t is not None:

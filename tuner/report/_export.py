@@ -10,12 +10,12 @@ from optuna.trial import FrozenTrial
 
 from tuner.config import StudyConfig
 from tuner.errors import TuneError
+from tuner.metrics import METRICS, scenario_key
 from tuner.report._facts import baseline_trial, best_feasible, feasibility_label, rank_value, scenario_figure
-from tuner.services import LaunchSpec
 from tuner.space import render
-from tuner.study import _attrs as attrs
-from tuner.study import is_counted, is_feasible
+from tuner.spec import LaunchSpec
 from tuner.target import base_spec
+from tuner.trials import attrs, is_counted, is_feasible
 
 __all__ = ["FORMATS", "choose_trial", "export_dropin", "export_json", "export_text", "launch_spec"]
 
@@ -89,7 +89,7 @@ def export_json(study: optuna.Study, config: StudyConfig, t: FrozenTrial) -> dic
     baseline = baseline_trial(study)
     scenarios: dict[str, Any] = {}
     for s in config.benchmark.scenarios:
-        figures = {f: t.user_attrs.get(attrs.scenario_key(s.name, f)) for f in attrs.SCENARIO_FIELDS}
+        figures = {m.key: t.user_attrs.get(scenario_key(s.name, m.key)) for m in METRICS}
         tok = scenario_figure(t, s.name, "tok_s")
         base_tok = scenario_figure(baseline, s.name, "tok_s") if baseline is not None else None
         figures["speedup_vs_baseline"] = round(tok / base_tok, 4) if tok and base_tok else None

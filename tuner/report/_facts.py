@@ -18,8 +18,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.space import format_value
-from tuner.study import _attrs as attrs
-from tuner.study import best_trials, is_counted, is_feasible
+from tuner.trials import attrs, best_trials, is_counted, is_feasible
 
 __all__ = [
     "FailureGroup",

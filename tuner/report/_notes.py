@@ -14,8 +14,8 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.config import StudyConfig
 from tuner.report._facts import best_feasible, feasibility_label, infeasibility
 from tuner.space import Param, format_value
-from tuner.study import _attrs as attrs
 from tuner.target import base_spec
+from tuner.trials import attrs, current_trial, storage_of, study_id, trial_id
 
 __all__ = [
     "FEASIBLE_ATTR",
@@ -37,7 +37,7 @@ def mark_feasibility(trial: optuna.Trial) -> str:
     The value is ``"yes"`` or ``"INFEASIBLE gate 3/5"``: a string, so the dashboard's trial table shows the
     reason in the column rather than a bare False.
     """
-    frozen = trial.study._storage.get_trial(trial._trial_id)
+    frozen = current_trial(trial)
     why = infeasibility(frozen.constraints, frozen.user_attrs)
     label = "yes" if why is None else f"INFEASIBLE {why}"
     trial.set_user_attr(FEASIBLE_ATTR, label)
@@ -67,15 +67,29 @@ def _where(p: Param) -> str:
 
 def study_note_text(config: StudyConfig, *, study_name: str | None = None) -> str:
     """Markdown describing what is tuned, where, against what, and how "best" is decided."""
+    lines = [
+        NOTE_MARKER,
+        f"# tune study `{study_name or config.study.name}`",
+        "",
+        *_target_lines(config),
+        *_space_lines(config),
+        *_objective_lines(config),
+        *_gate_lines(config),
+        "",
+        "**Reading this dashboard:** it ignores Optuna's constraints, so check the `feasible` column "
+        "(`INFEASIBLE gate 3/5`) and trial notes. `tune dashboard` serves a corrected *Best trial*; "
+        "`tune best`, `tune report` and `tune export` only ever name feasible trials.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _target_lines(config: StudyConfig) -> list[str]:
     t = config.target
     manager = t.manager
     if t.manager == "systemd" and t.systemd is not None:
         manager = f"systemd unit `{t.systemd.unit}` (trials are drop-ins `{t.systemd.dropin_name}`)"
     where = "this machine" if t.transport == "local" or t.ssh is None else f"`{t.ssh.host}` over SSH"
-    lines = [
-        NOTE_MARKER,
-        f"# tune study `{study_name or config.study.name}`",
-        "",
+    return [
         f"**Target:** {t.base_url} on {where}, managed as {manager}.",
         "",
         "**Base command** (trial 0, the baseline, runs it unchanged):",
@@ -84,6 +98,11 @@ def study_note_text(config: StudyConfig, *, study_name: str | None = None) -> st
         base_spec(t).shell_text(),
         "```",
         "",
+    ]
+
+
+def _space_lines(config: StudyConfig) -> list[str]:
+    lines = [
         "## Search space",
         "",
         "| param | type | range / choices | sets | only when | baseline |",
@@ -99,8 +118,12 @@ def study_note_text(config: StudyConfig, *, study_name: str | None = None) -> st
             "**Constraints** (violating samples are rejected without a restart): "
             + "; ".join(f"`{c}`" for c in config.space.constraints),
         ]
+    return lines
+
+
+def _objective_lines(config: StudyConfig) -> list[str]:
     obj = config.objective
-    lines += ["", "## Objective", ""]
+    lines = ["", "## Objective", ""]
     if obj.kind == "multi":
         lines.append(
             f"Maximise `{obj.metric}` in each of: " + ", ".join(f"`{n}`" for n in obj.objectives) + " (Pareto front)."
@@ -117,23 +140,20 @@ def study_note_text(config: StudyConfig, *, study_name: str | None = None) -> st
             f"| {s.name} | {s.concurrency} | {s.prompt_tokens} | {s.output_tokens} | {s.requests} "
             f"| {format_value(s.weight)} |"
         )
+    return lines
+
+
+def _gate_lines(config: StudyConfig) -> list[str]:
     gate = config.gate
-    lines += ["", "## Correctness"]
-    if gate is not None and gate.enabled:
-        n = gate.count if gate.count is not None else len(gate.tasks)
-        lines.append(
-            f"A config must pass {gate.min_passed}/{n} coding problems (run {gate.when} the benchmark). "
-            "A faster config that fails is **infeasible**: it is never the best."
-        )
-    else:
-        lines.append("No correctness gate is configured: every completed trial is feasible.")
-    lines += [
+    if gate is None or not gate.enabled:
+        return ["", "## Correctness", "No correctness gate is configured: every completed trial is feasible."]
+    n = gate.count if gate.count is not None else len(gate.tasks)
+    return [
         "",
-        "**Reading this dashboard:** it ignores Optuna's constraints, so check the `feasible` column "
-        "(`INFEASIBLE gate 3/5`) and trial notes. `tune dashboard` serves a corrected *Best trial*; "
-        "`tune best`, `tune report` and `tune export` only ever name feasible trials.",
+        "## Correctness",
+        f"A config must pass {gate.min_passed}/{n} coding problems (run {gate.when} the benchmark). "
+        "A faster config that fails is **infeasible**: it is never the best.",
     ]
-    return "\n".join(lines) + "\n"
 
 
 def _save(storage: optuna.storages.BaseStorage, study_id: int, trial_id: int | None, body: str) -> bool:
@@ -152,7 +172,7 @@ def _save(storage: optuna.storages.BaseStorage, study_id: int, trial_id: int | N
 
 def write_study_note(study: optuna.Study, config: StudyConfig) -> None:
     """Describe the target, search space and objective in the dashboard's study note (idempotent)."""
-    _save(study._storage, study._study_id, None, study_note_text(config, study_name=study.study_name))
+    _save(storage_of(study), study_id(study), None, study_note_text(config, study_name=study.study_name))
 
 
 def trial_note_text(t: FrozenTrial, *, best_numbers: frozenset[int] = frozenset()) -> str | None:
@@ -189,6 +209,6 @@ def annotate_trials(study: optuna.Study) -> int:
             continue
         # "" clears a note of ours that no longer applies (a trial that was best earlier but is not now).
         text = trial_note_text(t, best_numbers=best) or ""
-        if _save(study._storage, study._study_id, t._trial_id, text):
+        if _save(storage_of(study), study_id(study), trial_id(t), text):
             changed += 1
     return changed

@@ -27,8 +27,7 @@ from tuner.report._facts import (
     scenario_figure,
 )
 from tuner.space import format_value
-from tuner.study import _attrs as attrs
-from tuner.study import counted_trials, is_counted, is_feasible
+from tuner.trials import attrs, counted_trials, is_counted, is_feasible
 
 __all__ = ["MIN_IMPORTANCE_TRIALS", "Report", "build_report", "importances"]
 
@@ -126,93 +125,139 @@ def _md_cell(text: Any) -> str:
 def build_report(study: optuna.Study, config: StudyConfig, out_dir: Path) -> Report:
     """Write ``out_dir/report.md`` and its PNGs; every failure to draw a plot is said in the report itself."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    scenarios = [s.name for s in config.benchmark.scenarios]
-    trials = study.get_trials(deepcopy=False)
-    best_list = best_feasible(study)
-    best = choose_trial(study) if best_list else None
-    baseline = baseline_trial(study)
-    plots: dict[str, Path] = {}
-    skipped: dict[str, str] = {}
-    md: list[str] = []
-    target, target_name = _target(study)
+    writer = _ReportWriter(study, config, out_dir)
+    for section in (
+        writer.header,
+        writer.recommendation,
+        writer.speedup,
+        writer.top_configs,
+        writer.failures,
+        writer.importances,
+        writer.history,
+        writer.score_map,
+    ):
+        section()
+    return writer.finish()
 
-    def draw(name: str, fn: Callable[[], Path]) -> None:
+
+class _ReportWriter:
+    """The report's sections, in order; each appends its Markdown and draws its plots."""
+
+    def __init__(self, study: optuna.Study, config: StudyConfig, out_dir: Path) -> None:
+        self.study = study
+        self.config = config
+        self.out_dir = out_dir
+        self.scenarios = [s.name for s in config.benchmark.scenarios]
+        self.trials = study.get_trials(deepcopy=False)
+        self.best_list = best_feasible(study)
+        self.best = choose_trial(study) if self.best_list else None
+        self.baseline = baseline_trial(study)
+        self.target, self.target_name = _target(study)
+        self.ranking: dict[str, float] = {}
+        self.plots: dict[str, Path] = {}
+        self.skipped: dict[str, str] = {}
+        self.md: list[str] = []
+
+    def draw(self, name: str, fn: Callable[[], Path]) -> None:
         try:
-            plots[name] = fn()
+            self.plots[name] = fn()
         except Exception as exc:  # one broken plot must not cost the whole morning report
-            skipped[name] = f"{type(exc).__name__}: {exc}"
+            self.skipped[name] = f"{type(exc).__name__}: {exc}"
 
-    # -- header --------------------------------------------------------------------------------------------
-    states = Counter(t.state.name for t in trials)
-    rejected = sum(1 for t in trials if t.user_attrs.get(attrs.REJECTED))
-    repeats = sum(1 for t in trials if t.user_attrs.get(attrs.DUPLICATE_OF) is not None)
-    n_feasible = sum(1 for t in trials if is_counted(t) and is_feasible(t))
-    n_infeasible = sum(1 for t in trials if is_counted(t) and t.state == TrialState.COMPLETE and not is_feasible(t))
-    n_failed = sum(1 for t in trials if is_counted(t) and t.state == TrialState.PRUNED)
-    starts = [t.datetime_start for t in trials if t.datetime_start]
-    ends = [t.datetime_complete for t in trials if t.datetime_complete]
-    span = f"{min(starts):%Y-%m-%d %H:%M} → {max(ends):%Y-%m-%d %H:%M}" if starts and ends else "-"
-    md += [
-        f"# Tuning report: study `{study.study_name}`",
-        "",
-        f"Generated {dt.datetime.now():%Y-%m-%d %H:%M} from {config.source}. Trials ran {span}.",
-        "",
-        f"- **{counted_trials(study)}/{config.study.trials}** counted trials: {n_feasible} feasible, "
-        f"{n_infeasible} infeasible (failed the correctness gate), {n_failed} failed to start or run.",
-        f"- Not counted: {rejected} samples rejected by constraints, {repeats} repeats of measured configs, "
-        f"{states.get('FAIL', 0)} interrupted, {states.get('RUNNING', 0)} running.",
-        f"- Objective: {', '.join(study.metric_names or ['score'])} (higher is better).",
-        "",
-    ]
+    def image(self, name: str, alt: str) -> None:
+        self.md += _image(self.plots, self.skipped, name, alt)
 
-    # -- recommendation -----------------------------------------------------------------------------------
-    md += ["## Recommendation", ""]
-    if best is None:
-        md += ["**No feasible trial yet: nothing to recommend.** See *Failures* below for why configs failed.", ""]
-    else:
-        spec = launch_spec(config, best)
+    def finish(self) -> Report:
+        path = self.out_dir / "report.md"
+        path.write_text("\n".join(self.md).rstrip() + "\n")
+        best = self.best.number if self.best else None
+        return Report(path=path, plots=self.plots, skipped=self.skipped, best_number=best)
+
+    # -- sections ------------------------------------------------------------------------------------------
+
+    def header(self) -> None:
+        trials, study = self.trials, self.study
+        states = Counter(t.state.name for t in trials)
+        rejected = sum(1 for t in trials if t.user_attrs.get(attrs.REJECTED))
+        repeats = sum(1 for t in trials if t.user_attrs.get(attrs.DUPLICATE_OF) is not None)
+        counted = [t for t in trials if is_counted(t)]
+        n_feasible = sum(1 for t in counted if is_feasible(t))
+        n_infeasible = sum(1 for t in counted if t.state == TrialState.COMPLETE and not is_feasible(t))
+        n_failed = sum(1 for t in counted if t.state == TrialState.PRUNED)
+        starts = [t.datetime_start for t in trials if t.datetime_start]
+        ends = [t.datetime_complete for t in trials if t.datetime_complete]
+        span = f"{min(starts):%Y-%m-%d %H:%M} → {max(ends):%Y-%m-%d %H:%M}" if starts and ends else "-"
+        self.md += [
+            f"# Tuning report: study `{study.study_name}`",
+            "",
+            f"Generated {dt.datetime.now():%Y-%m-%d %H:%M} from {self.config.source}. Trials ran {span}.",
+            "",
+            f"- **{counted_trials(study)}/{self.config.study.trials}** counted trials: {n_feasible} feasible, "
+            f"{n_infeasible} infeasible (failed the correctness gate), {n_failed} failed to start or run.",
+            f"- Not counted: {rejected} samples rejected by constraints, {repeats} repeats of measured configs, "
+            f"{states.get('FAIL', 0)} interrupted, {states.get('RUNNING', 0)} running.",
+            f"- Objective: {', '.join(study.metric_names or ['score'])} (higher is better).",
+            "",
+        ]
+
+    def recommendation(self) -> None:
+        self.md += ["## Recommendation", ""]
+        best, baseline = self.best, self.baseline
+        if best is None:
+            self.md += [
+                "**No feasible trial yet: nothing to recommend.** See *Failures* below for why configs failed.",
+                "",
+            ]
+            return
         base_score = baseline.values[0] if baseline is not None and baseline.values and len(best.values) == 1 else None
         gain = f" ({best.values[0] / base_score:.2f}x the baseline's {base_score:.1f})" if base_score else ""
-        md += [
+        self.md += [
             f"**Best feasible config: trial #{best.number}**, score {_score(best)}{gain}, "
             f"gate {best.user_attrs.get(attrs.GATE, 'n/a')}.",
             "",
         ]
-        if len(best_list) > 1:
-            others = ", ".join(f"#{t.number} ({_score(t)})" for t in best_list if t.number != best.number)
-            md += [
+        if len(self.best_list) > 1:
+            others = ", ".join(f"#{t.number} ({_score(t)})" for t in self.best_list if t.number != best.number)
+            self.md += [
                 f"Pareto front (feasible): #{best.number} is its member with the highest geometric mean; "
                 f"the others are {others}.",
                 "",
             ]
-        md += ["| param | best | baseline |", "|---|---|---|"]
-        for p in config.space.params:
+        self.md += self._params_table(best)
+        self.md += ["", "Launch command:", "", "```sh", launch_spec(self.config, best).shell_text(), "```", ""]
+        try:
+            dropin = export_dropin(self.study, self.config, best)
+            self.md += ["systemd drop-in (`tune export --format dropin`):", "", "```ini", dropin.rstrip(), "```", ""]
+        except Exception as exc:
+            self.md += [f"(No systemd drop-in: {exc})", ""]
+
+    def _params_table(self, best: FrozenTrial) -> list[str]:
+        baseline = self.baseline
+        rows = ["| param | best | baseline |", "|---|---|---|"]
+        for p in self.config.space.params:
             b = best.params.get(p.name)
-            base_v = baseline.params.get(p.name) if baseline is not None else config.baseline.get(p.name)
+            base_v = baseline.params.get(p.name) if baseline is not None else self.config.baseline.get(p.name)
             mark = "" if b == base_v else " ←"
-            md.append(
+            rows.append(
                 f"| {p.name} | {format_value(b) if b is not None else '(inactive)'}{mark} "
                 f"| {format_value(base_v) if base_v is not None else '(inactive)'} |"
             )
-        md += ["", "Launch command:", "", "```sh", spec.shell_text(), "```", ""]
-        try:
-            dropin = export_dropin(study, config, best)
-            md += ["systemd drop-in (`tune export --format dropin`):", "", "```ini", dropin.rstrip(), "```", ""]
-        except Exception as exc:
-            md += [f"(No systemd drop-in: {exc})", ""]
+        return rows
 
-    # -- per-scenario speed-up -------------------------------------------------------------------------------
-    md += ["## Speed-up over the baseline", ""]
-    if best is None:
-        md += ["No feasible trial to compare.", ""]
-    elif baseline is None or baseline.state != TrialState.COMPLETE:
-        missing = "was not measured" if baseline is None else f"did not complete ({feasibility_label(baseline)})"
-        md += [f"The baseline {missing}: no speed-up can be computed.", ""]
-    else:
+    def speedup(self) -> None:
+        self.md += ["## Speed-up over the baseline", ""]
+        best, baseline = self.best, self.baseline
+        if best is None:
+            self.md += ["No feasible trial to compare.", ""]
+            return
+        if baseline is None or baseline.state != TrialState.COMPLETE:
+            missing = "was not measured" if baseline is None else f"did not complete ({feasibility_label(baseline)})"
+            self.md += [f"The baseline {missing}: no speed-up can be computed.", ""]
+            return
         if baseline.number == best.number:
-            md += ["The baseline itself is the best feasible config: no tried change beat it.", ""]
-        comps = compare_scenarios(best, baseline, scenarios)
-        md += [
+            self.md += ["The baseline itself is the best feasible config: no tried change beat it.", ""]
+        comps = compare_scenarios(best, baseline, self.scenarios)
+        self.md += [
             f"Baseline = trial #{baseline.number} ({feasibility_label(baseline)}), best = trial #{best.number}. "
             "tok/s is the scenario's median over repeats with the benchmark's 95% CI; the speed-up's interval "
             "is a bootstrap of the ratio of medians over the two trials' repeats (crude with 2-3 repeats).",
@@ -225,124 +270,136 @@ def build_report(study: optuna.Study, config: StudyConfig, out_dir: Path) -> Rep
             speed = "-" if c.speedup is None else f"**{c.speedup:.2f}x**{_ci(c.speedup_ci, 2)}"
             if c.speedup_ci and c.speedup_ci[0] <= 1.0 <= c.speedup_ci[1]:
                 noisy.append(c.scenario)
-            md.append(
+            self.md.append(
                 f"| {c.scenario} | {_fmt(c.baseline_tok_s)}{_ci(c.baseline_ci)} | {_fmt(c.best_tok_s)}{_ci(c.best_ci)} "
                 f"| {speed} | {_fmt(c.baseline_accept_length, 2)} → {_fmt(c.accept_length, 2)} |"
             )
-        md.append("")
+        self.md.append("")
         if noisy:
-            md += [f"Within the noise (interval contains 1.0x): {', '.join(noisy)}.", ""]
-        draw("scenarios", lambda: _plot_scenarios(comps, out_dir, best.number))
-        md += _image(plots, skipped, "scenarios", "Per-scenario tok/s, baseline vs best")
+            self.md += [f"Within the noise (interval contains 1.0x): {', '.join(noisy)}.", ""]
+        self.draw("scenarios", lambda: _plot_scenarios(comps, self.out_dir, best.number))
+        self.image("scenarios", "Per-scenario tok/s, baseline vs best")
 
-    # -- top 10 ------------------------------------------------------------------------------------------
-    ranked = sorted((t for t in trials if is_counted(t) and is_feasible(t)), key=lambda t: (-rank_value(t), t.number))
-    md += ["## Top 10 feasible configs", ""]
-    if not ranked:
-        md += ["None.", ""]
-    else:
-        head = "| rank | trial | score | " + " | ".join(f"{s} tok/s" for s in scenarios) + " | accept | gate | params |"
-        md += [head, "|" + "---|" * (6 + len(scenarios))]
-        for i, t in enumerate(ranked[:10], 1):
-            toks = " | ".join(_fmt(scenario_figure(t, s, "tok_s")) for s in scenarios)
-            accepts = [a for s in scenarios if (a := scenario_figure(t, s, "accept_length")) is not None]
-            accept = _fmt(sum(accepts) / len(accepts), 2) if accepts else "-"
-            tag = " (baseline)" if t.user_attrs.get(attrs.BASELINE) else ""
-            md.append(
-                f"| {i} | #{t.number}{tag} | {_score(t)} | {toks} | {accept} | {t.user_attrs.get(attrs.GATE, '-')} "
-                f"| {_md_cell(params_text(t.params))} |"
-            )
-        md.append("")
-    top = ranked[0] if ranked else None
-    wrong_fast = [
-        t
-        for t in trials
-        if is_counted(t)
-        and t.state == TrialState.COMPLETE
-        and not is_feasible(t)
-        and (top is None or rank_value(t) > rank_value(top))
-    ]
-    if wrong_fast:
-        md += [
-            "Faster than the best but **infeasible** (wrong answers; never recommended): "
-            + ", ".join(f"#{t.number} ({_score(t)}, {feasibility_label(t)})" for t in wrong_fast)
-            + ".",
-            "",
+    def top_configs(self) -> None:
+        scenarios, trials = self.scenarios, self.trials
+        ranked = sorted(
+            (t for t in trials if is_counted(t) and is_feasible(t)), key=lambda t: (-rank_value(t), t.number)
+        )
+        self.md += ["## Top 10 feasible configs", ""]
+        if not ranked:
+            self.md += ["None.", ""]
+        else:
+            head = "| rank | trial | score | " + " | ".join(f"{s} tok/s" for s in scenarios)
+            self.md += [head + " | accept | gate | params |", "|" + "---|" * (6 + len(scenarios))]
+            self.md += [_top_row(i, t, scenarios) for i, t in enumerate(ranked[:10], 1)]
+            self.md.append("")
+        top = ranked[0] if ranked else None
+        wrong_fast = [
+            t
+            for t in trials
+            if is_counted(t)
+            and t.state == TrialState.COMPLETE
+            and not is_feasible(t)
+            and (top is None or rank_value(t) > rank_value(top))
         ]
+        if wrong_fast:
+            self.md += [
+                "Faster than the best but **infeasible** (wrong answers; never recommended): "
+                + ", ".join(f"#{t.number} ({_score(t)}, {feasibility_label(t)})" for t in wrong_fast)
+                + ".",
+                "",
+            ]
 
-    # -- failures ------------------------------------------------------------------------------------------
-    groups = failure_groups(study)
-    md += ["## Failures by reason", ""]
-    if not groups:
-        md += ["No counted trial failed or was infeasible.", ""]
-    else:
-        phases: Counter[str] = Counter()
-        for g in groups:
-            phases[g.phase] += len(g.trials)
-        md += [
-            "By phase: " + ", ".join(f"{p} {n}" for p, n in phases.most_common()) + ".",
-            "",
-            "| phase | reason | count | trials |",
-            "|---|---|---|---|",
-        ]
-        for g in groups:
-            shown = ", ".join(f"#{n}" for n in g.trials[:12]) + (" …" if len(g.trials) > 12 else "")
-            md.append(f"| {g.phase} | {_md_cell(g.example[:200])} | {len(g.trials)} | {shown} |")
-        md.append("")
-    saved = sum(float(t.user_attrs.get(attrs.PRUNING_SAVED_S) or 0) for t in trials)
-    if saved:
-        md += [f"Early stopping of confidently slower configs saved about {saved / 60:.1f} min of benchmarking.", ""]
+    def failures(self) -> None:
+        groups = failure_groups(self.study)
+        self.md += ["## Failures by reason", ""]
+        if not groups:
+            self.md += ["No counted trial failed or was infeasible.", ""]
+        else:
+            phases: Counter[str] = Counter()
+            for g in groups:
+                phases[g.phase] += len(g.trials)
+            self.md += [
+                "By phase: " + ", ".join(f"{p} {n}" for p, n in phases.most_common()) + ".",
+                "",
+                "| phase | reason | count | trials |",
+                "|---|---|---|---|",
+            ]
+            for g in groups:
+                shown = ", ".join(f"#{n}" for n in g.trials[:12]) + (" …" if len(g.trials) > 12 else "")
+                self.md.append(f"| {g.phase} | {_md_cell(g.example[:200])} | {len(g.trials)} | {shown} |")
+            self.md.append("")
+        saved = sum(float(t.user_attrs.get(attrs.PRUNING_SAVED_S) or 0) for t in self.trials)
+        if saved:
+            self.md += [
+                f"Early stopping of confidently slower configs saved about {saved / 60:.1f} min of benchmarking.",
+                "",
+            ]
 
-    # -- importances and plots -------------------------------------------------------------------------------
-    md += ["## Parameter importance", ""]
-    ranking, evaluator, why = importances(study)
-    if why is not None:
-        md += [f"Skipped: {why}.", ""]
-        skipped["importances"] = why
-    else:
-        md += [
+    def importances(self) -> None:
+        self.md += ["## Parameter importance", ""]
+        ranking, evaluator, why = importances(self.study)
+        self.ranking = ranking
+        if why is not None:
+            self.md += [f"Skipped: {why}.", ""]
+            self.skipped["importances"] = why
+            return
+        self.md += [
             "PED-ANOVA over feasible trials (how much each parameter separates the best configs from the rest; "
             "indicative with few trials):",
             "",
             "| param | importance |",
             "|---|---|",
         ]
-        md += [f"| {k} | {v:.3f} |" for k, v in ranking.items()]
-        md.append("")
-        feasible_copy = _feasible_study(study)
-        draw("importances", lambda: _plot_importances(feasible_copy, out_dir, evaluator, target, target_name))
-        md += _image(plots, skipped, "importances", "Parameter importances")
+        self.md += [f"| {k} | {v:.3f} |" for k, v in ranking.items()]
+        self.md.append("")
+        feasible_copy = _feasible_study(self.study)
+        self.draw(
+            "importances",
+            lambda: _plot_importances(feasible_copy, self.out_dir, evaluator, self.target, self.target_name),
+        )
+        self.image("importances", "Parameter importances")
 
-    md += ["## Optimisation history", ""]
-    if any(t.state == TrialState.COMPLETE for t in trials):
-        draw("history", lambda: _plot_history(study, out_dir, target, target_name))
-        md += _image(plots, skipped, "history", "Optimisation history")
-    else:
-        md += ["No completed trial yet.", ""]
-        skipped["history"] = "no completed trial"
+    def history(self) -> None:
+        self.md += ["## Optimisation history", ""]
+        if any(t.state == TrialState.COMPLETE for t in self.trials):
+            self.draw("history", lambda: _plot_history(self.study, self.out_dir, self.target, self.target_name))
+            self.image("history", "Optimisation history")
+        else:
+            self.md += ["No completed trial yet.", ""]
+            self.skipped["history"] = "no completed trial"
 
-    axes = _map_axes(config, ranking)
-    md += [f"## Score map: {axes[2] if axes else 'two numeric parameters'}", ""]
-    mapped = [t for t in trials if axes and is_counted(t) and axes[0] in t.params and axes[1] in t.params]
-    if axes is None:
-        md += ["Needs two numeric parameters in the search space.", ""]
-        skipped["map"] = "fewer than two numeric parameters"
-    elif not mapped:
-        md += [f"No counted trial set both `{axes[0]}` and `{axes[1]}`.", ""]
-        skipped["map"] = f"no trial with both {axes[0]} and {axes[1]}"
-    else:
+    def score_map(self) -> None:
+        axes = _map_axes(self.config, self.ranking)
+        self.md += [f"## Score map: {axes[2] if axes else 'two numeric parameters'}", ""]
+        if axes is None:
+            self.md += ["Needs two numeric parameters in the search space.", ""]
+            self.skipped["map"] = "fewer than two numeric parameters"
+            return
         x, y, title = axes
-        draw("map", lambda: _plot_map(mapped, out_dir, x, y, target_name, title))
-        md += [
+        mapped = [t for t in self.trials if is_counted(t) and x in t.params and y in t.params]
+        if not mapped:
+            self.md += [f"No counted trial set both `{x}` and `{y}`.", ""]
+            self.skipped["map"] = f"no trial with both {x} and {y}"
+            return
+        self.draw("map", lambda: _plot_map(mapped, self.out_dir, x, y, self.target_name, title))
+        self.md += [
             f"`{x}` × `{y}` over {len(mapped)} counted trials: colour = score of feasible trials, "
             "red × = infeasible, grey ○ = failed.",
             "",
         ]
-        md += _image(plots, skipped, "map", f"{x} x {y}")
+        self.image("map", f"{x} x {y}")
 
-    path = out_dir / "report.md"
-    path.write_text("\n".join(md).rstrip() + "\n")
-    return Report(path=path, plots=plots, skipped=skipped, best_number=best.number if best else None)
+
+def _top_row(rank: int, t: FrozenTrial, scenarios: list[str]) -> str:
+    toks = " | ".join(_fmt(scenario_figure(t, s, "tok_s")) for s in scenarios)
+    accepts = [a for s in scenarios if (a := scenario_figure(t, s, "accept_length")) is not None]
+    accept = _fmt(sum(accepts) / len(accepts), 2) if accepts else "-"
+    tag = " (baseline)" if t.user_attrs.get(attrs.BASELINE) else ""
+    return (
+        f"| {rank} | #{t.number}{tag} | {_score(t)} | {toks} | {accept} | {t.user_attrs.get(attrs.GATE, '-')} "
+        f"| {_md_cell(params_text(t.params))} |"
+    )
 
 
 def _image(plots: dict[str, Path], skipped: dict[str, str], name: str, alt: str) -> list[str]:

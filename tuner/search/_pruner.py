@@ -14,9 +14,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.bench import is_slower
-
-# tuner.study is imported inside functions throughout this package: tuner.study builds its sampler and pruner
-# from here, so importing it at module level would make the two packages' import order matter.
+from tuner.trials import attrs, best_trials, is_feasible
 
 __all__ = ["RegressionPruner", "pruning_savings"]
 
@@ -82,28 +80,17 @@ class RegressionPruner(optuna.pruners.BasePruner):
 
     def reference_trial(self, study: optuna.Study, *, exclude: int | None = None) -> FrozenTrial | None:
         """The trial a candidate is compared with (None: nothing to compare with yet)."""
-        from tuner.study import _attrs as attrs
-        from tuner.study._loop import best_trials
-
         if self._reference == "baseline":
             for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-                if t.user_attrs.get(attrs.BASELINE) and t.number != exclude and _feasible(t):
+                if t.user_attrs.get(attrs.BASELINE) and t.number != exclude and is_feasible(t):
                     return t
             return None
         best = [t for t in best_trials(study) if t.number != exclude]
         return best[0] if best else None
 
 
-def _feasible(t: FrozenTrial) -> bool:
-    from tuner.study._loop import is_feasible
-
-    return is_feasible(t)
-
-
 def _samples(trial: FrozenTrial, scenario: str) -> list[float]:
-    from tuner.study._attrs import scenario_key
-
-    raw = trial.user_attrs.get(scenario_key(scenario, "repeats"))
+    raw = trial.user_attrs.get(attrs.scenario_key(scenario, "repeats"))
     if not isinstance(raw, list):
         return []
     return [float(x) for x in raw if isinstance(x, int | float)]
@@ -115,11 +102,9 @@ def pruning_savings(study: optuna.Study) -> float:
     Each pruned trial's saving is estimated by the objective from the baseline's timings of the scenarios it
     skipped, so it is in the same seconds as the benchmark (modelled seconds for the in-process model).
     """
-    from tuner.study._attrs import PRUNING_SAVED_S
-
     total = 0.0
     for t in study.get_trials(deepcopy=False):
-        saved = t.user_attrs.get(PRUNING_SAVED_S)
+        saved = t.user_attrs.get(attrs.PRUNING_SAVED_S)
         if isinstance(saved, int | float):
             total += float(saved)
     return round(total, 3)

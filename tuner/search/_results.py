@@ -7,6 +7,9 @@ from collections.abc import Iterable
 import optuna
 from optuna.trial import FrozenTrial
 
+from tuner.trials import is_counted, is_feasible
+from tuner.trials.attrs import scenario_key
+
 __all__ = ["per_scenario_best"]
 
 
@@ -17,10 +20,6 @@ def per_scenario_best(study: optuna.Study, scenarios: Iterable[str]) -> dict[str
     any study. Only COMPLETE, feasible trials count (a pruned trial's partial figures are not evidence of a
     working config). Scenarios without any such trial are left out.
     """
-    # Imported here: tuner.study imports this package (see tuner.search._pruner).
-    from tuner.study._attrs import scenario_key
-    from tuner.study._loop import is_counted, is_feasible
-
     done = [t for t in study.get_trials(deepcopy=False) if is_counted(t) and is_feasible(t)]
     best: dict[str, FrozenTrial] = {}
     for name in scenarios:

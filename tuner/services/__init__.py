@@ -3,20 +3,20 @@
 from tuner.services._base import (
     BaseService,
     Finding,
-    LaunchSpec,
     LogChunk,
     Preflight,
     ProcessIdentity,
     Restarted,
     ServiceState,
-    program_part,
-    spec_matches,
 )
+from tuner.services._gpu import GpuBusy, read_gpu_memory, wait_gpu_free
 from tuner.services._process import ProcessService
+from tuner.spec import LaunchSpec, program_part, spec_matches
 
 __all__ = [
     "BaseService",
     "Finding",
+    "GpuBusy",
     "LaunchSpec",
     "LogChunk",
     "Preflight",
@@ -25,5 +25,7 @@ __all__ = [
     "Restarted",
     "ServiceState",
     "program_part",
+    "read_gpu_memory",
     "spec_matches",
+    "wait_gpu_free",
 ]

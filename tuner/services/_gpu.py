@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from tuner.config import GpuWaitSection
 from tuner.errors import HostError, Phase, TrialFailure
 from tuner.hosts import BaseHost
+from tuner.wait import wait_until
 
 __all__ = ["GpuBusy", "parse_gpu_memory", "read_gpu_memory", "wait_gpu_free"]
 
@@ -75,33 +77,38 @@ def wait_gpu_free(
     fails is retried until the timeout too (the driver can be briefly unavailable while contexts close),
     and its error becomes the evidence if it never recovers.
     """
-    start = clock()
     history: list[str] = []
-    last_error = ""
-    while True:
-        elapsed = clock() - start
+    last: dict[str, Any] = {"values": [], "error": ""}
+
+    def released(elapsed: float) -> list[float] | None:
         try:
             values = read_gpu_memory(host, section)
         except HostError as exc:
-            last_error = str(exc)
-            values = []
-        else:
-            last_error = ""
-            history.append(f"{elapsed:6.1f}s  {_fmt(values)}")
-            if all(v < section.below_mib for v in values):
-                if progress:
-                    progress(f"GPU memory released after {elapsed:.1f} s ({_fmt(values)})")
-                return values
-        if elapsed >= section.timeout_s:
-            busy = [f"GPU{i} {v:.0f} MiB" for i, v in enumerate(values) if v >= section.below_mib]
-            reason = (
-                f"GPU memory not released after {section.timeout_s:.0f} s: {', '.join(busy)} still in use "
-                f"(threshold {section.below_mib:.0f} MiB)"
-                if values
-                else f"could not read GPU memory for {section.timeout_s:.0f} s: {last_error}"
-            )
-            raise GpuBusy(reason, evidence="\n".join(history[-30:] + ([last_error] if last_error else [])))
+            last.update(values=[], error=str(exc))
+            return None
+        last.update(values=values, error="")
+        history.append(f"{elapsed:6.1f}s  {_fmt(values)}")
+        if all(v < section.below_mib for v in values):
+            if progress:
+                progress(f"GPU memory released after {elapsed:.1f} s ({_fmt(values)})")
+            return values
+        return None
+
+    def tick(elapsed: float) -> None:
         if progress:
-            shown = _fmt(values) if values else last_error
+            shown = _fmt(last["values"]) if last["values"] else last["error"]
             progress(f"waiting for GPU memory to drop below {section.below_mib:.0f} MiB: {shown}")
-        sleep(section.poll_interval_s)
+
+    values = wait_until(
+        released, timeout=section.timeout_s, interval=section.poll_interval_s, on_tick=tick, clock=clock, sleep=sleep
+    )
+    if values is not None:
+        return values
+    busy = [f"GPU{i} {v:.0f} MiB" for i, v in enumerate(last["values"]) if v >= section.below_mib]
+    reason = (
+        f"GPU memory not released after {section.timeout_s:.0f} s: {', '.join(busy)} still in use "
+        f"(threshold {section.below_mib:.0f} MiB)"
+        if last["values"]
+        else f"could not read GPU memory for {section.timeout_s:.0f} s: {last['error']}"
+    )
+    raise GpuBusy(reason, evidence="\n".join(history[-30:] + ([last["error"]] if last["error"] else [])))

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import json
 import posixpath
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -11,15 +10,15 @@ from tuner.hosts import BaseHost
 from tuner.services._base import (
     BaseService,
     Finding,
-    LaunchSpec,
     LogChunk,
     Preflight,
     ProcessIdentity,
     Restarted,
     ServiceState,
-    program_part,
 )
 from tuner.services._proc import ProcStat, descendants, listen_ports, process_table, serves_port, stat_of
+from tuner.spec import LaunchSpec, program_part
+from tuner.wait import wait_until
 
 if TYPE_CHECKING:  # tuner.config imports this package (launch specs); only the type is needed here
     from tuner.config import GpuWaitSection
@@ -253,13 +252,10 @@ class ProcessService(BaseService):
         )
         if ours and self._group_alive(stats, running.pgid):
             self._host.run(["kill", "-TERM", "--", f"-{running.pgid}"])
-            deadline = time.monotonic() + self._grace
-            while self._group_alive(self._stats(), running.pgid):
-                if time.monotonic() >= deadline:
-                    self._host.run(["kill", "-KILL", "--", f"-{running.pgid}"])
-                    self._wait_gone(running.pgid, 10.0)
-                    break
-                time.sleep(self._poll)
+            if not self._wait_gone(running.pgid, self._grace):
+                self._host.run(["kill", "-KILL", "--", f"-{running.pgid}"])
+                if not self._wait_gone(running.pgid, 10.0):
+                    raise HostError(f"process group {running.pgid} survived SIGKILL on {self._host.name}")
         self._save(None)
 
     def _launched(self, intent: _Running) -> _Running:
@@ -273,12 +269,14 @@ class ProcessService(BaseService):
             return intent  # gone, or the pgid was recycled by someone else's process
         return _Running(identity=None, pgid=pgid, log=intent.log, state_file=intent.state_file)
 
-    def _wait_gone(self, pgid: int, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while self._group_alive(self._stats(), pgid):
-            if time.monotonic() >= deadline:
-                raise HostError(f"process group {pgid} survived SIGKILL on {self._host.name}")
-            time.sleep(self._poll)
+    def _wait_gone(self, pgid: int, seconds: float) -> bool:
+        """Whether every process of the group exited within ``seconds``."""
+        gone = wait_until(
+            lambda _: True if not self._group_alive(self._stats(), pgid) else None,
+            timeout=seconds,
+            interval=self._poll,
+        )
+        return bool(gone)
 
     def preflight(self) -> Preflight:
         program = self._base.argv[0]

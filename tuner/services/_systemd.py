@@ -22,7 +22,7 @@ import hashlib
 import posixpath
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tuner.config import GpuWaitSection, SystemdSection
 from tuner.errors import ConfigNotApplied, HostError, StartFailed
@@ -30,16 +30,14 @@ from tuner.hosts import BaseHost, CommandResult
 from tuner.services._base import (
     BaseService,
     Finding,
-    LaunchSpec,
     LogChunk,
     Preflight,
     ProcessIdentity,
     Restarted,
     ServiceState,
-    program_part,
-    spec_matches,
 )
 from tuner.services._proc import serves_port
+from tuner.spec import LaunchSpec, program_part, spec_matches
 
 __all__ = [
     "SystemdService",
@@ -147,32 +145,26 @@ def systemd_split(text: str, *, exec_line: bool = True) -> list[str]:
                 quote = None if quote else ch
                 i += 1
                 continue
-            if ch == "\\" and i + 1 < n:
-                nxt = text[i + 1]
-                if nxt in _UNESCAPE:
-                    word.append(_UNESCAPE[nxt])
-                    i += 2
-                    continue
-                if nxt == "x" and re.fullmatch(r"[0-9a-fA-F]{2}", text[i + 2 : i + 4]):
-                    word.append(chr(int(text[i + 2 : i + 4], 16)))
-                    i += 4
-                    continue
-                if re.fullmatch(r"[0-7]{3}", text[i + 1 : i + 4]):
-                    word.append(chr(int(text[i + 1 : i + 4], 8)))
-                    i += 4
-                    continue
-                if nxt == ";":
-                    word.append(";")
-                    i += 2
-                    continue
-            doubled = text[i + 1 : i + 2] == ch
-            if doubled and (ch == "%" or (exec_line and ch == "$")):
-                word.append(ch)
-                i += 2
-                continue
-            word.append(ch)
-            i += 1
+            piece, used = _escape(text, i) if ch == "\\" else (None, 0)
+            if piece is None and text[i + 1 : i + 2] == ch and (ch == "%" or (exec_line and ch == "$")):
+                piece, used = ch, 2  # %% and (on exec lines) $$ stand for one literal character
+            word.append(piece if piece is not None else ch)
+            i += used or 1
         words.append("".join(word))
+
+
+def _escape(text: str, i: int) -> tuple[str | None, int]:
+    """The character a backslash escape at ``text[i]`` stands for and its length, or (None, 0) if none."""
+    nxt = text[i + 1 : i + 2]
+    if nxt and nxt in _UNESCAPE:
+        return _UNESCAPE[nxt], 2
+    if nxt == "x" and re.fullmatch(r"[0-9a-fA-F]{2}", text[i + 2 : i + 4]):
+        return chr(int(text[i + 2 : i + 4], 16)), 4
+    if re.fullmatch(r"[0-7]{3}", text[i + 1 : i + 4]):
+        return chr(int(text[i + 1 : i + 4], 8)), 4
+    if nxt == ";":
+        return ";", 2
+    return None, 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -189,56 +181,69 @@ class UnitConfig:
 
 def parse_unit_text(text: str, *, skip_files: Sequence[str] = ()) -> UnitConfig:
     """Parse ``systemctl cat`` output; files named in ``skip_files`` are ignored (e.g. our own drop-in)."""
-    exec_start: tuple[str, ...] | None = None
-    env: dict[str, str] = {}
-    files: list[str] = []
-    exec_files: list[str] = []
+    unit = _UnitParse()
     current = "(unit)"
     section = ""
-    logical: list[str] = []
-    raw_lines = text.splitlines()
-    # Join continuation lines (a trailing backslash), as systemd's parser does.
-    for raw in raw_lines:
-        if logical and logical[-1].endswith("\\"):
-            logical[-1] = logical[-1][:-1] + " " + raw.strip()
-        else:
-            logical.append(raw)
-    for line in logical:
+    for line in _logical_lines(text):
         stripped = line.strip()
         if stripped.startswith("# /") and stripped.endswith((".service", ".conf")):
             current = stripped[2:]
-            files.append(current)
+            unit.files.append(current)
             section = ""
             continue
         if current in skip_files or not stripped or stripped[0] in "#;":
             continue
         if stripped.startswith("[") and stripped.endswith("]"):
             section = stripped[1:-1]
-            continue
-        if section != "Service" or "=" not in stripped:
-            continue
-        key, _, value = stripped.partition("=")
-        key, value = key.strip(), value.strip()
+        elif section == "Service" and "=" in stripped:
+            key, _, value = stripped.partition("=")
+            unit.assign(key.strip(), value.strip(), file=current)
+    return UnitConfig(
+        exec_start=unit.exec_start,
+        environment=unit.env,
+        files=tuple(unit.files),
+        exec_start_files=tuple(unit.exec_files),
+    )
+
+
+def _logical_lines(text: str) -> list[str]:
+    """Lines with continuations (a trailing backslash) joined, as systemd's parser does."""
+    logical: list[str] = []
+    for raw in text.splitlines():
+        if logical and logical[-1].endswith("\\"):
+            logical[-1] = logical[-1][:-1] + " " + raw.strip()
+        else:
+            logical.append(raw)
+    return logical
+
+
+@dataclass
+class _UnitParse:
+    """The effective [Service] settings so far, as systemd applies the files in order."""
+
+    exec_start: tuple[str, ...] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+    exec_files: list[str] = field(default_factory=list)
+
+    def assign(self, key: str, value: str, *, file: str) -> None:
         if key == "ExecStart":
-            if not value:
-                exec_start = None
-            else:
-                words = systemd_split(value)
-                if words:
-                    words[0] = words[0].lstrip("-@:+!")
-                exec_start = tuple(words)
-                exec_files.append(current)
+            # An empty assignment resets the list (how a drop-in replaces the unit's command).
+            words = systemd_split(value) if value else []
+            if words:
+                words[0] = words[0].lstrip("-@:+!")
+                self.exec_files.append(file)
+            self.exec_start = tuple(words) if words else None
         elif key == "Environment":
             if not value:
-                env.clear()
+                self.env.clear()
             for item in systemd_split(value, exec_line=False):
                 k, eq, v = item.partition("=")
                 if eq:
-                    env[k] = v
+                    self.env[k] = v
         elif key == "UnsetEnvironment":
             for item in systemd_split(value, exec_line=False):
-                env.pop(item.partition("=")[0], None)
-    return UnitConfig(exec_start=exec_start, environment=env, files=tuple(files), exec_start_files=tuple(exec_files))
+                self.env.pop(item.partition("=")[0], None)
 
 
 # -- the service ---------------------------------------------------------------------------------------------

@@ -32,6 +32,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m sglang.launch_server",
         description="Simulated SGLang server with DFlash/DDTree speculative decoding (no GPU needed).",
     )
+    _server_flags(parser)
+    _sim_flags(parser.add_argument_group("simulator-only options (not accepted by a real server)"))
+    return parser
+
+
+def _server_flags(parser: argparse.ArgumentParser) -> None:
+    """The subset of sglang.launch_server's flags that `tune` studies use, with SGLang's defaults."""
     add = parser.add_argument
     add("--model-path", type=str, default="moonshotai/Kimi-K2.6")
     add("--served-model-name", type=str, default=None)
@@ -61,7 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--speculative-dflash-draft-window-size", type=int, default=None)
     add("--enable-metrics", action="store_true")
 
-    sim = parser.add_argument_group("simulator-only options (not accepted by a real server)")
+
+def _sim_flags(sim: argparse._ArgumentGroup) -> None:
+    """Knobs of the simulation itself: time scale, noise, and fault injection."""
     sim.add_argument(
         "--sim-time-scale",
         type=float,
@@ -113,7 +122,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="exit with a CUDA error traceback SECONDS after becoming ready",
     )
-    return parser
 
 
 def parse_server_args(argv: Sequence[str] | None, env: Mapping[str, str]) -> tuple[argparse.Namespace, int]:

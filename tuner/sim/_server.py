@@ -155,8 +155,8 @@ class SimServer:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._terminate.set)
-        args, cfg = self._args, self._cfg
         _log(f"server_args={self.server_args()!r}")
+        cfg = self._cfg
         if cfg.algorithm in ("DFLASH", "DDTREE") and cfg.draft_window is not None:
             try:
                 _check_window(cfg)
@@ -164,47 +164,58 @@ class SimServer:
                 traceback.print_exc()
                 sys.stderr.flush()
                 return 1
-
-        _log(f"Load weight begin. avail mem={94.97:.2f} GB")
-        load_time = float(args.sim_load_time)
-        if await self._sleep_or_term(load_time):
+        if not await self._load_weights():
             _log("Received sigterm while loading weights. Exiting.")
             return 0
+        app = self._build_app()
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        await runner.setup()
+        site = web.TCPSite(runner, self._args.host, self._args.port, shutdown_timeout=1.0)
+        await site.start()
+        status = await self._capture_graphs()
+        if status is not None:
+            await runner.cleanup()
+            return status
+        return await self._serve(runner)
+
+    async def _load_weights(self) -> bool:
+        """The weight-loading phase (port closed); False when told to stop meanwhile."""
+        _log(f"Load weight begin. avail mem={94.97:.2f} GB")
+        load_time = float(self._args.sim_load_time)
+        if await self._sleep_or_term(load_time):
+            return False
         _log(
             f"Load weight end. elapsed={load_time:.2f} s, type=DeepseekV3ForCausalLM, dtype=torch.bfloat16, "
             f"avail mem={94.97 - 66.0:.2f} GB, mem usage=66.00 GB."
         )
-        pool = kv_pool_gb(cfg)
+        pool = kv_pool_gb(self._cfg)
         if pool > 0:
             tokens = int(pool / (KV_TARGET_GB_PER_TOKEN + KV_DRAFT_GB_PER_TOKEN))
             _log(f"KV Cache is allocated. #tokens: {tokens}, KV size: {pool:.2f} GB")
+        return True
 
-        app = self._build_app()
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await runner.setup()
-        site = web.TCPSite(runner, args.host, args.port, shutdown_timeout=1.0)
-        await site.start()
+    async def _capture_graphs(self) -> int | None:
+        """CUDA-graph capture (port open, /health 503); an exit status when the server ends here, else None."""
+        args, cfg = self._args, self._cfg
         self._phase = "capturing"
         _log(f"Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")
-        _log(
-            f"Capture cuda graph begin. This can take up to several minutes. verify width={verify_width(cfg)}"
-        )
-        capture = capture_seconds(cfg, load_time=load_time)
+        _log(f"Capture cuda graph begin. This can take up to several minutes. verify width={verify_width(cfg)}")
+        capture = capture_seconds(cfg, load_time=float(args.sim_load_time))
         failure = startup_failure(cfg)
         if failure is not None:
             # Startup OOMs surface part-way through capture, after the port already opened.
             if await self._sleep_or_term(capture * 0.5):
-                await runner.cleanup()
                 return 0
             _print_startup_failure(failure)
-            await runner.cleanup()
             return 1
         if await self._sleep_or_term(capture):
-            await runner.cleanup()
             return 0
         _log(f"Capture cuda graph end. Time elapsed: {capture:.2f} s. mem usage=2.31 GB. avail mem=8.12 GB.")
+        return None
 
-        self._engine = Engine(cfg=cfg, time_scale=self._scale, noise=args.sim_noise, rng=self._rng)
+    async def _serve(self, runner: web.AppRunner) -> int:
+        args = self._args
+        self._engine = Engine(cfg=self._cfg, time_scale=self._scale, noise=args.sim_noise, rng=self._rng)
         engine_task = asyncio.create_task(self._engine.run())
         if args.sim_health_before_ready > 0:
             self._phase = "warming"
@@ -388,27 +399,10 @@ class SimServer:
     async def _generate(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
         if not self._generating or self._engine is None:
             return _error(503, "The server is not ready yet.", "ServiceUnavailableError")
-        try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return _error(400, "Request body is not valid JSON.")
-        if not isinstance(body, dict):
-            return _error(400, "Request body must be a JSON object.")
-        text = _request_text(body, chat=chat)
-        if text is None:
-            return _error(400, "messages (chat) or prompt (completions) is required.")
-        prompt_tokens = count_prompt_tokens(text)
-        max_tokens = body.get("max_tokens", body.get("max_completion_tokens", _DEFAULT_MAX_TOKENS))
-        if not isinstance(max_tokens, int) or max_tokens < 0:
-            return _error(400, "max_tokens must be a non-negative integer.")
-        if prompt_tokens + max_tokens > self._cfg.context_length:
-            return _error(
-                400,
-                f"Requested token count exceeds the model's maximum context length of "
-                f"{self._cfg.context_length} tokens. You requested a total of {prompt_tokens + max_tokens} "
-                f"tokens: {prompt_tokens} tokens from the input messages and {max_tokens} tokens for the "
-                "completion.",
-            )
+        parsed = await self._parse_request(request, chat=chat)
+        if isinstance(parsed, web.StreamResponse):
+            return parsed
+        body, text, prompt_tokens, max_tokens = parsed
         problem = find_problem(text)
         answer = humaneval_answer(problem[0], corrupt=self._corrupt) if problem is not None else None
         inline = (not chat) or self._args.sim_thinking == "inline"
@@ -441,17 +435,45 @@ class SimServer:
         except (asyncio.CancelledError, ConnectionResetError):
             self._engine.cancel(req)
             raise
+        return self._whole_response(stream, chat=chat, inline=inline, rid=rid, finish=finish, usage=usage)
+
+    async def _parse_request(
+        self, request: web.Request, *, chat: bool
+    ) -> web.StreamResponse | tuple[dict[str, Any], str, int, int]:
+        """(body, prompt text, prompt tokens, max tokens), or the error response the real server gives."""
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _error(400, "Request body is not valid JSON.")
+        if not isinstance(body, dict):
+            return _error(400, "Request body must be a JSON object.")
+        text = _request_text(body, chat=chat)
+        if text is None:
+            return _error(400, "messages (chat) or prompt (completions) is required.")
+        prompt_tokens = count_prompt_tokens(text)
+        max_tokens = body.get("max_tokens", body.get("max_completion_tokens", _DEFAULT_MAX_TOKENS))
+        if not isinstance(max_tokens, int) or max_tokens < 0:
+            return _error(400, "max_tokens must be a non-negative integer.")
+        if prompt_tokens + max_tokens > self._cfg.context_length:
+            return _error(
+                400,
+                f"Requested token count exceeds the model's maximum context length of "
+                f"{self._cfg.context_length} tokens. You requested a total of {prompt_tokens + max_tokens} "
+                f"tokens: {prompt_tokens} tokens from the input messages and {max_tokens} tokens for the "
+                "completion.",
+            )
+        return body, text, prompt_tokens, max_tokens
+
+    def _whole_response(
+        self, stream: _Stream, *, chat: bool, inline: bool, rid: str, finish: str, usage: dict[str, int]
+    ) -> web.Response:
+        """A non-streamed completion, as the OpenAI API shapes it."""
         reasoning, content = stream.full_text()
         if chat:
             message: dict[str, Any] = {"role": "assistant", "content": content, "tool_calls": None}
             if not inline:
                 message["reasoning_content"] = reasoning or None
-            choice: dict[str, Any] = {
-                "index": 0,
-                "message": message,
-                "logprobs": None,
-                "finish_reason": finish,
-            }
+            choice: dict[str, Any] = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
             obj = "chat.completion"
         else:
             choice = {"index": 0, "text": content, "logprobs": None, "finish_reason": finish}

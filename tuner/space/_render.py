@@ -3,8 +3,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tuner.errors import ConfigError
-from tuner.services import LaunchSpec
 from tuner.space._model import Param, SearchSpace, Value
+from tuner.spec import LaunchSpec
 
 
 def _spellings(p: Param) -> tuple[str, ...]:

@@ -1,31 +1,18 @@
 """The study: Optuna storage, the trial's story, and the tuning loop."""
 
+from tuner.study._console import Console
 from tuner.study._faults import storage_faults
-from tuner.study._loop import (
-    Console,
-    Interrupted,
-    RunSummary,
-    best_trials,
-    counted_trials,
-    is_counted,
-    is_feasible,
-    recover_stale_trials,
-    run_study,
-)
+from tuner.study._loop import Interrupted, RunSummary, run_study
 from tuner.study._objective import (
-    Applied,
     BenchmarkOutcome,
     Evidence,
     Score,
     TrialParts,
     TrialRunner,
-    apply_config,
-    await_ready,
     benchmark_server,
-    restart_server,
     score,
-    verify_applied,
 )
+from tuner.study._recovery import recover_stale_trials
 from tuner.study._storage import (
     FingerprintMismatch,
     NoSuchStudy,
@@ -34,9 +21,9 @@ from tuner.study._storage import (
     make_storage,
     open_study,
 )
+from tuner.trials import best_trials, counted_trials, is_counted, is_feasible
 
 __all__ = [
-    "Applied",
     "BenchmarkOutcome",
     "Console",
     "Evidence",
@@ -47,8 +34,6 @@ __all__ = [
     "Score",
     "TrialParts",
     "TrialRunner",
-    "apply_config",
-    "await_ready",
     "benchmark_server",
     "best_trials",
     "config_from_study",
@@ -59,9 +44,7 @@ __all__ = [
     "make_storage",
     "open_study",
     "recover_stale_trials",
-    "restart_server",
     "run_study",
     "score",
     "storage_faults",
-    "verify_applied",
 ]

@@ -14,42 +14,26 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import optuna
 
 from tuner.bench import BaseBenchmark, ScenarioResult
-from tuner.config import BenchmarkSection, ObjectiveSection, ReadinessSection, Scenario, StudyConfig
+from tuner.config import BenchmarkSection, ObjectiveSection, Scenario, StudyConfig
 from tuner.endpoint import Endpoint
-from tuner.errors import ConfigNotApplied, DiedUnderLoad, GateFailed, RegressionPruned, TrialFailure
+from tuner.errors import DiedUnderLoad, GateFailed, RegressionPruned, TrialFailure
 from tuner.gate import BaseGate, GateResult
-from tuner.readiness import LogWatch, Ready, wait_ready
-from tuner.services import BaseService, LaunchSpec, Restarted, spec_matches
-from tuner.study import _attrs as attrs
+from tuner.metrics import objective_value, scenario_attrs
+from tuner.readiness import LogWatch
+from tuner.services import BaseService, Restarted
+from tuner.spec import LaunchSpec
+from tuner.target import Target
+from tuner.trials import attrs
 
 Progress = Callable[[str], None]
 BenchmarkFactory = Callable[[Endpoint], BaseBenchmark]
 GateFactory = Callable[[Endpoint], BaseGate]
 GatePolicy = Callable[[GateResult], None]
-
-
-class ReadinessCheck(Protocol):
-    """How "the new server really serves" is established; :func:`tuner.readiness.wait_ready` by default."""
-
-    def __call__(
-        self,
-        *,
-        service: BaseService,
-        restarted: Restarted,
-        endpoint: Endpoint,
-        config: ReadinessSection,
-        progress: Progress | None = None,
-    ) -> Ready: ...
-
-
-@dataclass(frozen=True, kw_only=True)
-class Applied:
-    spec: LaunchSpec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,38 +50,6 @@ class Score:
 
 
 # -- the steps ------------------------------------------------------------------
-
-
-def apply_config(service: BaseService, spec: LaunchSpec) -> Applied:
-    service.apply(spec)
-    return Applied(spec=spec)
-
-
-def restart_server(service: BaseService, *, label: str) -> Restarted:
-    return service.restart(label=label)
-
-
-def await_ready(
-    service: BaseService,
-    restarted: Restarted,
-    *,
-    endpoint: Endpoint,
-    config: StudyConfig,
-    progress: Progress | None,
-    readiness: ReadinessCheck | None = None,
-) -> Ready:
-    check = readiness or wait_ready
-    return check(service=service, restarted=restarted, endpoint=endpoint, config=config.readiness, progress=progress)
-
-
-def verify_applied(service: BaseService, applied: Applied) -> None:
-    """The process that answered must be running the trial's flags and environment."""
-    actual = service.running_spec()
-    if actual is None:
-        return  # the manager cannot see the process (e.g. a remote container): nothing to compare
-    problems = spec_matches(applied.spec, actual)
-    if problems:
-        raise ConfigNotApplied("config not applied: " + "; ".join(problems), evidence="\n".join(problems))
 
 
 def benchmark_server(
@@ -128,14 +80,7 @@ def benchmark_server(
 
 
 def score(outcome: BenchmarkOutcome, objective: ObjectiveSection, scenarios: tuple[Scenario, ...]) -> Score:
-    by_name = {r.name: r for r in outcome.results}
-
-    def metric(r: ScenarioResult) -> float:
-        if objective.metric == "per_stream_tok_s":
-            return r.per_stream_score if r.per_stream_score is not None else r.per_stream_tok_s
-        return r.score
-
-    per = {name: metric(r) for name, r in by_name.items()}
+    per = {r.name: objective_value(r, objective.metric) for r in outcome.results}
     if objective.kind == "multi":
         return Score(values=tuple(per[name] for name in objective.objectives), per_scenario=per)
     weights = {s.name: s.weight for s in scenarios if s.weight > 0}
@@ -184,13 +129,10 @@ class Evidence:
 class TrialParts:
     """The seams a trial runs through; the runner never learns which implementations it got."""
 
-    service: BaseService
+    target: Target
     benchmark: BenchmarkFactory
     gate: GateFactory | None = None
     gate_policy: GatePolicy | None = None
-    endpoint: Endpoint
-    readiness: ReadinessCheck | None = None
-    """None: the HTTP readiness check (:func:`tuner.readiness.wait_ready`)."""
 
 
 class TrialRunner:
@@ -205,26 +147,16 @@ class TrialRunner:
     def run(self, trial: optuna.Trial, spec: LaunchSpec, *, label: str) -> Score:
         """Run the whole story; raises TrialFailure with its evidence recorded on the trial."""
         cfg = self._config
-        service = self._parts.service
+        target = self._parts.target
         trial.set_user_attr(attrs.COMMAND, " ".join(spec.argv))
         if spec.env:
             trial.set_user_attr(attrs.ENV, dict(spec.env))
-        restarted: Restarted | None = None
+        target.last_restarted = None
         try:
-            applied = apply_config(service, spec)
-            restarted = restart_server(service, label=label)
-            ready = await_ready(
-                service,
-                restarted,
-                endpoint=self._parts.endpoint,
-                config=cfg,
-                progress=self._progress,
-                readiness=self._parts.readiness,
-            )
-            trial.set_user_attr(attrs.READY_S, ready.seconds)
-            trial.set_user_attr(attrs.PHASE_TIMES, ready.phase_times)
-            verify_applied(service, applied)
-            endpoint = ready.endpoint or self._parts.endpoint
+            up = target.bring_up(spec, label=label, progress=self._progress)
+            trial.set_user_attr(attrs.READY_S, up.ready.seconds)
+            trial.set_user_attr(attrs.PHASE_TIMES, up.ready.phase_times)
+            endpoint = up.ready.endpoint or target.endpoint
             gate_when = cfg.gate.when if cfg.gate and cfg.gate.enabled and self._parts.gate else None
             if gate_when == "before":
                 self._gate(trial, endpoint)
@@ -233,8 +165,8 @@ class TrialRunner:
                 outcome = benchmark_server(
                     bench,
                     cfg.benchmark,
-                    service=service,
-                    restarted=restarted,
+                    service=target.service,
+                    restarted=up.restarted,
                     on_result=lambda step, r: self._intermediate(trial, step, r),
                 )
             finally:
@@ -249,11 +181,11 @@ class TrialRunner:
         except TrialFailure as failure:
             if isinstance(failure, RegressionPruned):
                 self._record_savings(trial, failure)
-            self._record_failure(trial, failure, restarted)
+            self._record_failure(trial, failure, target.last_restarted)
             raise
 
     def _intermediate(self, trial: optuna.Trial, step: int, result: ScenarioResult) -> None:
-        for key, value in attrs.scenario_attrs(result).items():
+        for key, value in scenario_attrs(result).items():
             trial.set_user_attr(key, value)
         if self._progress:
             accept = f", accept {result.accept_length:.2f}" if result.accept_length else ""
@@ -320,8 +252,13 @@ class TrialRunner:
     def _log_tail(self, restarted: Restarted | None, lines: int = 60) -> str:
         if restarted is None:
             return ""
-        watch = LogWatch(service=self._parts.service, cursor=restarted.log_cursor, fatal_patterns=(), phase_markers=())
-        watch.tail = type(watch.tail)(maxlen=lines)
+        watch = LogWatch(
+            service=self._parts.target.service,
+            cursor=restarted.log_cursor,
+            fatal_patterns=(),
+            phase_markers=(),
+            tail_lines=lines,
+        )
         try:
             watch.poll(elapsed=0)
             watch.flush(elapsed=0)

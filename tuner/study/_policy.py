@@ -24,7 +24,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.errors import EnvironmentFault, GateFailed, RegressionPruned, TrialFailure
-from tuner.study import _attrs as attrs
+from tuner.trials import attrs
 
 __all__ = [
     "CONFIG",

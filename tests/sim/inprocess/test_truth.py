@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from tuner.search import model_scenario, parse_server_config, true_objective, true_optimum
-from tuner.search._truth import _enumerate, _FastConfigs
 from tuner.sim import ServerConfig, acceptance_length, decode_tok_s
+from tuner.sim.inprocess import model_scenario, parse_server_config, true_objective, true_optimum
+from tuner.sim.inprocess._truth import _enumerate, _FastConfigs
 
 from .conftest import MakeConfig
 

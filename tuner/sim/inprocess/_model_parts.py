@@ -1,6 +1,6 @@
 """The in-process fast path: the study's own objective code against the simulator's model instead of HTTP.
 
-``run_study(config, service=ModelService(...), parts_factory=model_parts)`` runs the very same
+``run_study(config, target=model_target(...), parts_factory=model_parts)`` runs the very same
 :class:`tuner.study.TrialRunner` story (apply -> restart -> ready -> gate -> benchmark -> score, pruning and
 failure evidence included), but the server is a model object: a restart parses the launch spec with the
 simulator's own argument parser, a startup failure leaves a dead "process" whose log holds the traceback the
@@ -16,11 +16,11 @@ import dataclasses
 import functools
 import math
 import random
+import shlex
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from tuner.bench import BaseBenchmark, ScenarioResult
 from tuner.config import BenchmarkSection, GateSection, ReadinessSection, Scenario, StudyConfig
@@ -28,7 +28,6 @@ from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, StartFailed
 from tuner.gate import BaseGate, GateResult, ProblemOutcome, check_gate
 from tuner.readiness import LogWatch, Ready
-from tuner.search._truth import model_scenario, parse_server_config
 from tuner.services import (
     BaseService,
     Finding,
@@ -38,13 +37,14 @@ from tuner.services import (
     ProcessIdentity,
     Restarted,
     ServiceState,
+    program_part,
 )
 from tuner.sim import ServerConfig, capture_seconds, corrupts_code, startup_failure, startup_seconds, verify_width
-from tuner.target import base_spec
+from tuner.sim.inprocess._truth import model_scenario, parse_server_config
+from tuner.study import Console, TrialParts, run_study
+from tuner.target import Target, base_spec, open_target
 
-if TYPE_CHECKING:  # tuner.study imports this package: its names are imported at call time below
-    from tuner.study._loop import Console
-    from tuner.study._objective import Progress, TrialParts
+Progress = Callable[[str], None]
 
 __all__ = [
     "InProcessRun",
@@ -54,6 +54,7 @@ __all__ = [
     "VirtualClock",
     "model_parts",
     "model_readiness",
+    "model_target",
     "run_inprocess",
 ]
 
@@ -164,7 +165,9 @@ class ModelService(BaseService):
         return self._spec if self._alive else None
 
     def preflight(self) -> Preflight:
-        return Preflight(findings=(Finding(ok=True, text="in-process simulator model: nothing to reach"),), program=())
+        program = program_part(self._base.argv)
+        text = f"in-process model of `{shlex.join(program)}`: nothing to reach"
+        return Preflight(findings=(Finding(ok=True, text=text),), program=program)
 
     def stop(self) -> None:
         if self._alive:
@@ -358,12 +361,7 @@ class ModelGate(BaseGate):
         tasks = list(self._section.tasks)
         if self._section.count is not None:
             tasks = [f"problem-{i}" for i in range(self._section.count)]
-        corrupt = cfg is None or corrupts_code(cfg)
-        outcomes = []
-        for task in tasks:
-            passed = not corrupt or self._rng.random() < self._pass_rate
-            reason = "" if passed else "AssertionError: wrong answer (the config corrupts generated code)"
-            outcomes.append(ProblemOutcome(task_id=task, passed=passed, reason=reason))
+        outcomes = [self._judge(task, cfg) for task in tasks]
         seconds = 0.0
         if cfg is not None:
             answers = Scenario(
@@ -379,25 +377,39 @@ class ModelGate(BaseGate):
             passed=sum(o.passed for o in outcomes), total=len(outcomes), outcomes=tuple(outcomes), seconds=seconds
         )
 
+    def _judge(self, task: str, cfg: ServerConfig | None) -> ProblemOutcome:
+        if cfg is None:  # as HumanEvalGate words a server that does not answer
+            return ProblemOutcome(task_id=task, passed=False, reason="request failed: no server answers")
+        if not corrupts_code(cfg) or self._rng.random() < self._pass_rate:
+            return ProblemOutcome(task_id=task, passed=True)
+        return ProblemOutcome(
+            task_id=task, passed=False, reason="AssertionError: wrong answer (the config corrupts generated code)"
+        )
+
+
+def model_target(config: StudyConfig, service: ModelService) -> Target:
+    """The study's target with the model as its server: no host, no lock, readiness read from the model's log."""
+    target = open_target(config, service=service, readiness=model_readiness, lock=False)
+    target.endpoint = dataclasses.replace(target.endpoint, model=config.target.model or "model")
+    return target
+
 
 def model_parts(
     config: StudyConfig,
-    service: BaseService,
+    target: Target,
     *,
     noise: float = 0.02,
     seed: int = 0,
     corrupt_pass_rate: float = 0.0,
 ) -> TrialParts:
-    """TrialParts for a :class:`ModelService`; ``functools.partial`` it into run_study's ``parts_factory``."""
-    from tuner.study._objective import TrialParts
-
+    """TrialParts for a :func:`model_target`; ``functools.partial`` it into run_study's ``parts_factory``."""
+    service = target.service
     if not isinstance(service, ModelService):
         raise TypeError(f"model_parts needs a ModelService, got {type(service).__name__}")
     bench_rng, gate_rng = random.Random(seed), random.Random(seed + 1)
     gate = config.gate if config.gate and config.gate.enabled else None
     return TrialParts(
-        service=service,
-        endpoint=Endpoint(base_url=config.target.base_url, model=config.target.model or "model"),
+        target=target,
         benchmark=lambda endpoint: ModelBenchmark(service=service, config=config.benchmark, noise=noise, rng=bench_rng),
         gate=(
             (
@@ -409,7 +421,6 @@ def model_parts(
             else None
         ),
         gate_policy=(lambda result: check_gate(result, gate)) if gate else None,
-        readiness=model_readiness,
     )
 
 
@@ -439,8 +450,6 @@ def run_inprocess(
     ``artifacts_dir`` (default: a temporary directory removed afterwards). ``on_exit`` is forced to "stop":
     there is no real server to leave in any state.
     """
-    from tuner.study._loop import Console, run_study
-
     with tempfile.TemporaryDirectory(prefix="tune-model-") as tmp:
         study_section = dataclasses.replace(
             config.study, on_exit="stop", artifacts_dir=artifacts_dir or Path(tmp) / "artifacts"
@@ -452,7 +461,7 @@ def run_inprocess(
             trials=trials,
             storage=storage,
             study_name=study_name,
-            service=service,
+            target=model_target(config, service),
             parts_factory=functools.partial(model_parts, noise=noise, seed=seed),
             console=console or Console(stream=_Null(), live=False),
         )

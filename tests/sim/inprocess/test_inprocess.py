@@ -9,20 +9,13 @@ from optuna.trial import TrialState
 from tuner.config import StudyConfig
 from tuner.errors import ConfigError, StartFailed
 from tuner.readiness import wait_ready
-from tuner.search import (
-    ModelService,
-    model_readiness,
-    per_scenario_best,
-    pruning_savings,
-    run_inprocess,
-    true_objective,
-)
-from tuner.services import LaunchSpec
+from tuner.search import per_scenario_best, pruning_savings
+from tuner.sim.inprocess import ModelService, model_readiness, run_inprocess, true_objective
 from tuner.space import suggest
-from tuner.study import _attrs as attrs
-from tuner.study import best_trials, counted_trials
-from tuner.study._loop import MAX_BRANCH_TRIES
+from tuner.spec import LaunchSpec
+from tuner.study._starts import MAX_BRANCH_TRIES
 from tuner.target import base_spec
+from tuner.trials import attrs, best_trials, counted_trials
 
 from .conftest import MakeConfig, seeds
 

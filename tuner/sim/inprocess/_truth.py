@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from tuner.config import Scenario, StudyConfig
-from tuner.services import LaunchSpec
+from tuner.metrics import objective_value
 from tuner.sim import (
     ServerConfig,
     acceptance_length,
@@ -34,6 +34,7 @@ from tuner.sim import (
 )
 from tuner.sim._engine import PREFILL_S_PER_TOKEN
 from tuner.space import Param, SearchSpace, Value, render
+from tuner.spec import LaunchSpec
 from tuner.target import base_spec
 
 __all__ = [
@@ -61,6 +62,11 @@ class ModelledScenario:
     """Modelled duration of one repeat of the scenario."""
     died: str | None = None
     """Why the server dies under this load (a CUDA OOM mid-batch), or None."""
+
+    @property
+    def output_tok_s(self) -> float:
+        """The benchmark's name for :attr:`tok_s` (so the metric registry reads both alike)."""
+        return self.tok_s
 
 
 def parse_server_config(spec: LaunchSpec) -> ServerConfig:
@@ -142,7 +148,7 @@ def _objective(cfg: ServerConfig, config: StudyConfig) -> float:
         m = model_scenario(cfg, s)
         if m.died is not None:
             return 0.0
-        per[s.name] = m.tok_s if config.objective.metric == "output_tok_s" else m.per_stream_tok_s
+        per[s.name] = objective_value(m, config.objective.metric)
     # As tuner.study.score: a weighted geometric mean (also the scalar summary of a multi-objective study).
     weights = {s.name: s.weight for s in config.benchmark.scenarios if s.weight > 0}
     total = sum(weights.values())

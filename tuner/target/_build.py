@@ -1,7 +1,7 @@
-"""Build the target's transport and service manager from a study config.
+"""Build the target from a study config: its transport, service manager, lock, endpoint and readiness check.
 
 This is the only place that knows which implementation of each seam a config asks for; everything else
-receives a :class:`~tuner.hosts.BaseHost` and a :class:`~tuner.services.BaseService`.
+receives a :class:`Target` (or the :class:`~tuner.hosts.BaseHost` / :class:`~tuner.services.BaseService` in it).
 """
 
 from __future__ import annotations
@@ -10,10 +10,14 @@ import sys
 from urllib.parse import urlsplit
 
 from tuner.config import StudyConfig, TargetSection
+from tuner.endpoint import Endpoint
 from tuner.hosts import BaseHost, LocalHost
-from tuner.services import BaseService, LaunchSpec, ProcessService
+from tuner.readiness import ReadinessCheck
+from tuner.services import BaseService, ProcessService
+from tuner.spec import LaunchSpec
+from tuner.target._target import Target
 
-__all__ = ["base_spec", "make_host", "make_service", "state_dir"]
+__all__ = ["base_spec", "endpoint_for", "make_host", "make_service", "open_target"]
 
 PYTHON_PLACEHOLDER = "{python}"
 
@@ -60,3 +64,43 @@ def state_dir(config: StudyConfig) -> str:
     if config.target.transport == "local":
         return str(config.base_dir / "runs" / config.study.name / "state")
     return f".tune/{config.study.name}/state"  # relative to the login directory on the target
+
+
+def endpoint_for(config: StudyConfig) -> Endpoint:
+    target = config.target
+    return Endpoint(base_url=target.base_url, model=target.model, api_key=target.api_key)
+
+
+def open_target(
+    config: StudyConfig,
+    *,
+    service: BaseService | None = None,
+    readiness: ReadinessCheck | None = None,
+    lock: bool | None = None,
+) -> Target:
+    """The server a study tunes, wired from its config; close it (or use ``with``) when done.
+
+    ``service`` and ``readiness`` replace the config's own (the in-process model brings both); ``lock`` (default:
+    the config's ``target.lock``, never for a given service) takes the per-server lock when the target is
+    entered.
+    """
+    from tuner.lock import TargetLock, lock_path_for
+
+    host = None
+    if service is None:
+        host = make_host(config.target)
+        service = make_service(config, host)
+    take_lock = config.target.lock if lock is None else lock
+    target_lock = None
+    if take_lock and host is not None:  # a given service (the in-process model) has no host to lock
+        # One tuner per server: a second one would restart the server under the first one's benchmark.
+        target_lock = TargetLock(host=host, path=lock_path_for(config.target), study=config.study.name)
+    return Target(
+        host=host,
+        service=service,
+        endpoint=endpoint_for(config),
+        base=base_spec(config.target),
+        readiness_config=config.readiness,
+        readiness=readiness,
+        lock=target_lock,
+    )

@@ -1,9 +1,9 @@
-"""The fast, side-effect-free checks ``tune start`` runs before it creates anything.
+"""The environment around the server, checked without changing anything (part of the preflight).
 
 Each problem is one line naming what is wrong and where, so a broken environment is reported in seconds
-instead of being charged to thirty configurations: the launch program, the port (free, or held by the
-server `tune` itself recorded, never by a stranger), the port in ``base_url`` against the command's
-``--port``, and the directories the study writes to.
+instead of being charged to thirty configurations: the port (free, or held by the server `tune` itself
+recorded, never by a stranger), the port in ``base_url`` against the command's ``--port``, and the
+directories the study writes to.
 """
 
 from __future__ import annotations
@@ -13,12 +13,11 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from tuner.config import StudyConfig
-from tuner.errors import EnvironmentFault, HostError
 from tuner.hosts import BaseHost
 from tuner.services import BaseService
 from tuner.services._proc import descendants, port_listeners, process_table
 
-__all__ = ["base_port", "command_port", "require_preflight", "start_problems", "target_problems"]
+__all__ = ["base_port", "command_port", "target_problems"]
 
 _LOCAL_NAMES = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::")
 
@@ -121,11 +120,6 @@ def _remote_dir(host: BaseHost, path: str, what: str) -> list[str]:
     return [f"{what} {path} on {host.name} cannot be written ({result.stdout.strip()} is not writable)"]
 
 
-def start_problems(config: StudyConfig, *, host: BaseHost, service: BaseService, storage: str) -> list[str]:
-    """Every reason the study cannot start now, one line each; empty when it can."""
-    return _program(service) + target_problems(config, host=host, service=service, storage=storage)
-
-
 def target_problems(config: StudyConfig, *, host: BaseHost, service: BaseService, storage: str) -> list[str]:
     """The port, the command's --port and the writable directories (``tune check`` lists the program itself)."""
     problems = _port(config, host, service) + _port_flag(config) + _storage(storage)
@@ -134,18 +128,3 @@ def target_problems(config: StudyConfig, *, host: BaseHost, service: BaseService
     if config.target.manager == "process":
         problems += _remote_dir(host, config.target.log_dir, "target.log_dir")
     return problems
-
-
-def require_preflight(config: StudyConfig, *, host: BaseHost, service: BaseService, storage: str) -> None:
-    """Raise :class:`EnvironmentFault` listing the problems; nothing has been changed."""
-    try:
-        problems = start_problems(config, host=host, service=service, storage=storage)
-    except HostError as exc:
-        problems = [f"preflight could not reach the target: {exc}"]
-    if len(problems) == 1:
-        raise EnvironmentFault(f"{problems[0]} (nothing was changed; --skip-preflight skips this check)")
-    if problems:
-        raise EnvironmentFault(
-            "\n  - ".join([f"{len(problems)} problems, nothing was changed ({config.source}):", *problems])
-            + "\n  (--skip-preflight skips these checks)"
-        )

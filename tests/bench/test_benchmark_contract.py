@@ -1,0 +1,144 @@
+"""One contract for every benchmark: the HTTP load generator against a real simulator, and the in-process model.
+
+Both serve the same launch command (a DDTree config whose KV pool is small enough that one heavy scenario
+runs out of memory), so each test states what any :class:`~tuner.bench.BaseBenchmark` must do with it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.bench.conftest import DDTREE, FAST
+from tuner.bench import BaseBenchmark, HttpBenchmark, ScenarioResult
+from tuner.config import BenchmarkSection, ReadinessSection, Scenario
+from tuner.endpoint import Endpoint
+from tuner.errors import DiedUnderLoad, Phase
+from tuner.sim.inprocess import ModelBenchmark, ModelService, model_readiness
+from tuner.sim.testing import SimFleet
+from tuner.spec import LaunchSpec
+
+#: A small KV pool: light scenarios run, SIXTEEN_LONG needs twice the pool and kills the server.
+FLAGS = [*FAST, *DDTREE, "--mem-fraction-static", "0.72", "--max-running-requests", "16", "--sim-time-scale", "4"]
+ENV = {"SGLANG_DDTREE_MAX_TOPK": "6"}
+SECTION = BenchmarkSection(scenarios=(), warmup_requests=1, repeats=3, request_timeout_s=30.0)
+
+LIGHT = Scenario(name="c2-light", concurrency=2, prompt_tokens=64, output_tokens=32, requests=2)
+OTHER = Scenario(name="c1-other", concurrency=1, prompt_tokens=32, output_tokens=16, requests=3)
+SIXTEEN_LONG = Scenario(name="c16-long", concurrency=16, prompt_tokens=4000, output_tokens=64, requests=16)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Subject:
+    """A benchmark bound to a freshly started server, and the two ways the test sees that server's fate."""
+
+    benchmark: BaseBenchmark
+    kill: Callable[[], None]
+    """Make the server die at once (SIGKILL for a process, a crash for the model)."""
+    exited: Callable[[float], bool]
+    """Whether the server is gone (waiting up to the given seconds for a process to exit)."""
+
+
+def _http_subject(tmp_path: Path) -> tuple[Subject, Callable[[], None]]:
+    fleet = SimFleet(log_dir=tmp_path)
+    sim = fleet.start(*FLAGS, env=ENV)
+
+    def exited(timeout: float) -> bool:
+        try:
+            sim.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    bench = HttpBenchmark(endpoint=Endpoint(base_url=sim.url), config=SECTION)
+    return Subject(benchmark=bench, kill=sim.kill, exited=exited), fleet.close
+
+
+def _model_subject() -> Subject:
+    service = ModelService(base=LaunchSpec(argv=(sys.executable, "-m", "tuner.sim", *FLAGS), env=ENV), load_time_s=0.3)
+    # Booted and checked the way the study does it: restart, then readiness reads the log.
+    model_readiness(
+        service=service,
+        restarted=service.restart(label="contract"),
+        endpoint=Endpoint(base_url="http://127.0.0.1:1"),
+        config=ReadinessSection(),
+    )
+    return Subject(
+        benchmark=ModelBenchmark(service=service, config=SECTION),
+        kill=lambda: service.die("Killed"),
+        exited=lambda timeout: not service.state().running,
+    )
+
+
+@pytest.fixture(params=["http", "model"])
+def subject(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Subject]:
+    if request.param == "model":
+        made, teardown = _model_subject(), (lambda: None)
+    else:
+        made, teardown = _http_subject(tmp_path)
+    try:
+        yield made
+    finally:
+        made.benchmark.close()
+        teardown()
+
+
+def _check_result(result: ScenarioResult, scenario: Scenario) -> None:
+    repeats = SECTION.repeats
+    assert isinstance(result, ScenarioResult)
+    assert result.name == scenario.name and result.concurrency == scenario.concurrency
+    assert len(result.repeats_tok_s) == repeats
+    assert all(x > 0 for x in result.repeats_tok_s)
+    assert result.output_tok_s > 0
+    assert result.score <= result.output_tok_s
+    assert result.requests == scenario.requests * repeats
+    assert result.errors == 0
+    assert result.output_tokens == scenario.requests * scenario.output_tokens * repeats
+    assert result.warmup_requests == SECTION.warmup_requests
+    # DDTree drafts several tokens per step; the simulator reports its acceptance either way.
+    assert result.accept_length is not None and result.accept_length > 1.0
+    assert result.accept_method is not None
+    # Per-stream figures, per repeat and summarised, for the per_stream_tok_s metric.
+    assert len(result.repeats_per_stream_tok_s) == repeats
+    assert result.per_stream_tok_s > 0
+    assert result.per_stream_score is not None and result.per_stream_score <= result.per_stream_tok_s
+
+
+def test_run_scenario_summarises_every_repeat(subject: Subject) -> None:
+    for scenario in (LIGHT, OTHER):  # one benchmark, several scenarios: nothing carries over between them
+        _check_result(subject.benchmark.run_scenario(scenario), scenario)
+
+
+@pytest.mark.parametrize("when", ["before any scenario", "after a scenario"])
+def test_a_killed_server_raises_died_under_load(subject: Subject, when: str) -> None:
+    if when == "after a scenario":
+        _check_result(subject.benchmark.run_scenario(LIGHT), LIGHT)
+    subject.kill()
+    assert subject.exited(30.0)
+    with pytest.raises(DiedUnderLoad) as info:
+        subject.benchmark.run_scenario(OTHER)
+    assert info.value.phase is Phase.BENCHMARK
+    assert f"scenario {OTHER.name}" in info.value.reason
+    assert info.value.evidence
+
+
+def test_a_server_crashing_mid_scenario_raises_died_under_load(subject: Subject) -> None:
+    _check_result(subject.benchmark.run_scenario(LIGHT), LIGHT)  # the config itself serves
+    with pytest.raises(DiedUnderLoad) as info:
+        subject.benchmark.run_scenario(SIXTEEN_LONG)
+    assert info.value.phase is Phase.BENCHMARK
+    assert info.value.reason.startswith(f"died under load in scenario {SIXTEEN_LONG.name}: ")
+    assert "no longer answers /health" in info.value.reason
+    assert subject.exited(30.0), "the out-of-memory crash must take the server down"
+
+
+def test_close_is_idempotent_and_leaves_the_server_alone(subject: Subject) -> None:
+    _check_result(subject.benchmark.run_scenario(LIGHT), LIGHT)
+    subject.benchmark.close()
+    subject.benchmark.close()
+    assert not subject.exited(0.0), "close() releases clients, never the server"

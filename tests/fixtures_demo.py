@@ -1,0 +1,36 @@
+"""In-process studies: the demo study's space and scenarios, run against the model (no server, no HTTP)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tuner.config import StudyConfig, load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = (ROOT / "studies" / "demo.toml").read_text()
+
+MakeConfig = Callable[..., StudyConfig]
+
+
+@pytest.fixture
+def make_config(tmp_path: Path) -> MakeConfig:
+    """``make_config(name=..., search="key = value lines", edit=fn)``: the demo study, storage in tmp_path."""
+
+    def make(*, name: str = "t", search: str = "", edit: Callable[[str], str] | None = None) -> StudyConfig:
+        text = DEMO.replace('name = "demo"', f'name = "{name}"')
+        text += f"\n[search]\n{search}\n"
+        if edit:
+            text = edit(text)
+        path = tmp_path / f"{name}.toml"
+        path.write_text(text)
+        return load_config(path)
+
+    return make
+
+
+def seeds(*trials: dict[str, object]) -> str:
+    rows = ", ".join("{" + ", ".join(f"{k} = {v!r}" for k, v in t.items()) + "}" for t in trials)
+    return f"seed_trials = [{rows}]".replace("'", '"')

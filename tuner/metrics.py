@@ -1,0 +1,117 @@
+"""The metric registry: every per-scenario figure a trial records, in one table.
+
+Each :class:`Metric` says which :class:`~tuner.bench.ScenarioResult` field it reads, the flat user attr it
+becomes (``<scenario>.<key>``, so the dashboard shows it as a column), how people see it (label, digits), and,
+for the ones a study may optimise, the robust figure the objective uses. The loop's scenario attrs, the
+objective, ``[objective] metric`` validation, ``tune status`` columns, exports and the report all read this
+table: adding a metric is one entry here.
+
+Dependency-free on purpose (the config validates against it).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "METRICS",
+    "OBJECTIVE_METRICS",
+    "STATUS_METRICS",
+    "Metric",
+    "by_key",
+    "objective_value",
+    "scenario_attrs",
+    "scenario_key",
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Metric:
+    key: str
+    """The user attr suffix: ``c1-short.<key>``."""
+    field: str
+    """The :class:`~tuner.bench.ScenarioResult` attribute it reads."""
+    label: str
+    digits: int = 1
+    objective: str | None = None
+    """The name ``[objective] metric`` uses for it, when a study may optimise it."""
+    score_field: str | None = None
+    """The robust figure the objective takes (falls back to ``field`` when the result has none)."""
+    status: bool = False
+    """Shown per scenario in ``tune status``."""
+
+    def read(self, result: Any) -> Any:
+        value = getattr(result, self.field, None)
+        return list(value) if isinstance(value, tuple) else value
+
+    def format(self, value: Any) -> str:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            return "-"
+        return f"{value:.{self.digits}f}"
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric(
+        key="tok_s", field="output_tok_s", label="tok/s", objective="output_tok_s", score_field="score", status=True
+    ),
+    Metric(
+        key="per_stream_tok_s",
+        field="per_stream_tok_s",
+        label="stream tok/s",
+        objective="per_stream_tok_s",
+        score_field="per_stream_score",
+    ),
+    Metric(key="ttft_p50_s", field="ttft_p50_s", label="TTFT p50 s", digits=3),
+    Metric(key="ttft_p99_s", field="ttft_p99_s", label="TTFT p99 s", digits=3),
+    Metric(key="itl_p50_s", field="itl_p50_s", label="ITL p50 s", digits=4),
+    Metric(key="itl_p99_s", field="itl_p99_s", label="ITL p99 s", digits=4),
+    Metric(key="accept_length", field="accept_length", label="accept", digits=2),
+    Metric(key="errors", field="errors", label="errors", digits=0),
+    Metric(key="ci_low", field="ci_low", label="CI low"),
+    Metric(key="ci_high", field="ci_high", label="CI high"),
+    Metric(key="repeats", field="repeats_tok_s", label="repeats tok/s"),
+    Metric(key="seconds", field="seconds", label="seconds"),
+)
+
+OBJECTIVE_METRICS: tuple[str, ...] = tuple(m.objective for m in METRICS if m.objective)
+STATUS_METRICS: tuple[Metric, ...] = tuple(m for m in METRICS if m.status)
+
+
+def by_key(key: str) -> Metric:
+    for m in METRICS:
+        if m.key == key:
+            return m
+    raise KeyError(key)
+
+
+def _by_objective(name: str) -> Metric:
+    for m in METRICS:
+        if m.objective == name:
+            return m
+    raise KeyError(f"{name!r} is not an objective metric (one of {', '.join(OBJECTIVE_METRICS)})")
+
+
+def scenario_key(scenario: str, key: str) -> str:
+    return f"{scenario}.{key}"
+
+
+def scenario_attrs(result: Any) -> dict[str, Any]:
+    """Flat user attrs for one :class:`~tuner.bench.ScenarioResult` (``<scenario>.<key>``)."""
+    return {scenario_key(result.name, m.key): _round(m.read(result)) for m in METRICS}
+
+
+def objective_value(result: Any, metric: str) -> float:
+    """The figure the objective takes from a scenario result for ``[objective] metric``."""
+    m = _by_objective(metric)
+    score = getattr(result, m.score_field, None) if m.score_field else None
+    return float(score if score is not None else getattr(result, m.field))
+
+
+def _round(v: Any) -> Any:
+    if isinstance(v, float):
+        return round(v, 4)
+    if isinstance(v, list):
+        return [_round(x) for x in v]
+    return v

@@ -1,0 +1,54 @@
+"""What the loop prints: one line per trial and verdict, and a live status line (or periodic lines in a log)."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import Any
+
+from tuner.space import Value, format_value
+
+__all__ = ["Console", "describe_params", "fmt_duration", "fmt_values"]
+
+
+class Console:
+    """Progress lines on stderr; a live, rewritten status line when stderr is a terminal."""
+
+    def __init__(self, *, stream: Any = None, live: bool | None = None) -> None:
+        self._stream = stream or sys.stderr
+        self._live = self._stream.isatty() if live is None else live
+        self._last_live = -math.inf
+        self._dirty = False
+
+    def line(self, text: str) -> None:
+        if self._dirty:
+            self._stream.write("\r\033[K")
+            self._dirty = False
+        self._stream.write(text + "\n")
+        self._stream.flush()
+
+    def status(self, text: str) -> None:
+        if self._live:
+            self._stream.write("\r\033[K  " + text[:150])
+            self._stream.flush()
+            self._dirty = True
+            return
+        # A log file gets the status every 15 s at most: enough to see a 6-minute load progress.
+        now = time.monotonic()
+        if now - self._last_live >= 15:
+            self._last_live = now
+            self.line("  " + text)
+
+
+def fmt_duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def describe_params(params: dict[str, Value]) -> str:
+    return " ".join(f"{k}={format_value(v)}" for k, v in params.items())
+
+
+def fmt_values(values: Any) -> str:
+    return "/".join(f"{v:.1f}" for v in values if isinstance(v, float) and math.isfinite(v))

@@ -1,0 +1,73 @@
+"""Where a study starts: the baseline, expert seeds, imported bests, one trial per unexplored branch; and repeats.
+
+Everything here is enqueued (``enqueue_trial``) before the sampler is asked, so the first trials of a study are
+real measurements chosen by people or by coverage, not by TPE's random start-up.
+"""
+
+from __future__ import annotations
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.config import StudyConfig
+from tuner.space import Value
+from tuner.study._policy import ensure_baseline
+from tuner.trials import attrs, is_counted, is_feasible, storage_of
+
+__all__ = ["MAX_BRANCH_TRIES", "enqueue_branches", "enqueue_starting_points", "find_duplicate", "retry_branch"]
+
+MAX_BRANCH_TRIES = 20
+
+
+def enqueue_starting_points(study: optuna.Study, config: StudyConfig) -> None:
+    """Trial 0 is the unmodified base command; then the study file's expert seeds; then imported bests."""
+    ensure_baseline(study, dict(config.baseline))
+    for i, seed in enumerate(config.search.seed_trials):
+        study.enqueue_trial(dict(seed), user_attrs={attrs.SEED: i}, skip_if_exists=True)
+    if config.search.import_best_from:
+        other = optuna.load_study(study_name=config.search.import_best_from, storage=storage_of(study))
+        ranked = sorted(
+            (t for t in other.get_trials(deepcopy=False) if is_counted(t) and is_feasible(t)),
+            key=lambda t: t.values[0],
+            reverse=True,
+        )
+        names = {p.name for p in config.space.params}
+        for t in ranked[: config.search.import_top]:
+            params = {k: v for k, v in t.params.items() if k in names}
+            study.enqueue_trial(params, user_attrs={attrs.SEED: f"{other.study_name}#{t.number}"}, skip_if_exists=True)
+    enqueue_branches(study, config)
+
+
+def enqueue_branches(study: optuna.Study, config: StudyConfig) -> None:
+    """One trial in each branch of a conditional space that no trial, seed or baseline has entered yet.
+
+    TPE models what it has seen: a branch (``algorithm = "DFLASH"``) with no observation gets no good-group
+    density, so after a few early successes in the other branch it is practically never sampled. One trial
+    fixes the branch choice and lets the sampler pick the rest, so every branch is measured at least once.
+    """
+    seen = [dict(config.baseline), *config.search.seed_trials]
+    seen += [t.system_attrs.get("fixed_params", t.params) for t in study.get_trials(deepcopy=False)]
+    for p in config.space.branch_params():
+        for choice in p.choices:
+            if not any(params.get(p.name) == choice for params in seen):
+                study.enqueue_trial({p.name: choice}, user_attrs={attrs.BRANCH: {p.name: choice}}, skip_if_exists=True)
+
+
+def find_duplicate(study: optuna.Study, params: dict[str, Value], number: int) -> FrozenTrial | None:
+    """A measured (or, with several workers, currently running) trial with exactly these params."""
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)):
+        if t.number == number or t.params != params:
+            continue
+        if t.state == TrialState.RUNNING or is_counted(t):
+            return t
+    return None
+
+
+def retry_branch(study: optuna.Study, trial: optuna.Trial) -> None:
+    """A branch trial whose sampled values broke a constraint: the branch is still unexplored, so try again."""
+    branch = trial.user_attrs.get(attrs.BRANCH)
+    if branch is None:
+        return
+    tries = sum(1 for t in study.get_trials(deepcopy=False) if t.user_attrs.get(attrs.BRANCH) == branch)
+    if tries < MAX_BRANCH_TRIES:  # a branch whose every config breaks a constraint is given up, not looped on
+        study.enqueue_trial(dict(branch), user_attrs={attrs.BRANCH: branch})

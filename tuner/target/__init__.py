@@ -1,0 +1,30 @@
+"""The server being tuned: built from the config once, brought up the one way (apply -> restart -> ready -> verify)."""
+
+from tuner.target._build import base_spec, endpoint_for, make_host, make_service, open_target
+from tuner.target._preflight import preflight, require_preflight
+from tuner.target._target import (
+    Applied,
+    BroughtUp,
+    Target,
+    apply_config,
+    await_ready,
+    restart_server,
+    verify_applied,
+)
+
+__all__ = [
+    "Applied",
+    "BroughtUp",
+    "Target",
+    "apply_config",
+    "await_ready",
+    "base_spec",
+    "endpoint_for",
+    "make_host",
+    "make_service",
+    "open_target",
+    "preflight",
+    "require_preflight",
+    "restart_server",
+    "verify_applied",
+]

@@ -1,0 +1,183 @@
+"""The preflight: what can be verified about a target without changing anything (``tune check``).
+
+One generator of findings, so ``tune check`` prints each line as soon as it is known (an SSH connect can take
+seconds) and other callers can stop at the first problem.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterator
+
+import httpx
+
+from tuner.config import StudyConfig
+from tuner.errors import ConfigError, EnvironmentFault, HostError, TuneError
+from tuner.hosts import BaseHost
+from tuner.services import BaseService, Finding
+from tuner.target._build import make_host, make_service
+
+__all__ = ["preflight", "require_preflight"]
+
+
+def preflight(
+    config: StudyConfig,
+    *,
+    flags: bool = True,
+    endpoint: bool = True,
+    lock: bool = True,
+    gate: bool = True,
+    storage: str | None = None,
+) -> Iterator[Finding]:
+    """Findings about the target: host and its key, the service's own checks, the tuned flags (``--help``),
+    the endpoint, the port (free or ours), the command's ``--port``, the writable directories, the GPU memory
+    command, the lock, and the gate's problems. Never changes anything.
+
+    ``tune start`` runs the fast part (no flags, endpoint, lock or gate: the lock is taken right after, the gate
+    checked as a config error) before it creates anything; ``storage`` is the study's URL when not the config's.
+    """
+    try:
+        host = make_host(config.target)
+        yield Finding(ok=True, text=host.verify())
+    except HostError as exc:
+        yield Finding(ok=False, text=f"connect: {exc}")
+        return
+    try:
+        service = make_service(config, host)
+        found = service.preflight()
+        yield from found.findings
+        if flags:
+            yield from _flags(config, host, list(found.program))
+        if endpoint:
+            yield _endpoint(config, service)
+        yield from _environment(config, host, service, storage or config.study.storage)
+        yield from _gpu(config, host)
+        if lock:
+            yield from _lock(config, host)
+        if gate:
+            yield from _gate(config)
+    except TuneError as exc:
+        yield Finding(ok=False, text=str(exc))
+    finally:
+        host.close()
+
+
+def _flags(config: StudyConfig, host: BaseHost, program: list[str]) -> Iterator[Finding]:
+    tuned = [p for p in config.space.params if p.flag]
+    if not tuned:
+        return
+    if not config.target.check_flags:
+        yield Finding(ok=None, text="tuned flags not checked against `--help` ([target] check_flags = false)")
+        return
+    limit = config.target.check_timeout_s
+    print(f"   running `{' '.join(program)} --help` (at most {limit:.0f} s, [target] check_timeout_s)", file=sys.stderr)
+    # `timeout` signals its whole process group: a --help that starts a server instead leaves nothing behind.
+    result = host.run(["timeout", "-k", "5", f"{limit:g}", *program, "--help"], timeout=limit + 30) if program else None
+    if result is not None and result.exit_status == 124:
+        yield Finding(
+            ok=None, text=f"`{' '.join(program)} --help` did not exit within {limit:.0f} s: flags not verified"
+        )
+        return
+    text = (result.stdout + result.stderr) if result is not None else ""
+    if result is None or not result.ok or "--" not in text:
+        yield Finding(ok=None, text=f"`{' '.join(program)} --help` gave no flag list: cannot verify the space's flags")
+        return
+    missing = [
+        p.flag or ""
+        for p in tuned
+        if not any(re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text) for n in (p.flag, *p.aliases) if n)
+    ]
+    if missing:
+        yield Finding(ok=False, text="flags unknown to the server (`--help` does not list them): " + ", ".join(missing))
+    else:
+        yield Finding(ok=True, text=f"all {len(tuned)} tuned flags are accepted by the server")
+    for p in config.space.params:
+        if p.env and not p.flag:
+            yield Finding(ok=True, text=f"{p.name} is the environment variable {p.env}")
+
+
+def _endpoint_problem(url: str) -> str | None:
+    try:
+        with httpx.Client(timeout=5) as client:
+            r = client.get(url + "/health")
+            if r.status_code == 404:
+                r = client.get(url + "/v1/models")
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}"
+    return None if r.status_code < 500 else f"HTTP {r.status_code}"
+
+
+def _endpoint(config: StudyConfig, service: BaseService) -> Finding:
+    url = config.target.base_url
+    problem = _endpoint_problem(url)
+    if problem is None:
+        return Finding(ok=True, text=f"endpoint {url} answers")
+    try:
+        running = service.state().running
+    except TuneError:
+        running = False
+    if running:
+        return Finding(ok=False, text=f"endpoint {url} unreachable ({problem}) although the server runs")
+    return Finding(ok=None, text=f"endpoint {url} not answering ({problem}); the server is not running")
+
+
+def _environment(config: StudyConfig, host: BaseHost, service: BaseService, storage: str) -> Iterator[Finding]:
+    from tuner.target._environment import base_port, target_problems
+
+    problems = target_problems(config, host=host, service=service, storage=storage)
+    for problem in problems:
+        yield Finding(ok=False, text=problem)
+    if not problems:
+        port = base_port(config.target.base_url)
+        yield Finding(ok=True, text=f"port {port} free or ours; storage, log and artifact dirs writable")
+
+
+def _gpu(config: StudyConfig, host: BaseHost) -> Iterator[Finding]:
+    if config.target.gpu_wait is None:
+        return
+    from tuner.services import read_gpu_memory
+
+    try:
+        values = read_gpu_memory(host, config.target.gpu_wait)
+        yield Finding(ok=True, text=f"GPU memory readable: {len(values)} GPUs, max {max(values):.0f} MiB used")
+    except HostError as exc:
+        yield Finding(ok=False, text=f"GPU memory command: {exc}")
+
+
+def _lock(config: StudyConfig, host: BaseHost) -> Iterator[Finding]:
+    if not config.target.lock:
+        return
+    from tuner.lock import TargetLock, lock_path_for
+
+    lock = TargetLock(host=host, path=lock_path_for(config.target), study=config.study.name)
+    holder = lock.holder()
+    if holder is None:
+        yield Finding(ok=True, text=f"lock {lock.path} free")
+    else:
+        who = f"{holder.owner} (pid {holder.pid}, study {holder.study!r})"
+        yield Finding(ok=False, text=f"lock {lock.path} held by {who}")
+
+
+def _gate(config: StudyConfig) -> Iterator[Finding]:
+    if config.gate is None or not config.gate.enabled:
+        return
+    from tuner.gate import check_problems
+
+    try:
+        check_problems(config.gate, file=config.source)
+    except ConfigError as exc:
+        yield Finding(ok=False, text=f"gate problems: {exc}")
+
+
+def require_preflight(config: StudyConfig, *, storage: str | None = None) -> None:
+    """``tune start``'s preflight: raise :class:`EnvironmentFault` with one line per problem, nothing changed."""
+    findings = preflight(config, flags=False, endpoint=False, lock=False, gate=False, storage=storage)
+    problems = [f.text for f in findings if f.ok is False]
+    if len(problems) == 1:
+        raise EnvironmentFault(f"{problems[0]} (nothing was changed; --skip-preflight skips this check)")
+    if problems:
+        raise EnvironmentFault(
+            "\n  - ".join([f"{len(problems)} problems, nothing was changed ({config.source}):", *problems])
+            + "\n  (--skip-preflight skips these checks)"
+        )

@@ -1,0 +1,158 @@
+"""The server being tuned, as one object: how to reach it, manage it, lock it, talk to it, and bring it up.
+
+:meth:`Target.bring_up` is the one sequence that puts a configuration on the server and proves it serves:
+apply -> restart -> ready -> verify. A trial, ``on_exit``, ``tune apply``/``restore`` and ``tune check
+--cycle`` all go through it, so none of them can skip a step the others take.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from tuner.config import ReadinessSection
+from tuner.endpoint import Endpoint
+from tuner.errors import ConfigNotApplied
+from tuner.hosts import BaseHost
+from tuner.readiness import ReadinessCheck, Ready, wait_ready
+from tuner.services import BaseService, Restarted
+from tuner.spec import LaunchSpec, spec_matches
+
+if TYPE_CHECKING:
+    from tuner.lock import TargetLock
+
+__all__ = ["Applied", "BroughtUp", "Target", "apply_config", "await_ready", "restart_server", "verify_applied"]
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Applied:
+    spec: LaunchSpec
+    """What the next restart runs (the base spec after a revert)."""
+    reverted: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class BroughtUp:
+    """A configuration that is running and proven to serve."""
+
+    applied: Applied
+    restarted: Restarted
+    ready: Ready
+
+
+# -- the steps ------------------------------------------------------------------
+
+
+def apply_config(service: BaseService, spec: LaunchSpec | None, *, base: LaunchSpec) -> Applied:
+    """Stage ``spec`` for the next restart; None drops every change (the untouched base configuration)."""
+    if spec is None:
+        service.revert()
+        return Applied(spec=base, reverted=True)
+    service.apply(spec)
+    return Applied(spec=spec)
+
+
+def restart_server(service: BaseService, *, label: str) -> Restarted:
+    return service.restart(label=label)
+
+
+def await_ready(
+    service: BaseService,
+    restarted: Restarted,
+    *,
+    endpoint: Endpoint,
+    config: ReadinessSection,
+    progress: Progress | None,
+    readiness: ReadinessCheck | None = None,
+) -> Ready:
+    check = readiness or wait_ready
+    return check(service=service, restarted=restarted, endpoint=endpoint, config=config, progress=progress)
+
+
+def verify_applied(service: BaseService, applied: Applied) -> None:
+    """The process that answered must be running the configuration's flags and environment."""
+    if applied.reverted:
+        return  # the base command may differ from what the manager runs for it (a unit's own ExecStart)
+    actual = service.running_spec()
+    if actual is None:
+        return  # the manager cannot see the process (e.g. a remote container): nothing to compare
+    problems = spec_matches(applied.spec, actual)
+    if problems:
+        raise ConfigNotApplied("config not applied: " + "; ".join(problems), evidence="\n".join(problems))
+
+
+# -- the target ------------------------------------------------------------------
+
+
+class Target:
+    """Host, service manager, lock, endpoint and readiness check of one server (see :func:`open_target`)."""
+
+    def __init__(
+        self,
+        *,
+        host: BaseHost | None,
+        service: BaseService,
+        endpoint: Endpoint,
+        base: LaunchSpec,
+        readiness_config: ReadinessSection,
+        readiness: ReadinessCheck | None = None,
+        lock: TargetLock | None = None,
+    ) -> None:
+        self.host = host
+        self.service = service
+        self.endpoint = endpoint
+        self.base = base
+        self.readiness_config = readiness_config
+        self.readiness: ReadinessCheck = readiness or wait_ready
+        self.lock = lock
+        self.last_restarted: Restarted | None = None
+        """The most recent restart, kept so a failure's evidence can read the new process's log."""
+
+    def bring_up(self, spec: LaunchSpec | None, *, label: str, progress: Progress | None = None) -> BroughtUp:
+        """apply -> restart -> ready -> verify; ``spec=None`` restores the base configuration.
+
+        Raises :class:`~tuner.errors.TrialFailure` from the step that failed (``last_restarted`` then tells
+        which process it was about).
+        """
+        applied = apply_config(self.service, spec, base=self.base)
+        restarted = restart_server(self.service, label=label)
+        self.last_restarted = restarted
+        ready = await_ready(
+            self.service,
+            restarted,
+            endpoint=self.endpoint,
+            config=self.readiness_config,
+            progress=progress,
+            readiness=self.readiness,
+        )
+        verify_applied(self.service, applied)
+        return BroughtUp(applied=applied, restarted=restarted, ready=ready)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[Target]:
+        """Hold the per-server lock (when the target has one) for the duration of the block."""
+        if self.lock is None:
+            yield self
+            return
+        with self.lock:
+            yield self
+
+    def close(self) -> None:
+        try:
+            self.service.close()
+        finally:
+            if self.host is not None:
+                self.host.close()
+
+    def __enter__(self) -> Target:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

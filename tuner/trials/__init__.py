@@ -1,0 +1,63 @@
+"""Which trials count, which are feasible, which is best: the study's accounting, read from user attrs.
+
+Dependency-free (Optuna only), so the loop, the search strategies, the report and the CLI all read a study the
+same way without importing each other. The user attr names every trial carries are in :mod:`tuner.trials.attrs`.
+"""
+
+from __future__ import annotations
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.trials import attrs
+from tuner.trials._optuna import current_trial, set_trial_attr, storage_of, study_id, trial_id
+
+__all__ = [
+    "attrs",
+    "best_trials",
+    "counted_trials",
+    "current_trial",
+    "is_counted",
+    "is_feasible",
+    "set_trial_attr",
+    "storage_of",
+    "study_id",
+    "trial_id",
+]
+
+
+def is_counted(t: FrozenTrial) -> bool:
+    """A trial that ran the server to a verdict (not a rejected sample, a repeat, or an interruption)."""
+    if t.state not in (TrialState.COMPLETE, TrialState.PRUNED):
+        return False
+    return not (t.user_attrs.get(attrs.REJECTED) or t.user_attrs.get(attrs.DUPLICATE_OF) is not None)
+
+
+def is_feasible(t: FrozenTrial) -> bool:
+    return (
+        t.state == TrialState.COMPLETE
+        and all(v <= 0 for v in t.constraints.values())
+        and t.user_attrs.get(attrs.CORRECT, True) is not False
+    )
+
+
+def counted_trials(study: optuna.Study) -> int:
+    return sum(1 for t in study.get_trials(deepcopy=False) if is_counted(t))
+
+
+def best_trials(study: optuna.Study) -> list[FrozenTrial]:
+    """Feasible, counted COMPLETE trials: the best one (single objective) or the Pareto front (multi)."""
+    done = [t for t in study.get_trials(deepcopy=False) if is_counted(t) and is_feasible(t)]
+    if not done:
+        return []
+    if len(study.directions) == 1:
+        return [max(done, key=lambda t: t.values[0])]
+    front = []
+    for t in done:
+        dominated = any(
+            all(o >= v for o, v in zip(other.values, t.values, strict=True)) and other.values != t.values
+            for other in done
+        )
+        if not dominated:
+            front.append(t)
+    return sorted(front, key=lambda t: t.number)

@@ -1,0 +1,37 @@
+"""Names of the user attrs every trial carries: the contract between the loop, `tune status`, the report and
+the dashboard. Per-scenario figures are flat keys (``c1-short.tok_s``) so the dashboard shows them as columns;
+which figures exist is the metric registry's business (:mod:`tuner.metrics`).
+"""
+
+from __future__ import annotations
+
+BASELINE = "baseline"
+COMMAND = "command"
+ENV = "env"
+FAILURE_PHASE = "failure_phase"
+FAILURE_REASON = "failure_reason"
+FAILURE_KIND = "failure_kind"
+LOG_TAIL = "log_tail"
+EVIDENCE = "evidence"
+READY_S = "ready_s"
+PHASE_TIMES = "phase_times"
+BENCHMARK_S = "benchmark_s"
+GATE_S = "gate_s"
+CORRECT = "correct"
+GATE = "gate"
+REJECTED = "rejected"
+DUPLICATE_OF = "duplicate_of"
+RETRY_OF = "retry_of"
+INTERRUPTED = "interrupted"
+WORKER = "worker"
+HEARTBEAT = "heartbeat"
+SCORE = "score"
+SEED = "seed_trial"
+BRANCH = "branch"
+PRUNED_SKIPPED = "pruned_skipped_scenarios"
+PRUNING_SAVED_S = "pruning_saved_s"
+TARGET_TRIALS = "target_trials"
+
+def scenario_key(scenario: str, key: str) -> str:
+    """``<scenario>.<key>``: a per-scenario figure's user attr (the keys are in :mod:`tuner.metrics`)."""
+    return f"{scenario}.{key}"
