@@ -11,6 +11,7 @@ storage_busy_s``; :func:`watch_busy` says so on stderr once a statement has wait
 from __future__ import annotations
 
 import errno
+import os
 import sqlite3
 import sys
 import threading
@@ -64,8 +65,19 @@ def describe(exc: BaseException, url: str) -> str | None:
         text = str(e).lower()
         for needle, cause in _CAUSES:
             if needle in text:
+                if needle == "disk i/o error" and _full(where):
+                    cause = "the disk is full (SQLite saw a disk I/O error)"
                 return f"storage {where}: {cause}"
     return None
+
+
+def _full(path: str) -> bool:
+    """Whether the file system holding ``path`` has (almost) no space left: SQLite may call ENOSPC an I/O error."""
+    try:
+        st = os.statvfs(os.path.dirname(path) or ".")
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 256 * 1024
 
 
 @contextmanager
