@@ -1,8 +1,8 @@
 """What `tune start` does when the world is broken: exit status, verdict, orphans, trials burned, time to exit.
 
-Runs each fault case of tests/faults once (real `tune` subprocesses, the simulator, a stranger process) and
-prints the Markdown table the README shows. Root is needed for the disk-full and read-only cases (a small
-tmpfs); without it they are reported as skipped.
+Runs each fault case of tests/faults once (real `tune` subprocesses, the simulator, a stranger process; or
+only the cases whose label contains the first argument) and prints the Markdown table the README shows. Root
+is needed for the disk-full and read-only cases (a small tmpfs); without it they are reported as skipped.
 
     .venv/bin/python scripts/bench_faults.py
 """
@@ -182,9 +182,9 @@ CASES: list[tuple[str, Callable[[Case], Run | None]]] = [
     ("`/health` answers 404 (server without it)", no_health),
     ("hung server (`stall_s = 5`)", hung),
     ("every sampled config fails the same way", same_failure),
-    ("`kill -9` of tune mid-launch, then `tune start`", kill_9_in_launch),
-    ("SIGHUP (the SSH session dropped)", sighup),
-    ("disk full mid-run (3 MB tmpfs)", disk_full),
+    ("`kill -9` of tune mid-launch, then `tune start` (to N = 3)", kill_9_in_launch),
+    ("SIGHUP (the SSH session dropped; time from the signal)", sighup),
+    ("disk full mid-run (3 MB tmpfs; time from the fill)", disk_full),
     ("storage on a read-only file system", read_only),
     ("database locked past `storage_busy_s = 3`", db_locked),
     ("another tune holds the server's lock", lock_held),
@@ -192,9 +192,12 @@ CASES: list[tuple[str, Callable[[Case], Run | None]]] = [
 
 
 def main() -> int:
+    only = sys.argv[1] if len(sys.argv) > 1 else ""  # a substring of the case labels to run
     print("| fault | exit | message | orphans | counted trials burned | time to exit | tune CPU |")
     print("|---|---|---|---|---|---|---|")
     for label, fn in CASES:
+        if only not in label:
+            continue
         with tempfile.TemporaryDirectory() as tmp:
             case = Case(Path(tmp), free_port())
             counted_before = 0
