@@ -222,7 +222,8 @@ def _drive(
         trial.set_user_attr(attrs.WORKER, worker_id())
         t0 = time.monotonic()
         try:
-            counted = _run_one(study, trial, config, runner, base, console, (done, target), durations, policy)
+            position = (done + policy.holding, target)  # held failures will most likely count
+            counted = _run_one(study, trial, config, runner, base, console, position, durations, policy)
         except KeyboardInterrupt:
             set_trial_attr(study, trial, attrs.INTERRUPTED, "Ctrl-C or SIGTERM")
             study.tell(trial, state=TrialState.FAIL)

@@ -197,8 +197,9 @@ class FailurePolicy:
             self._end_fail(h.trial_id, h.number)
         raise EnvironmentFault(
             f"{len(held)} trials in a row (#{held[0].number}-#{held[-1].number}) failed the same way on different "
-            f"configs: {sig}. That is the environment or the base command, not the configs: nothing was counted "
-            "and their params will run again; fix it, then run `tune start` again"
+            f"configs: {sig}. That is the environment, the base command or a flag of the space (`tune check` "
+            "verifies them), not the sampled values: nothing was counted and their params will run again; fix it, "
+            "then run `tune start` again"
         )
 
     def _end_fail(self, trial_id: int, number: int) -> None:
