@@ -73,10 +73,11 @@ def _start(args: argparse.Namespace) -> int:
 def _resume(args: argparse.Namespace) -> int:
     from tuner.cli._common import DEFAULT_CONFIG
     from tuner.config import load_config
-    from tuner.study import config_from_study, run_study
+    from tuner.study import config_from_study, run_study, storage_faults
 
     storage = args.storage or load_config(DEFAULT_CONFIG).study.storage
-    config = config_from_study(storage, args.study)
+    with storage_faults(storage):
+        config = config_from_study(storage, args.study)
     summary = run_study(
         config,
         trials=args.trials,
@@ -102,10 +103,11 @@ def _print_summary(summary: Any) -> None:
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, Any]:
-    from tuner.study import load_existing
+    from tuner.study import load_existing, storage_faults
 
     config, storage, name = study_location(args)
-    return config, load_existing(storage, name)
+    with storage_faults(storage):
+        return config, load_existing(storage, name)
 
 
 def trial_row(t: Any, scenarios: list[str]) -> dict[str, Any]:

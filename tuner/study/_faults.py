@@ -26,7 +26,7 @@ from sqlalchemy import event
 
 from tuner.errors import EnvironmentFault
 
-__all__ = ["BUSY_NOTICE_AFTER_S", "storage_faults", "watch_busy"]
+__all__ = ["BUSY_NOTICE_AFTER_S", "RUN_AFTERMATH", "storage_faults", "watch_busy"]
 
 BUSY_NOTICE_AFTER_S = 5.0
 
@@ -80,8 +80,13 @@ def _full(path: str) -> bool:
     return st.f_bavail * st.f_frsize < 256 * 1024
 
 
+RUN_AFTERMATH = (
+    "the running trial is not counted and the server was put back per on_exit: fix it, then run `tune start` again"
+)
+
+
 @contextmanager
-def storage_faults(url: str) -> Iterator[None]:
+def storage_faults(url: str, *, aftermath: str = "fix it, then run the command again") -> Iterator[None]:
     """Re-raise a storage fault as one :class:`EnvironmentFault` line naming the path and the cause."""
     try:
         yield
@@ -89,10 +94,7 @@ def storage_faults(url: str) -> Iterator[None]:
         what = describe(exc, url)
         if what is None:
             raise
-        raise EnvironmentFault(
-            f"{what}; the running trial is not counted and the server was put back per on_exit: fix it, then "
-            "run `tune start` again"
-        ) from exc
+        raise EnvironmentFault(f"{what}; {aftermath}") from exc
 
 
 def watch_busy(engine: Any, *, label: str, limit_s: float) -> None:

@@ -26,7 +26,7 @@ from tuner.errors import HostError, TrialFailure, TuneError
 from tuner.search import make_pruner, make_sampler, pruning_savings
 from tuner.space import Value, render, suggest
 from tuner.study._console import Console, describe_params, fmt_duration, fmt_values
-from tuner.study._faults import storage_faults
+from tuner.study._faults import RUN_AFTERMATH, storage_faults
 from tuner.study._objective import Evidence, TrialParts, TrialRunner
 from tuner.study._policy import ENVIRONMENT, FailurePolicy, ask_next
 from tuner.study._recovery import Heartbeat, recover_stale_trials, requeue, worker_id
@@ -106,7 +106,7 @@ def run_study(
     start = time.monotonic()
     progress = _Progress()
     url = storage or config.study.storage
-    with storage_faults(url), target, target.locked():
+    with storage_faults(url, aftermath=RUN_AFTERMATH), target, target.locked():
         study = _prepare_study(
             config, storage=storage, study_name=study_name, force_config=force_config, console=console
         )
