@@ -92,8 +92,8 @@ def main() -> int:
                 )
                 section = BenchmarkSection(scenarios=(sc,), warmup_requests=1, repeats=args.repeats)
                 result = HttpBenchmark(endpoint=Endpoint(base_url=sim.base_url), config=section).run_scenario(sc)
-                truth = decode_tok_s(cfg, concurrency=c, context_tokens=ctx) * args.scale
-                accept = acceptance_length(cfg, context_tokens=ctx)
+                truth = decode_tok_s(cfg, concurrency=c, context_tokens=ctx, workload="prose") * args.scale
+                accept = acceptance_length(cfg, context_tokens=ctx, workload="prose")
                 rows.append(
                     {
                         "config": name,

@@ -136,7 +136,7 @@ def run_one(name: str, *, streams: int, rate: float, seconds: float, repeats: in
     argv = CONFIGS[name]
     cfg = ServerConfig.from_argv(argv, {})
     context = prompt + int(rate * seconds) // 2
-    base = decode_tok_s(cfg, concurrency=streams, context_tokens=context)
+    base = decode_tok_s(cfg, concurrency=streams, context_tokens=context, workload="prose")
     scale = rate / base
     out_tokens = int(rate * seconds)
     scenario = Scenario(
@@ -160,7 +160,7 @@ def run_one(name: str, *, streams: int, rate: float, seconds: float, repeats: in
     wall = t1 - t0
     # Tokens streamed in the timed section: warm-up plus measured repeats.
     tokens = out_tokens * streams * (1 + repeats)
-    truth = decode_tok_s(cfg, concurrency=streams, context_tokens=context) * scale
+    truth = decode_tok_s(cfg, concurrency=streams, context_tokens=context, workload="prose") * scale
     ideal = truth * streams
     client_cores = (cpu1 - cpu0) / wall
     return {

@@ -157,7 +157,7 @@ def main() -> int:
     levels = [int(c) for c in args.concurrency.split(",")]
     cfg = ServerConfig.from_argv(SIM_ARGS, {})
     ctx = args.prompt_tokens + args.max_tokens // 2  # mean context over a request
-    scale = args.target_tok_s / decode_tok_s(cfg, concurrency=max(levels), context_tokens=ctx)
+    scale = args.target_tok_s / decode_tok_s(cfg, concurrency=max(levels), context_tokens=ctx, workload="prose")
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [
@@ -182,7 +182,7 @@ def main() -> int:
     try:
         _wait_ready(sim, url)
         for c in levels:
-            ideal = decode_tok_s(cfg, concurrency=c, context_tokens=ctx) * scale
+            ideal = decode_tok_s(cfg, concurrency=c, context_tokens=ctx, workload="prose") * scale
             cpu0 = _cpu_seconds(sim.pid)
             out = subprocess.run(
                 [

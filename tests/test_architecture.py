@@ -16,6 +16,7 @@ PARTS = {
     "config": "config",
     "errors": "base", "spec": "base", "metrics": "base", "wait": "base", "trials": "base", "endpoint": "base",
     "space": "space",
+    "dialects": "dialects",
     "target": "target", "hosts": "target", "services": "target", "readiness": "target", "lock": "target",
     "bench": "bench",
     "gate": "gate",
@@ -28,10 +29,11 @@ PARTS = {
 # What each part may import (besides itself). Anything else is a violation.
 ALLOWED = {
     "base": {"base"},
-    "config": {"base", "space"},
+    "config": {"base", "space", "dialects"},
     "space": {"base"},
-    "target": {"base", "config", "gate"},
-    "bench": {"base", "config"},
+    "dialects": {"base", "space"},
+    "target": {"base", "config", "gate", "dialects"},
+    "bench": {"base", "config", "dialects"},
     "gate": {"base", "config"},
     "search": {"base", "config", "bench"},
     "report": {"base", "config", "space", "target"},

@@ -41,7 +41,7 @@ def test_pacing_matches_the_simulator_ground_truth(ddtree_sim: SimProcess, api: 
     after = _generated_total(ddtree_sim)
 
     ctx = sc.prompt_tokens + sc.output_tokens // 2
-    truth = decode_tok_s(CFG, concurrency=4, context_tokens=ctx) * TIME_SCALE
+    truth = decode_tok_s(CFG, concurrency=4, context_tokens=ctx, workload="prose") * TIME_SCALE
     # A request's last step delivers only what max_tokens leaves room for: ~accept/2 of 256 tokens short.
     assert result.per_stream_tok_s == pytest.approx(truth, rel=0.03)
     assert result.itl_p50_s == pytest.approx(1.0 / truth, rel=0.15)
@@ -64,7 +64,7 @@ def test_pacing_matches_the_simulator_ground_truth(ddtree_sim: SimProcess, api: 
 
     # Acceptance from the server's counters (before/after the measured repeats), not from a model.
     assert result.accept_method == "counters"  # the exact method: spec_num_total_* deltas
-    assert result.accept_length == pytest.approx(acceptance_length(CFG, context_tokens=ctx), rel=0.03)
+    assert result.accept_length == pytest.approx(acceptance_length(CFG, context_tokens=ctx, workload="prose"), rel=0.03)
 
 
 def test_result_is_json_ready(ddtree_sim: SimProcess) -> None:

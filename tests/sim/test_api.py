@@ -85,7 +85,7 @@ def test_server_info_acceptance_and_metrics(start_sim) -> None:
         assert info["internal_states"][0]["avg_spec_accept_length"] == 0
         http.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 400})
         first = http.get("/get_server_info").json()["internal_states"][0]["avg_spec_accept_length"]
-        assert first == pytest.approx(acceptance_length(cfg, context_tokens=240), rel=0.05)
+        assert first == pytest.approx(acceptance_length(cfg, context_tokens=240, workload="prose"), rel=0.05)
         metrics = http.get("/metrics").text
         assert f'sglang:spec_accept_length{{model_name="moonshotai/Kimi-K2.6"}} {first}' in metrics
         assert "sglang:num_running_reqs" in metrics
@@ -111,7 +111,7 @@ def test_streaming_rate_matches_model(start_sim) -> None:
     deltas = [(t, len(json.loads(d)["choices"][0]["text"].split())) for t, d in events[:-2]]
     tokens_after_first = sum(n for _, n in deltas[1:])
     rate = tokens_after_first / (deltas[-1][0] - deltas[0][0])
-    expected = decode_tok_s(cfg, concurrency=1, context_tokens=512 + 150)
+    expected = decode_tok_s(cfg, concurrency=1, context_tokens=512 + 150, workload="prose")  # "w w w": no code
     assert rate == pytest.approx(expected, rel=0.05)
 
 

@@ -47,7 +47,7 @@ class ScenarioResult:
     output_tokens: int = 0
     """Output tokens of the measured requests (all repeats; warm-up excluded)."""
     tokens_from_usage: bool = True
-    """False when some request's token count was estimated because the server sent no ``usage``."""
+    """False when some request's token count was estimated: no ``usage`` and no tokenizer endpoint to count it."""
     short_requests: int = 0
     """Measured requests that returned fewer tokens than asked for (server ignored ``ignore_eos``)."""
     prompt_tokens: float | None = None

@@ -24,11 +24,12 @@ import httpx
 
 from tuner.bench._base import BaseBenchmark, ScenarioResult
 from tuner.bench._load import LoadResult, make_client, run_load
-from tuner.bench._prompts import build_prompt
-from tuner.bench._request import RequestRecord, RequestSpec
+from tuner.bench._prompts import build_prompt, prompt_seed
+from tuner.bench._request import RequestRecord, RequestSpec, recount
 from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between
 from tuner.bench._stats import percentile
-from tuner.config import BenchmarkSection, Scenario
+from tuner.config import BenchmarkSection, Scenario, chat_text, sample_chat
+from tuner.dialects import BaseServerDialect, SGLangDialect
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad
 
@@ -61,6 +62,7 @@ class HttpBenchmark(BaseBenchmark):
         abort_grace_s: float = 2.0,
         ci_confidence: float = 0.95,
         on_repeat: RepeatCallback | None = None,
+        dialect: BaseServerDialect | None = None,
     ) -> None:
         if request_rate is not None and request_rate <= 0:
             raise ValueError(f"request_rate must be > 0 requests/s, got {request_rate}")
@@ -71,6 +73,10 @@ class HttpBenchmark(BaseBenchmark):
         self._grace = abort_grace_s
         self._ci = ci_confidence
         self._on_repeat = on_repeat
+        self._dialect = dialect or SGLangDialect()
+        # Text is kept only where it will be counted: a server without stream usage but with a tokenizer.
+        self._count_text = not self._dialect.stream_usage and self._dialect.tokenize_path is not None
+        self._token_overhead: int | None = None
 
     @property
     def endpoint(self) -> Endpoint:
@@ -97,12 +103,22 @@ class HttpBenchmark(BaseBenchmark):
             ) from exc
 
     def _specs(self, scenario: Scenario, *, phase: str, repeat: int, count: int) -> list[RequestSpec]:
+        seed = self._config.seed
+        if scenario.prompts != "random":
+            chats = [
+                sample_chat(scenario.prompts, seed=prompt_seed(seed, scenario.name, phase, repeat, i))
+                for i in range(count)
+            ]
+            return [
+                RequestSpec(index=i, prompt=chat_text(m), max_tokens=scenario.output_tokens, messages=m)
+                for i, m in enumerate(chats)
+            ]
         return [
             RequestSpec(
                 index=i,
                 prompt=build_prompt(
                     tokens=scenario.prompt_tokens,
-                    seed=self._config.seed,
+                    seed=seed,
                     scenario=scenario.name,
                     phase=phase,
                     repeat=repeat,
@@ -126,7 +142,7 @@ class HttpBenchmark(BaseBenchmark):
                 stack.push_async_callback(c.aclose)
             control = make_client(timeout_s=min(30.0, cfg.request_timeout_s), connections=2)
             stack.push_async_callback(control.aclose)
-            probe = ServerProbe(client=control, base_url=ep.base_url, headers=ep.headers)
+            probe = ServerProbe(client=control, base_url=ep.base_url, headers=ep.headers, dialect=self._dialect)
 
             async def load(specs: list[RequestSpec], concurrency: int, seed: int) -> LoadResult:
                 return await run_load(
@@ -142,6 +158,7 @@ class HttpBenchmark(BaseBenchmark):
                     poisson=self._poisson,
                     seed=seed,
                     abort_grace_s=self._grace,
+                    keep_text=self._count_text,
                 )
 
             if cfg.warmup_requests > 0:
@@ -162,6 +179,8 @@ class HttpBenchmark(BaseBenchmark):
                 res = await load(specs, scenario.concurrency, cfg.seed + r)
                 if res.failures or res.cancelled or len(res.records) != len(specs):
                     raise await self._died(scenario, res, probe, during=f"repeat {r + 1}/{cfg.repeats}")
+                if self._count_text:
+                    await self._count_tokens(control, res.records)
                 runs.append(res)
                 repeats_tok_s.append(_aggregate_tok_s(res.records))
                 if self._on_repeat is not None:
@@ -217,6 +236,31 @@ class HttpBenchmark(BaseBenchmark):
             cache_flushed=flushed,
         )
 
+    async def _count_tokens(self, client: httpx.AsyncClient, records: Sequence[RequestRecord]) -> None:
+        """Count estimated outputs with the server's tokenizer (after the run: outside the timed window).
+
+        A tokenizer endpoint may add a BOS token to every text it counts: what it says for the empty text is
+        that overhead, asked once and subtracted.
+        """
+        if self._token_overhead is None:
+            self._token_overhead = await self._server_count(client, "") or 0
+        for rec in records:
+            if rec.tokens_from_usage or not rec.text:
+                continue
+            count = await self._server_count(client, rec.text)
+            if count is not None and count > self._token_overhead:
+                recount(rec, count - self._token_overhead)
+
+    async def _server_count(self, client: httpx.AsyncClient, text: str) -> int | None:
+        d = self._dialect
+        assert d.tokenize_path is not None
+        body = d.token_count_request(text, self._endpoint.model or "default")
+        try:
+            r = await client.post(self._endpoint.url(d.tokenize_path), json=body, headers=self._endpoint.headers)
+            return d.token_count(r.json()) if r.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
+
     async def _died(self, scenario: Scenario, res: LoadResult, probe: ServerProbe, *, during: str) -> DiedUnderLoad:
         failed = res.failures
         kinds = Counter(rec.error_kind or "unknown" for rec in failed)
@@ -230,7 +274,7 @@ class HttpBenchmark(BaseBenchmark):
             f"requests failed ({kind_text})"
         )
         if not alive:
-            reason += "; the server no longer answers /health"
+            reason += f"; the server no longer answers {probe.alive_path}"
         lines = [f"during {during}; {res.cancelled} in-flight request(s) cancelled after the first failure"]
         first = sorted(failed, key=lambda rec: rec.t_end)[:_MAX_EVIDENCE]
         for rec in first:
@@ -238,7 +282,7 @@ class HttpBenchmark(BaseBenchmark):
                 f"request #{rec.index} failed after {rec.t_end - rec.t_start:.2f} s "
                 f"({rec.output_tokens} tokens): {rec.error}"
             )
-        lines.append(f"/health after the failures: {'200' if alive else 'no answer'}")
+        lines.append(f"{probe.alive_path} after the failures: {'200' if alive else 'no answer'}")
         return DiedUnderLoad(reason, evidence="\n".join(lines))
 
 

@@ -91,6 +91,7 @@ async def run_load(
     poisson: bool = True,
     seed: int = 0,
     abort_grace_s: float = 2.0,
+    keep_text: bool = False,
 ) -> LoadResult:
     """Run ``specs`` with ``concurrency`` streams in flight; ``clients`` supplies one client per worker."""
     workers = max(1, min(concurrency, len(specs)))
@@ -98,7 +99,10 @@ async def run_load(
         raise ValueError(f"need {workers} clients, got {len(clients)}")
     # Bodies are encoded before the window opens: JSON-encoding a 3000-word prompt is client work that must
     # not delay a request start inside the measured window.
-    bodies = [build_body(api=api, model=model, prompt=s.prompt, max_tokens=s.max_tokens) for s in specs]
+    bodies = [
+        build_body(api=api, model=model, prompt=s.prompt, max_tokens=s.max_tokens, messages=s.messages)
+        for s in specs
+    ]
     queue: asyncio.Queue[int | None] = asyncio.Queue()
     result = LoadResult()
     stop = asyncio.Event()
@@ -117,6 +121,7 @@ async def run_load(
                 index=specs[i].index,
                 timeout_s=timeout_s,
                 api=api,
+                keep_text=keep_text,
             )
             result.records.append(rec)
             if not rec.ok:

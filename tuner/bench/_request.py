@@ -37,7 +37,7 @@ import httpx
 
 from tuner.bench._sse import SSEDecoder
 
-__all__ = ["RequestRecord", "RequestSpec", "StreamError", "build_body", "stream_request"]
+__all__ = ["RequestRecord", "RequestSpec", "StreamError", "build_body", "recount", "stream_request"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,6 +47,8 @@ class RequestSpec:
     index: int
     prompt: str
     max_tokens: int
+    messages: list[dict[str, str]] | None = None
+    """A whole chat (non-random workloads); ``prompt`` is then its text, for the completions API."""
 
 
 @dataclass(kw_only=True)
@@ -68,6 +70,8 @@ class RequestRecord:
     """Tokens attributed to each output-bearing event (same length as ``event_times``)."""
     error: str | None = None
     error_kind: str | None = None
+    text: str | None = None
+    """The generated text, kept only when asked (``keep_text``: to count its tokens on the server)."""
 
     @property
     def ok(self) -> bool:
@@ -113,7 +117,15 @@ class StreamError(Exception):
         super().__init__(f"{kind}: {detail}")
 
 
-def build_body(*, api: str, model: str, prompt: str, max_tokens: int, seed: int | None = None) -> bytes:
+def build_body(
+    *,
+    api: str,
+    model: str,
+    prompt: str,
+    max_tokens: int,
+    seed: int | None = None,
+    messages: list[dict[str, str]] | None = None,
+) -> bytes:
     """The JSON body for one streamed request that generates exactly ``max_tokens`` tokens.
 
     ``ignore_eos`` and ``min_tokens`` are SGLang (and vLLM) extensions that stop the model from ending early,
@@ -132,7 +144,7 @@ def build_body(*, api: str, model: str, prompt: str, max_tokens: int, seed: int 
     if seed is not None:
         body["seed"] = seed
     if api == "chat":
-        body["messages"] = [{"role": "user", "content": prompt}]
+        body["messages"] = messages or [{"role": "user", "content": prompt}]
     elif api == "completions":
         body["prompt"] = prompt
     else:
@@ -169,8 +181,12 @@ async def stream_request(
     index: int,
     timeout_s: float,
     api: str,
+    keep_text: bool = False,
 ) -> RequestRecord:
-    """Send one streamed request and time it; never raises for a request failure (see ``record.error``)."""
+    """Send one streamed request and time it; never raises for a request failure (see ``record.error``).
+
+    ``keep_text`` keeps the generated text in ``record.text``, for servers whose streams carry no usage.
+    """
     perf = time.perf_counter
     loads = json.loads
     rec = RequestRecord(index=index, t_start=perf())
@@ -182,6 +198,7 @@ async def stream_request(
     done = False
     finish: str | None = None
     chat = api == "chat"
+    kept: list[str] | None = [] if keep_text else None
     try:
         async with asyncio.timeout(timeout_s):
             async with client.stream("POST", url, content=body, headers=headers) as resp:
@@ -217,6 +234,8 @@ async def stream_request(
                                     if c:
                                         has_text = True
                                         weight += len(c.split())
+                                        if kept is not None:
+                                            kept.append(c)
                                     # Reasoning is generated output too; a thinking model spends most of
                                     # its tokens there. ("reasoning" is vLLM's newer spelling.)
                                     r = delta.get("reasoning_content") or delta.get("reasoning")
@@ -228,6 +247,8 @@ async def stream_request(
                                 if t:
                                     has_text = True
                                     weight += len(t.split())
+                                    if kept is not None:
+                                        kept.append(t)
                             fr = choice.get("finish_reason")
                             if fr:
                                 finish = fr
@@ -263,6 +284,8 @@ async def stream_request(
         return rec
     rec.t_end = perf()
     rec.finish_reason = finish
+    if kept is not None:
+        rec.text = "".join(kept)
     _attribute(rec, times=times, weights=weights, cums=cums, usage_final=usage_final)
     if rec.output_tokens <= 0:
         # A completed stream with nothing in it is a broken server, not a fast one.
@@ -308,6 +331,13 @@ def _attribute(
         total = len(times)
     rec.event_tokens = _apportion(total, weights)
     rec.output_tokens = total
+
+
+def recount(rec: RequestRecord, total: int) -> None:
+    """Replace an estimated token count with ``total`` counted by the server's tokenizer (spread evenly)."""
+    rec.output_tokens = total
+    rec.event_tokens = _apportion(total, [1] * len(rec.event_times))
+    rec.tokens_from_usage = True  # exact, from the server's own tokenizer, even though not from ``usage``
 
 
 def _apportion(total: int, weights: list[int]) -> list[int]:

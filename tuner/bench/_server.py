@@ -18,6 +18,11 @@ counters behind that average, so :func:`acceptance_between` tries, in order:
 3. ``gauge``: the ``sglang:spec_accept_length`` gauge read after the scenario. On a real SGLang it covers the
    last logging interval (close to the scenario); on a server that reports it cumulatively it lags.
 4. ``None``: nothing usable. Never invented.
+
+Which endpoints are asked at all is the server dialect's (:mod:`tuner.dialects`): SGLang's ``/server_info``
+and ``sglang:*`` metrics; vLLM's Prometheus counters ``vllm:spec_decode_num_accepted_tokens_total`` and
+``vllm:spec_decode_num_drafts_total``, read as ``counters`` with accepted = accepted + drafts (the bonus token of
+every draft) and steps = drafts, so acceptance = 1 + accepted / drafts; nothing for llama-cpp-python.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+
+from tuner.dialects import BaseServerDialect, SGLangDialect
 
 __all__ = ["ServerProbe", "ServerSnapshot", "acceptance_between", "parse_prometheus"]
 
@@ -94,27 +101,37 @@ def _num(d: dict[str, Any], keys: tuple[str, ...]) -> float | None:
 
 
 class ServerProbe:
-    """Reads ``/server_info`` (or ``/get_server_info``), ``/metrics`` and calls ``/flush_cache``.
+    """Reads the dialect's acceptance source and calls its cache flush (SGLang: ``/server_info`` or
+    ``/get_server_info``, ``/metrics``, ``/flush_cache``).
 
     Endpoints a server lacks (404/405) are remembered and not asked again, so a server without them costs one
-    request each per benchmark, not one per scenario.
+    request each per benchmark, not one per scenario; endpoints its dialect does not have are never asked.
     """
 
-    def __init__(self, *, client: httpx.AsyncClient, base_url: str, headers: dict[str, str]) -> None:
+    def __init__(
+        self,
+        *,
+        client: httpx.AsyncClient,
+        base_url: str,
+        headers: dict[str, str],
+        dialect: BaseServerDialect | None = None,
+    ) -> None:
         self._client = client
         self._base = base_url.rstrip("/")
         self._headers = headers
-        self._info_paths = ["/server_info", "/get_server_info"]
-        self._metrics = True
-        self._flush = True
-        self.flush_supported: bool | None = None
+        self._dialect = dialect or SGLangDialect()
+        d = self._dialect
+        self._info_paths = ["/server_info", "/get_server_info"] if d.acceptance == "server_info" else []
+        self._metrics = d.metrics_path is not None
+        self._flush = d.flush_path is not None
+        self.flush_supported: bool | None = None if self._flush else False
 
     async def flush_cache(self) -> bool:
-        """Reset the prefix cache; False when the server has no ``/flush_cache`` (tolerated)."""
-        if not self._flush:
+        """Reset the prefix cache; False when the server has no cache flush (tolerated)."""
+        if not self._flush or self._dialect.flush_path is None:
             return False
         try:
-            r = await self._client.post(self._base + "/flush_cache", headers=self._headers)
+            r = await self._client.post(self._base + self._dialect.flush_path, headers=self._headers)
         except httpx.HTTPError:
             return False
         if r.status_code in (404, 405):
@@ -134,6 +151,8 @@ class ServerProbe:
             elif isinstance(states, dict):
                 state = states
         metrics = await self._read_metrics()
+        if self._dialect.acceptance == "prometheus":
+            return _vllm_snapshot(metrics)
         avg = _num(state, ("avg_spec_accept_length",))
         return ServerSnapshot(
             avg_accept=avg,
@@ -143,10 +162,15 @@ class ServerProbe:
             gauge_accept=metrics.get("sglang:spec_accept_length"),
         )
 
+    @property
+    def alive_path(self) -> str:
+        """What :meth:`alive` asks: the health path, or ``/v1/models`` for a server without one."""
+        return self._dialect.health_path or "/v1/models"
+
     async def alive(self) -> bool:
-        """Whether the server still answers ``/health`` (evidence for a failure report)."""
+        """Whether the server still answers :attr:`alive_path` (evidence for a failure report)."""
         try:
-            r = await self._client.get(self._base + "/health", headers=self._headers, timeout=3.0)
+            r = await self._client.get(self._base + self.alive_path, headers=self._headers, timeout=3.0)
         except httpx.HTTPError:
             return False
         return r.status_code == 200
@@ -177,7 +201,7 @@ class ServerProbe:
         if not self._metrics:
             return {}
         try:
-            r = await self._client.get(self._base + "/metrics", headers=self._headers)
+            r = await self._client.get(self._base + (self._dialect.metrics_path or "/metrics"), headers=self._headers)
         except httpx.HTTPError:
             return {}
         if r.status_code != 200:
@@ -185,6 +209,16 @@ class ServerProbe:
                 self._metrics = False
             return {}
         return parse_prometheus(r.text)
+
+
+def _vllm_snapshot(metrics: dict[str, float]) -> ServerSnapshot:
+    """vLLM's counters as SGLang-style ones: every draft verified is one step that also yields a bonus token."""
+    accepted = metrics.get("vllm:spec_decode_num_accepted_tokens_total")
+    drafts = metrics.get("vllm:spec_decode_num_drafts_total")
+    generated = metrics.get("vllm:generation_tokens_total")
+    if accepted is None or drafts is None:
+        return ServerSnapshot(generated=generated)
+    return ServerSnapshot(accepted=accepted + drafts, steps=drafts, generated=generated)
 
 
 def acceptance_between(before: ServerSnapshot, after: ServerSnapshot) -> tuple[float | None, str | None]:

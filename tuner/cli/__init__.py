@@ -9,7 +9,7 @@ import sys
 __all__ = ["main"]
 
 # One module per group of subcommands; each exposes register(subparsers).
-_COMMAND_MODULES = ("_study", "_sim", "_bench", "_remote", "_report")
+_COMMAND_MODULES = ("_study", "_sim", "_bench", "_remote", "_report", "_init")
 
 
 def build_parser() -> argparse.ArgumentParser:

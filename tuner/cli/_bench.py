@@ -57,7 +57,7 @@ def handler(args: argparse.Namespace) -> int:
             )
         scenarios = tuple(known[n] for n in args.scenario)
     endpoint = endpoint_for(config)
-    bench = HttpBenchmark(endpoint=endpoint, config=config.benchmark)
+    bench = HttpBenchmark(endpoint=endpoint, config=config.benchmark, dialect=config.dialect)
     results: list[ScenarioResult] = []
     failure: DiedUnderLoad | None = None
     try:

@@ -97,7 +97,7 @@ def _tiny_benchmark(config: StudyConfig, endpoint: Endpoint) -> None:
     from tuner.config import Scenario
 
     section = replace(config.benchmark, warmup_requests=0, repeats=1)
-    bench = HttpBenchmark(endpoint=endpoint, config=section)
+    bench = HttpBenchmark(endpoint=endpoint, config=section, dialect=config.dialect)
     try:
         result = bench.run_scenario(
             Scenario(name="check", concurrency=1, prompt_tokens=32, output_tokens=16, requests=1)

@@ -14,6 +14,7 @@ from tuner.config._sections import (
     SystemdSection,
     TargetSection,
 )
+from tuner.config._workloads import chat_text, load_chats, sample_chat
 
 __all__ = [
     "BenchmarkSection",
@@ -28,6 +29,9 @@ __all__ = [
     "StudySection",
     "SystemdSection",
     "TargetSection",
+    "chat_text",
+    "load_chats",
     "load_config",
     "parse_config",
+    "sample_chat",
 ]

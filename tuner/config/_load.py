@@ -3,7 +3,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tomllib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from tuner.config._sections import (
     parse_target,
 )
 from tuner.config._space import parse_space
+from tuner.dialects import BaseServerDialect, get_dialect
 from tuner.errors import ConfigError
 from tuner.space import SearchSpace, Value, baseline_params
 from tuner.spec import LaunchSpec
@@ -44,6 +45,8 @@ class StudyConfig:
     gate: GateSection | None
     search: SearchSection
     baseline: dict[str, Value]
+    dialect: BaseServerDialect
+    """The target server's dialect (``[target] server``, or detected from the launch command)."""
 
     def fingerprint(self) -> str:
         """Hash of what makes two trials comparable: space, constraints, objective, scenarios and gate.
@@ -85,10 +88,11 @@ def parse_config(text: str, *, source: str, base_dir: Path, default_name: str | 
         default_name=default_name or Path(source).stem,
     )
     target = parse_target(_required(top, "target"), base_dir=base_dir)
-    space = parse_space(_required(top, "space"), top.tables("constraints"))
-    benchmark = parse_benchmark(_required(top, "benchmark"))
+    dialect = get_dialect(target.server, target.command)
+    space = replace(parse_space(_required(top, "space"), top.tables("constraints")), bool_style=dialect.bool_style)
+    benchmark = parse_benchmark(_required(top, "benchmark"), base_dir=base_dir)
     objective = parse_objective(top.table("objective"), benchmark)
-    readiness = parse_readiness(top.table("readiness"))
+    readiness = parse_readiness(top.table("readiness"), dialect)
     gate = parse_gate(top.table("gate"), base_dir=base_dir)
     search = parse_search(top.table("search"))
     top.finish()
@@ -112,6 +116,7 @@ def parse_config(text: str, *, source: str, base_dir: Path, default_name: str | 
         gate=gate,
         search=search,
         baseline=baseline,
+        dialect=dialect,
     )
 
 

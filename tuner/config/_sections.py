@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tuner.config._reader import Table
+from tuner.dialects import SERVER_CHOICES, BaseServerDialect, SGLangDialect
 from tuner.metrics import OBJECTIVE_METRICS
 
 ON_EXIT = ("baseline", "best", "leave", "stop")
@@ -18,12 +19,7 @@ DEFAULT_FATAL_PATTERNS = (
     r"Address already in use",
 )
 
-DEFAULT_PHASE_MARKERS = (
-    ("loading weights", r"Load weight begin|Loading safetensors|Init torch distributed"),
-    ("capturing cuda graphs", r"Load weight end"),
-    ("warming up", r"Capture cuda graph end"),
-    ("serving", r"The server is fired up and ready to roll"),
-)
+DEFAULT_PHASE_MARKERS = SGLangDialect.phase_markers
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,6 +81,8 @@ class GpuWaitSection:
 class TargetSection:
     transport: str = "local"
     manager: str = "process"
+    server: str = "auto"
+    """The server dialect (``sglang``, ``vllm``, ``llama.cpp``, ``generic``) or ``auto``: from the command."""
     command: tuple[str, ...]
     base_url: str
     env: dict[str, str] = field(default_factory=dict)
@@ -114,6 +112,8 @@ class Scenario:
     output_tokens: int
     requests: int
     weight: float = 1.0
+    prompts: str = "random"
+    """``random``, ``humaneval`` or the resolved path of a JSONL file of chats (see ``tuner/config/_workloads.py``)."""
 
     @property
     def cost(self) -> float:
@@ -200,6 +200,7 @@ def parse_target(t: Table, *, base_dir: Path) -> TargetSection:
     if not base_url.startswith(("http://", "https://")):
         raise t.error("base_url", "an http:// or https:// URL", base_url)
     transport = t.choice("transport", ("local", "ssh"), "local")
+    server = t.choice("server", SERVER_CHOICES, "auto")
     manager = t.choice("manager", ("process", "systemd"), "process")
     ssh_t = t.table("ssh", required=transport == "ssh")
     systemd_t = t.table("systemd", required=manager == "systemd")
@@ -208,6 +209,7 @@ def parse_target(t: Table, *, base_dir: Path) -> TargetSection:
     section = TargetSection(
         transport=transport,
         manager=manager,
+        server=server,
         command=command,
         base_url=base_url.rstrip("/"),
         env=t.str_map("env", {}),
@@ -294,7 +296,22 @@ def _parse_gpu_wait(t: Table) -> GpuWaitSection:
     return s
 
 
-def parse_benchmark(t: Table) -> BenchmarkSection:
+def _parse_prompts(t: Table, base_dir: Path) -> str:
+    from tuner.config._workloads import BUILTIN, load_chats
+
+    prompts = t.str("prompts", "random")
+    if prompts in BUILTIN:
+        resolved = prompts
+    elif prompts.endswith((".jsonl", ".json")):
+        resolved = str(_path(base_dir, prompts).resolve())
+    else:
+        raise t.error("prompts", '"random", "humaneval" or the path of a .jsonl file of chats', prompts)
+    if resolved != "random":
+        load_chats(resolved)  # a bad file is a config error now, not a failed trial later
+    return resolved
+
+
+def parse_benchmark(t: Table, *, base_dir: Path = Path(".")) -> BenchmarkSection:
     scenarios = []
     names: set[str] = set()
     for st in t.tables("scenarios", required=True):
@@ -305,6 +322,7 @@ def parse_benchmark(t: Table) -> BenchmarkSection:
             output_tokens=st.int("output_tokens", min=2),
             requests=st.int("requests", min=1),
             weight=st.float("weight", 1.0, min=0),
+            prompts=_parse_prompts(st, base_dir),
         )
         if sc.name in names:
             raise st.error("name", "a scenario name not used before", sc.name)
@@ -349,10 +367,15 @@ def parse_objective(t: Table | None, bench: BenchmarkSection) -> ObjectiveSectio
     return section
 
 
-def parse_readiness(t: Table | None) -> ReadinessSection:
+def parse_readiness(t: Table | None, dialect: BaseServerDialect) -> ReadinessSection:
+    """The readiness section; what the study file leaves out comes from the server's dialect."""
+    d = ReadinessSection(
+        health_path=dialect.health_path,
+        fatal_patterns=DEFAULT_FATAL_PATTERNS + dialect.fatal_patterns,
+        phase_markers=dialect.phase_markers,
+    )
     if t is None:
-        return ReadinessSection()
-    d = ReadinessSection()
+        return d
     markers_raw = t.raw("phase_markers", None)
     markers = d.phase_markers
     if markers_raw is not None:
@@ -372,6 +395,13 @@ def parse_readiness(t: Table | None) -> ReadinessSection:
         phase_markers=markers,
         progress=t.bool("progress", True),
     )
+    if section.health_path is None and not section.generation_check:
+        raise t.error(
+            "generation_check",
+            f"true: without a health path ({dialect.name} has none, or health_path is empty) a real "
+            "generation is the only readiness signal",
+            False,
+        )
     _check_regexes(t, "fatal_patterns", section.fatal_patterns)
     _check_regexes(t, "phase_markers", tuple(p for _, p in section.phase_markers))
     t.finish()

@@ -16,7 +16,7 @@ def parse_param(t: Table, name: str, earlier: dict[str, Param]) -> Param:
     kind = t.choice("type", _KINDS)
     numeric = _numeric(t, kind) if kind in ("int", "float") else {}
     choices = _choices(t) if kind == "categorical" else ()
-    flag, aliases, env = _placement(t, kind)
+    placement = _placement(t, kind)
     absent = t.raw("absent", None)
     if absent is not None and (kind != "categorical" or absent not in choices):
         raise t.error("absent", "one of this categorical parameter's choices", absent)
@@ -28,9 +28,7 @@ def parse_param(t: Table, name: str, earlier: dict[str, Param]) -> Param:
         kind=kind,
         **numeric,
         choices=choices,
-        flag=flag,
-        aliases=aliases,
-        env=env,
+        **placement,
         absent=absent,
         default=default,
         when=_conditions(t, earlier),
@@ -66,18 +64,21 @@ def _choices(t: Table) -> tuple[Value, ...]:
     return tuple(raw)
 
 
-def _placement(t: Table, kind: str) -> tuple[str | None, tuple[str, ...], str | None]:
-    """Where the value goes: ``flag`` (and its ``aliases``), ``env``, or both."""
+def _placement(t: Table, kind: str) -> dict[str, Any]:
+    """Where the value goes: ``flag`` (and its ``aliases``), ``env``, or both; or a key of a JSON flag."""
     flag = t.str("flag", None)
     if flag is not None and not flag.startswith("-"):
         raise t.error("flag", "a command-line flag starting with '-'", flag)
     aliases = t.str_list("aliases", ())
     env = t.str("env", None)
-    if flag is None and env is None:
-        raise t.error("flag", "a flag, an env variable, or both (where does this parameter go?)", None)
+    json_flag, key = _json_target(t, flag=flag, env=env)
+    if flag is None and env is None and json_flag is None:
+        raise t.error(
+            "flag", "a flag, an env variable, or a json_flag + key (where does this parameter go?)", None
+        )
     if kind == "bool" and flag is None:
         raise t.error("flag", "a switch flag for a bool parameter", None)
-    return flag, aliases, env
+    return {"flag": flag, "aliases": aliases, "env": env, "json_flag": json_flag, "key": key}
 
 
 def _conditions(t: Table, earlier: dict[str, Param]) -> tuple[Condition, ...]:
@@ -97,12 +98,44 @@ def _conditions(t: Table, earlier: dict[str, Param]) -> tuple[Condition, ...]:
     return tuple(conditions)
 
 
+def _json_target(t: Table, *, flag: str | None, env: str | None) -> tuple[str | None, str | None]:
+    """``json_flag`` + ``key``: the value goes under ``key`` in the JSON object that flag takes."""
+    json_flag = t.str("json_flag", None)
+    key = t.str("key", None)
+    if json_flag is None:
+        if key is not None:
+            raise t.error("key", "no key without json_flag (the flag whose JSON object holds it)", key)
+        return None, None
+    if not json_flag.startswith("-"):
+        raise t.error("json_flag", "a command-line flag starting with '-', e.g. '--speculative-config'", json_flag)
+    if flag is not None or env is not None:
+        raise t.error("json_flag", "either json_flag + key or flag/env, not both", json_flag)
+    if not key:
+        raise t.error("key", f"the key inside {json_flag}'s JSON object, e.g. 'num_speculative_tokens'", key)
+    return json_flag, key
+
+
+def _check_json_flags(t: Table, params: dict[str, Param]) -> None:
+    """Two params writing one key would overwrite each other; a plain flag must not also be a JSON flag."""
+    seen: dict[tuple[str, str], str] = {}
+    plain = {f for p in params.values() for f in (p.flag, *p.aliases) if f}
+    for p in params.values():
+        if not p.json_flag or not p.key:
+            continue
+        if p.json_flag in plain:
+            raise t.error(f"{p.name}.json_flag", "a flag no other parameter sets directly", p.json_flag)
+        other = seen.setdefault((p.json_flag, p.key), p.name)
+        if other != p.name:
+            raise t.error(f"{p.name}.key", f"a key not already set by [space.{other}]", p.key)
+
+
 def parse_space(t: Table, constraints: list[Table]) -> SearchSpace:
     params: dict[str, Param] = {}
     for name in list(t.data):
         sub = t.table(name)
         assert sub is not None
         params[name] = parse_param(sub, name, params)
+    _check_json_flags(t, params)
     if not params:
         raise t.error("(parameters)", "at least one [space.NAME] parameter table", None)
     parsed = []

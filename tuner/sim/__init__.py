@@ -27,6 +27,7 @@ from tuner.sim._model import (
     startup_seconds,
     step_time_s,
     verify_width,
+    workload_kind,
 )
 from tuner.sim._server import main
 
@@ -55,4 +56,5 @@ __all__ = [
     "startup_seconds",
     "step_time_s",
     "verify_width",
+    "workload_kind",
 ]

@@ -43,10 +43,11 @@ _CTX_BUCKET = 32
 class EngineRequest:
     """One generation request as the engine sees it: counts, pace and a mailbox for its handler."""
 
-    __slots__ = ("_done", "_frac", "_mail", "generated", "max_tokens", "pace", "prompt_tokens")
+    __slots__ = ("_done", "_frac", "_mail", "generated", "max_tokens", "pace", "prompt_tokens", "workload")
 
-    def __init__(self, *, prompt_tokens: int, max_tokens: int, pace: float) -> None:
+    def __init__(self, *, prompt_tokens: int, max_tokens: int, pace: float, workload: str = "code") -> None:
         self.prompt_tokens = prompt_tokens
+        self.workload = workload
         self.max_tokens = max_tokens
         self.pace = pace
         self.generated = 0
@@ -105,8 +106,8 @@ class Engine:
         self.total_prompt = 0
 
         @lru_cache(maxsize=4096)
-        def accept(ctx_bucket: int) -> float:
-            return acceptance_length(cfg, context_tokens=ctx_bucket * _CTX_BUCKET)
+        def accept(ctx_bucket: int, workload: str) -> float:
+            return acceptance_length(cfg, context_tokens=ctx_bucket * _CTX_BUCKET, workload=workload)
 
         @lru_cache(maxsize=16384)
         def step(n: int, ctx_bucket: int) -> float:
@@ -135,11 +136,11 @@ class Engine:
             return 0.0
         return self.total_accepted / self.total_verify_steps
 
-    def submit(self, *, prompt_tokens: int, max_tokens: int) -> EngineRequest:
+    def submit(self, *, prompt_tokens: int, max_tokens: int, workload: str = "code") -> EngineRequest:
         """Queue a request; it joins the running batch at the next step boundary."""
         sigma = self._noise / math.sqrt(2.0)
         pace = max(0.5, self._rng.gauss(1.0, sigma)) if sigma > 0 else 1.0
-        req = EngineRequest(prompt_tokens=prompt_tokens, max_tokens=max(0, max_tokens), pace=pace)
+        req = EngineRequest(prompt_tokens=prompt_tokens, max_tokens=max(0, max_tokens), pace=pace, workload=workload)
         self.total_prompt += prompt_tokens
         if req.max_tokens == 0:
             req._done = True
@@ -201,7 +202,7 @@ class Engine:
                 if r.done:  # cancelled while we slept
                     continue
                 before = r.generated
-                accepted = max(1.0, self._accept(r.context // _CTX_BUCKET) * r.pace)
+                accepted = max(1.0, self._accept(r.context // _CTX_BUCKET, r.workload) * r.pace)
                 accepted_total += r._advance(accepted)
                 generated_total += r.generated - before
             self.total_accepted += accepted_total

@@ -25,6 +25,13 @@ with budget, top-k and block size and saturates. ``quality`` depends on the draf
 the drafter was trained on a 2048-token window, so it degrades when it sees more than 2048 tokens (no window,
 or a 4096 window, on long contexts) and when a window truncates the context below ~2048 tokens (512 hurts).
 
+Workload (``workload``)
+-----------------------
+What is generated matters as much as the tree: code (and copy-heavy text) is predictable, prose much less so.
+The calibration above is the seed's coding workload (``workload="code"``, the default). For ``"prose"`` every
+candidate's probability is scaled by ``PROSE_QUALITY``: at the seed config acceptance falls from ~4.8 to ~3.1.
+The HTTP simulator picks the workload per request from its text (:func:`workload_kind`).
+
 Step time (``step_time_s``)
 ---------------------------
 One step = scheduler overhead (amortised by ``--num-continuous-decode-steps``) + drafter forward (grows
@@ -57,10 +64,15 @@ import argparse
 import heapq
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tuner.sim._args import parse_server_args
+
+#: Candidate probabilities on prose relative to code (the calibrated workload).
+PROSE_QUALITY = 0.8
+_CODE_LINE = re.compile(r"^(?:\s{4,}\S|\s*(?:def|class|return|import|from)\b)", re.MULTILINE)
 
 __all__ = [
     "ServerConfig",
@@ -77,6 +89,7 @@ __all__ = [
     "startup_seconds",
     "step_time_s",
     "verify_width",
+    "workload_kind",
 ]
 
 # --- acceptance -------------------------------------------------------------------------------------------
@@ -212,11 +225,20 @@ def _tree_expected_accept(rank_prob: Sequence[float], *, budget: int, topk: int,
     return total
 
 
-def acceptance_length(cfg: ServerConfig, *, context_tokens: int) -> float:
+def workload_kind(text: str) -> str:
+    """``code`` when a request's text looks like code (fences, definitions, indented or symbol-dense lines),
+    else ``prose``. Random benchmark words have no code markers at all."""
+    if "```" in text or _CODE_LINE.search(text):
+        return "code"
+    symbols = sum(text.count(c) for c in "()[]{}=_:;")
+    return "code" if symbols > 0.03 * max(1, len(text)) else "prose"
+
+
+def acceptance_length(cfg: ServerConfig, *, context_tokens: int, workload: str = "code") -> float:
     """Expected accepted tokens per verify step, bonus token included (1.0 without speculation)."""
     if cfg.algorithm is None:
         return 1.0
-    q = _drafter_quality(cfg, context_tokens)
+    q = _drafter_quality(cfg, context_tokens) * (PROSE_QUALITY if workload == "prose" else 1.0)
     probs = [p * q for p in RANK_PROB]
     if cfg.algorithm == "DDTREE":
         return 1.0 + _tree_expected_accept(
@@ -263,20 +285,20 @@ def step_time_s(cfg: ServerConfig, *, running: int, context_tokens: int) -> floa
     return t
 
 
-def decode_tok_s(cfg: ServerConfig, *, concurrency: int, context_tokens: int) -> float:
+def decode_tok_s(cfg: ServerConfig, *, concurrency: int, context_tokens: int, workload: str = "code") -> float:
     """Noise-free decode speed of one stream with ``concurrency`` streams offered.
 
     Streams beyond ``--max-running-requests`` queue, so a stream's *average* pace is scaled by the share of
     time it runs (``max_running_requests / concurrency``).
     """
     running = min(concurrency, cfg.max_running_requests)
-    per_running = acceptance_length(cfg, context_tokens=context_tokens) / step_time_s(
+    per_running = acceptance_length(cfg, context_tokens=context_tokens, workload=workload) / step_time_s(
         cfg, running=running, context_tokens=context_tokens
     )
     return per_running * running / max(1, concurrency)
 
 
-def aggregate_tok_s(cfg: ServerConfig, *, concurrency: int, context_tokens: int) -> float:
+def aggregate_tok_s(cfg: ServerConfig, *, concurrency: int, context_tokens: int, workload: str = "code") -> float:
     """Noise-free total decode throughput with ``concurrency`` streams offered (0 if the config fails)."""
     if startup_failure(cfg) is not None:
         return 0.0
@@ -284,7 +306,7 @@ def aggregate_tok_s(cfg: ServerConfig, *, concurrency: int, context_tokens: int)
         cfg, context_tokens=context_tokens
     ):
         return 0.0
-    return decode_tok_s(cfg, concurrency=concurrency, context_tokens=context_tokens) * concurrency
+    return decode_tok_s(cfg, concurrency=concurrency, context_tokens=context_tokens, workload=workload) * concurrency
 
 
 def _spare_gb(cfg: ServerConfig) -> float:

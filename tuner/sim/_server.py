@@ -42,6 +42,7 @@ from tuner.sim._model import (
     kv_pool_gb,
     startup_failure,
     verify_width,
+    workload_kind,
 )
 
 __all__ = ["main"]
@@ -407,7 +408,9 @@ class SimServer:
         answer = humaneval_answer(problem[0], corrupt=self._corrupt) if problem is not None else None
         inline = (not chat) or self._args.sim_thinking == "inline"
         stream = _Stream(answer=answer, max_tokens=max_tokens, inline_think=inline)
-        req = self._engine.submit(prompt_tokens=prompt_tokens, max_tokens=stream.max_tokens)
+        req = self._engine.submit(
+            prompt_tokens=prompt_tokens, max_tokens=stream.max_tokens, workload=workload_kind(text)
+        )
         # Filler is generated like ignore_eos (always cut by max_tokens); an answer stops on its own.
         finish = "length" if answer is None or stream.natural_length > max_tokens else "stop"
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex

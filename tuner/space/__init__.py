@@ -1,10 +1,11 @@
 """The search space: parameters, their conditions and constraints, and how a sample becomes a launch spec."""
 
-from tuner.space._model import OPERATORS, Condition, Constraint, Param, SearchSpace, Value
-from tuner.space._render import baseline_params, format_value, render
+from tuner.space._model import BOOL_STYLES, OPERATORS, Condition, Constraint, Param, SearchSpace, Value
+from tuner.space._render import baseline_params, bool_argv, format_value, render
 from tuner.space._sample import suggest
 
 __all__ = [
+    "BOOL_STYLES",
     "OPERATORS",
     "Condition",
     "Constraint",
@@ -12,6 +13,7 @@ __all__ = [
     "SearchSpace",
     "Value",
     "baseline_params",
+    "bool_argv",
     "format_value",
     "render",
     "suggest",

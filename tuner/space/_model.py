@@ -17,6 +17,9 @@ _OPS: dict[str, Callable[[Any, Any], Any]] = {
 }
 OPERATORS = tuple(_OPS)
 
+BOOL_STYLES = ("switch", "value", "negatable")
+"""How a server writes a boolean flag: ``--flag`` alone, ``--flag true|false``, or ``--flag`` / ``--no-flag``."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class Condition:
@@ -71,6 +74,9 @@ class Param:
     aliases: tuple[str, ...] = ()
     """Other spellings of the flag in the base command (e.g. --speculative-num-draft-tokens)."""
     env: str | None = None
+    json_flag: str | None = None
+    """A flag whose value is a JSON object (vLLM's ``--speculative-config``); the value goes under ``key``."""
+    key: str | None = None
     absent: Value | None = None
     """The categorical choice that means "leave the flag/variable out" (e.g. "none" for no window)."""
     default: Value | None = None
@@ -108,6 +114,12 @@ class Param:
 class SearchSpace:
     params: tuple[Param, ...]
     constraints: tuple[Constraint, ...] = ()
+    bool_style: str = "switch"
+    """How the target server writes boolean flags (one of ``BOOL_STYLES``; set from the server dialect)."""
+
+    def json_flags(self) -> tuple[str, ...]:
+        """The JSON-valued flags the space writes into, in first-use order (several params may share one)."""
+        return tuple(dict.fromkeys(p.json_flag for p in self.params if p.json_flag))
 
     def by_name(self, name: str) -> Param:
         for p in self.params:

@@ -102,6 +102,9 @@ def run_study(
     goal = trials if trials is not None else config.study.trials
     if target is None and preflight:
         require_preflight(config, storage=storage)
+    if parts_factory is None:  # a real server: say once which dialect it speaks and what it lacks
+        for line in config.dialect.describe():
+            console.line(line)
     target = target or open_target(config)
     start = time.monotonic()
     progress = _Progress()

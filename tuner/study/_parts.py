@@ -15,7 +15,7 @@ def http_parts(config: StudyConfig, target: Target) -> TrialParts:
     gate_section = config.gate if config.gate and config.gate.enabled else None
     return TrialParts(
         target=target,
-        benchmark=lambda endpoint: HttpBenchmark(endpoint=endpoint, config=config.benchmark),
+        benchmark=lambda endpoint: HttpBenchmark(endpoint=endpoint, config=config.benchmark, dialect=config.dialect),
         gate=(lambda endpoint: HumanEvalGate(endpoint=endpoint, section=gate_section)) if gate_section else None,
         gate_policy=(lambda result: check_gate(result, gate_section)) if gate_section else None,
     )

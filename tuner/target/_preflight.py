@@ -6,7 +6,6 @@ seconds) and other callers can stop at the first problem.
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Iterator
 
@@ -18,7 +17,7 @@ from tuner.hosts import BaseHost
 from tuner.services import BaseService, Finding
 from tuner.target._build import make_host, make_service
 
-__all__ = ["preflight", "require_preflight"]
+__all__ = ["dialect_findings", "preflight", "require_preflight"]
 
 
 def preflight(
@@ -29,14 +28,18 @@ def preflight(
     lock: bool = True,
     gate: bool = True,
     storage: str | None = None,
+    dialect: bool = True,
 ) -> Iterator[Finding]:
     """Findings about the target: host and its key, the service's own checks, the tuned flags (``--help``),
     the endpoint, the port (free or ours), the command's ``--port``, the writable directories, the GPU memory
     command, the lock, and the gate's problems. Never changes anything.
 
-    ``tune start`` runs the fast part (no flags, endpoint, lock or gate: the lock is taken right after, the gate
-    checked as a config error) before it creates anything; ``storage`` is the study's URL when not the config's.
+    ``tune start`` runs the fast part (no dialect, flags, endpoint, lock or gate: the lock is taken right after,
+    the dialect and the gate are the config's business) before it creates anything; ``storage`` is the study's
+    URL when not the config's.
     """
+    if dialect:
+        yield from dialect_findings(config)
     try:
         host = make_host(config.target)
         yield Finding(ok=True, text=host.verify())
@@ -63,31 +66,41 @@ def preflight(
         host.close()
 
 
+def dialect_findings(config: StudyConfig) -> Iterator[Finding]:
+    """The server dialect, what it lacks, and what in the space it would reject (no connection needed)."""
+    lines = config.dialect.describe()
+    yield Finding(ok=True, text=lines[0])
+    for line in lines[1:]:
+        yield Finding(ok=None, text=line.strip())
+    problems = config.dialect.lint(config.space)
+    for problem in problems:
+        yield Finding(ok=False, text=problem)
+    if not problems:
+        yield Finding(ok=True, text=f"the search space is written the way {config.dialect.name} expects")
+
+
 def _flags(config: StudyConfig, host: BaseHost, program: list[str]) -> Iterator[Finding]:
-    tuned = [p for p in config.space.params if p.flag]
+    tuned = [p for p in config.space.params if p.flag or p.json_flag]
     if not tuned:
         return
     if not config.target.check_flags:
         yield Finding(ok=None, text="tuned flags not checked against `--help` ([target] check_flags = false)")
         return
     limit = config.target.check_timeout_s
-    print(f"   running `{' '.join(program)} --help` (at most {limit:.0f} s, [target] check_timeout_s)", file=sys.stderr)
+    help_cmd = [*program, *config.dialect.help_args]
+    print(f"   running `{' '.join(help_cmd)}` (at most {limit:.0f} s, [target] check_timeout_s)", file=sys.stderr)
     # `timeout` signals its whole process group: a --help that starts a server instead leaves nothing behind.
-    result = host.run(["timeout", "-k", "5", f"{limit:g}", *program, "--help"], timeout=limit + 30) if program else None
+    result = host.run(["timeout", "-k", "5", f"{limit:g}", *help_cmd], timeout=limit + 30) if program else None
     if result is not None and result.exit_status == 124:
-        yield Finding(
-            ok=None, text=f"`{' '.join(program)} --help` did not exit within {limit:.0f} s: flags not verified"
-        )
+        yield Finding(ok=None, text=f"`{' '.join(help_cmd)}` did not exit within {limit:.0f} s: flags not verified")
         return
     text = (result.stdout + result.stderr) if result is not None else ""
-    if result is None or not result.ok or "--" not in text:
-        yield Finding(ok=None, text=f"`{' '.join(program)} --help` gave no flag list: cannot verify the space's flags")
+    listed = config.dialect.listed_flags(text)
+    if result is None or not result.ok or not listed:
+        yield Finding(ok=None, text=f"`{' '.join(help_cmd)}` gave no flag list: cannot verify the space's flags")
         return
-    missing = [
-        p.flag or ""
-        for p in tuned
-        if not any(re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text) for n in (p.flag, *p.aliases) if n)
-    ]
+    names = {p.name: [n for n in (p.flag or p.json_flag, *p.aliases) if n] for p in tuned}
+    missing = sorted({names[p.name][0] for p in tuned if not listed.intersection(names[p.name])})
     if missing:
         yield Finding(ok=False, text="flags unknown to the server (`--help` does not list them): " + ", ".join(missing))
     else:
@@ -97,11 +110,11 @@ def _flags(config: StudyConfig, host: BaseHost, program: list[str]) -> Iterator[
             yield Finding(ok=True, text=f"{p.name} is the environment variable {p.env}")
 
 
-def _endpoint_problem(url: str) -> str | None:
+def _endpoint_problem(url: str, health_path: str | None) -> str | None:
     try:
         with httpx.Client(timeout=5) as client:
-            r = client.get(url + "/health")
-            if r.status_code == 404:
+            r = client.get(url + health_path) if health_path else None
+            if r is None or r.status_code == 404:
                 r = client.get(url + "/v1/models")
     except httpx.HTTPError as exc:
         return f"{type(exc).__name__}"
@@ -110,7 +123,7 @@ def _endpoint_problem(url: str) -> str | None:
 
 def _endpoint(config: StudyConfig, service: BaseService) -> Finding:
     url = config.target.base_url
-    problem = _endpoint_problem(url)
+    problem = _endpoint_problem(url, config.readiness.health_path)
     if problem is None:
         return Finding(ok=True, text=f"endpoint {url} answers")
     try:
@@ -172,7 +185,7 @@ def _gate(config: StudyConfig) -> Iterator[Finding]:
 
 def require_preflight(config: StudyConfig, *, storage: str | None = None) -> None:
     """``tune start``'s preflight: raise :class:`EnvironmentFault` with one line per problem, nothing changed."""
-    findings = preflight(config, flags=False, endpoint=False, lock=False, gate=False, storage=storage)
+    findings = preflight(config, flags=False, endpoint=False, lock=False, gate=False, storage=storage, dialect=False)
     problems = [f.text for f in findings if f.ok is False]
     if len(problems) == 1:
         raise EnvironmentFault(f"{problems[0]} (nothing was changed; --skip-preflight skips this check)")

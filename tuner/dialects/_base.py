@@ -1,0 +1,133 @@
+from __future__ import annotations
+
+import abc
+import re
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from tuner.space import SearchSpace, bool_argv
+
+__all__ = ["BaseServerDialect"]
+
+# A long option as `--help` prints it: not preceded by a word character or a dash, so `--foo` inside
+# `--no-foo` or `x--foo` is not taken for `--foo`.
+_HELP_FLAG = re.compile(r"(?<![\w-])(--[A-Za-z0-9][\w.-]*)")
+
+
+class BaseServerDialect(abc.ABC):
+    """What differs between inference servers that `tune` talks to (the server-dialect seam).
+
+    A dialect is pure data plus a few small methods: it never opens a connection itself. Readiness, the
+    benchmark, the space renderer and ``tune check`` ask it where to look and how to write things. A
+    capability a server lacks is ``None`` (or ``False``) here, and :meth:`missing` says in plain words what
+    `tune` does instead, so a user sees it once at start rather than finding it in JSON.
+    """
+
+    name: ClassVar[str]
+    health_path: ClassVar[str | None] = None
+    """200 when the server is up (still not readiness: a real generation is the final proof)."""
+    phase_markers: ClassVar[tuple[tuple[str, str], ...]] = ()
+    """(phase label, regex) in startup order, shown on the progress line while the server loads."""
+    fatal_patterns: ClassVar[tuple[str, ...]] = ()
+    """Log lines that mean this start has failed, added to the generic ones (Traceback, OOM, ...)."""
+    flush_path: ClassVar[str | None] = None
+    """POST here resets the prefix cache between repeats."""
+    acceptance: ClassVar[str | None] = None
+    """Where speculative acceptance comes from: ``server_info`` (SGLang), ``prometheus`` (vLLM), None."""
+    metrics_path: ClassVar[str | None] = None
+    stream_usage: ClassVar[bool] = True
+    """Whether streamed responses carry ``usage`` token counts."""
+    tokenize_path: ClassVar[str | None] = None
+    """A server endpoint that counts the tokens of a text (used when streams carry no usage)."""
+    bool_style: ClassVar[str] = "switch"
+    """How a boolean flag is written: ``switch`` (``--flag``), ``value`` (``--flag true``), ``negatable``
+    (``--flag`` / ``--no-flag``)."""
+    help_args: ClassVar[tuple[str, ...]] = ("--help",)
+    """Appended to the program to make it list every flag."""
+    port_flag: ClassVar[str] = "--port"
+    host_flag: ClassVar[str] = "--host"
+    default_port: ClassVar[int | None] = None
+    flag_separator: ClassVar[str | None] = None
+    """How words inside a flag name are joined (``-`` for SGLang/vLLM, ``_`` for llama-cpp-python)."""
+    json_keys: ClassVar[dict[str, frozenset[str]]] = {}
+    """The JSON-valued flags this server takes and the keys each object knows."""
+    tunable: ClassVar[tuple[dict[str, Any], ...]] = ()
+    """Speculative-decoding knobs `tune init` suggests: one [space.NAME] table each (``name`` + its keys), and
+    ``requires`` = (flag, value or None): suggested only when the launch command has that flag (with that value)."""
+
+    def __init__(self, *, reason: str = "") -> None:
+        self.reason = reason
+        """Why this dialect was chosen (``[target] server = ...`` or what the launch command showed)."""
+
+    @classmethod
+    @abc.abstractmethod
+    def matches(cls, argv: Sequence[str]) -> str | None:
+        """What in ``argv`` shows this server's launch command (for the report), or None."""
+
+    def bool_args(self, flag: str, value: bool) -> list[str]:
+        """The argv elements for a boolean flag set to ``value`` (maybe none)."""
+        return bool_argv(self.bool_style, flag, value)
+
+    def listed_flags(self, help_text: str) -> set[str]:
+        """Every long option the server's ``--help`` output names."""
+        return set(_HELP_FLAG.findall(help_text))
+
+    def token_count_request(self, text: str, model: str) -> dict[str, Any]:
+        """The JSON body that asks :attr:`tokenize_path` to count ``text``'s tokens."""
+        return {"model": model, "prompt": text}
+
+    def token_count(self, answer: Any) -> int | None:
+        """The token count from the tokenizer endpoint's JSON answer (None if it is not there)."""
+        if isinstance(answer, dict):
+            if isinstance(answer.get("count"), int):
+                return int(answer["count"])
+            if isinstance(answer.get("tokens"), list):
+                return len(answer["tokens"])
+        return None
+
+    def lint(self, space: SearchSpace) -> list[str]:
+        """What in a search space this server would reject, found without asking it: each problem, in words."""
+        problems = []
+        wrong = {"-": "_", "_": "-"}.get(self.flag_separator or "")
+        for p in space.params:
+            for flag in (p.flag, *p.aliases, p.json_flag):
+                if flag and wrong and wrong in flag.lstrip("-"):
+                    problems.append(
+                        f"[space.{p.name}] {flag}: {self.name} flags join words with '{self.flag_separator}'"
+                    )
+            if p.json_flag and self.json_keys:
+                keys = self.json_keys.get(p.json_flag)
+                if keys is None:
+                    known = ", ".join(sorted(self.json_keys))
+                    problems.append(f"[space.{p.name}] json_flag {p.json_flag}: {self.name} takes JSON in {known}")
+                elif p.key not in keys:
+                    problems.append(
+                        f"[space.{p.name}] key {p.key!r}: not a {p.json_flag} key (known: {', '.join(sorted(keys))})"
+                    )
+        return problems
+
+    def missing(self) -> list[str]:
+        """Each capability this server lacks, and what `tune` does instead."""
+        out = []
+        if self.health_path is None:
+            out.append("no health endpoint: readiness is a real generation only")
+        if not self.phase_markers:
+            out.append("no startup log markers: progress shows 'starting' until ready")
+        if self.flush_path is None:
+            out.append("no cache flush: repeats may reuse the prefix cache (prompts are unique per request)")
+        if self.acceptance is None:
+            out.append("no speculative acceptance counters: accept_length stays empty")
+        if not self.stream_usage:
+            if self.tokenize_path:
+                out.append(f"streams carry no token usage: output is counted with {self.tokenize_path}")
+            else:
+                out.append("no tokenizer endpoint: a stream without usage has its output tokens estimated")
+        return out
+
+    def describe(self) -> list[str]:
+        """Lines printed once at start and by ``tune check``: the dialect, why, and what it lacks."""
+        head = f"server dialect: {self.name}" + (f" ({self.reason})" if self.reason else "")
+        return [head, *(f"  missing: {m}" for m in self.missing())]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
