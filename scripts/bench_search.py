@@ -15,10 +15,16 @@ Strategies:
 Two study files make two different tests: studies/demo.toml (the default) is easy, a tenth of random samples are
 within 2% of its optimum; studies/coding-agent.toml is the hard case, about 1% of its space is.
 
+``--repeats fixed,sequential`` compares repeat modes with the same seeds: ``fixed`` runs ``--fixed-repeats`` (2)
+repeats per scenario with no early stop (what study files with ``repeats = N`` do), ``sequential`` the study
+file's ``min_repeats``..``max_repeats`` policy (``tuner.bench.SequentialPolicy``). The benchmark time column
+leaves out the end-of-study confirmation, which has its own column (and "confirmed best" its own quality).
+
 Usage::
 
     .venv/bin/python scripts/bench_search.py --seeds 20 --trials 30
     .venv/bin/python scripts/bench_search.py --config studies/coding-agent.toml
+    .venv/bin/python scripts/bench_search.py --strategies tune --repeats fixed,sequential --seeds 10
 """
 
 from __future__ import annotations
@@ -46,6 +52,19 @@ TARGET = 0.98
 GRID = ((8, 4, "none"), (16, 4, 2048), (4, 4, 2048), (12, 6, 2048))
 
 
+def repeats_config(config: Any, mode: str, fixed: int) -> Any:
+    """``fixed``: ``fixed`` repeats per scenario, no early stop (main before sequential repeats);
+    ``sequential``: the study file's min_repeats..max_repeats policy (defaults 2..6, +-2%)."""
+    if mode == "fixed":
+        return dataclasses.replace(config, benchmark=dataclasses.replace(config.benchmark, repeats=fixed))
+    if mode == "sequential":
+        if config.benchmark.min_repeats == config.benchmark.max_repeats:
+            bench = dataclasses.replace(config.benchmark, repeats=None, min_repeats=2, max_repeats=6)
+            return dataclasses.replace(config, benchmark=bench)
+        return config
+    raise ValueError(f"unknown repeats mode {mode!r}")
+
+
 def strategy_config(config: Any, strategy: str, seed: int, **search: Any) -> tuple[Any, int | None]:
     """The study config a strategy runs with, and its fixed trial count (None: the requested budget)."""
     study = dataclasses.replace(config.study, seed=seed)
@@ -66,8 +85,8 @@ def strategy_config(config: Any, strategy: str, seed: int, **search: Any) -> tup
     return dataclasses.replace(config, study=study, search=s), 1 + len(seeds)
 
 
-def run_one(task: tuple[str, str, int, int, float, float, dict[str, Any]]) -> dict[str, Any]:
-    """One strategy x seed: the true fraction of the optimum reached after each counted trial."""
+def run_one(task: tuple[str, str, str, int, int, float, float, dict[str, Any]]) -> dict[str, Any]:
+    """One strategy x repeats mode x seed: the true fraction of the optimum reached after each counted trial."""
     import optuna
 
     from tuner.config import load_config
@@ -75,10 +94,11 @@ def run_one(task: tuple[str, str, int, int, float, float, dict[str, Any]]) -> di
     from tuner.sim.inprocess import run_inprocess, true_objective
     from tuner.trials import is_counted, is_feasible
 
-    config_path, strategy, seed, trials, optimum, noise, search = task
+    config_path, strategy, mode, seed, trials, optimum, noise, search = task
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # TPE's group=True
-    config, fixed = strategy_config(load_config(config_path), strategy, seed, **search)
+    base = repeats_config(load_config(config_path), mode, search.pop("fixed_repeats", 2))
+    config, fixed = strategy_config(base, strategy, seed, **search)
     n = fixed or trials
     with tempfile.TemporaryDirectory(prefix="bench-search-", dir=_fast_tmp()) as tmp:
         t0 = time.monotonic()
@@ -96,19 +116,47 @@ def run_one(task: tuple[str, str, int, int, float, float, dict[str, Any]]) -> di
                     cache[key] = true_objective(config, t.params)
                 best_value, best_true = t.values[0], cache[key]
             fractions.append(best_true / optimum)
+        trials_labels = list(run.clock.trials)
+        repeats = [
+            len(t.user_attrs.get(f"{sc.name}.repeats", []))
+            for t in counted
+            for sc in config.benchmark.scenarios
+            if f"{sc.name}.repeats" in t.user_attrs
+        ]
         return {
-            "strategy": strategy,
+            "strategy": f"{strategy} ({mode})",
             "seed": seed,
+            "repeats": statistics.fmean(repeats) if repeats else 0.0,
             "fractions": fractions,
             "pruned": sum(1 for t in counted if t.user_attrs.get("pruning_saved_s") is not None),
             "failed": sum(
                 1 for t in counted if t.state.name == "PRUNED" and t.user_attrs.get("pruning_saved_s") is None
             ),
             "saved_s": pruning_savings(study),
-            "bench_s": run.clock.seconds(what="benchmark"),
+            "bench_s": sum(run.clock.seconds(lab, what="benchmark") for lab in trials_labels if not _confirm(lab)),
+            "confirm_s": sum(run.clock.seconds(lab, what="benchmark") for lab in trials_labels if _confirm(lab)),
+            "confirmed": _confirmed_fraction(study, config, optimum, cache),
             "total_s": run.clock.seconds(),
             "wall_s": wall,
         }
+
+
+def _confirm(label: str) -> bool:
+    return label.startswith("confirm-")
+
+
+def _confirmed_fraction(study: Any, config: Any, optimum: float, cache: dict[tuple[Any, ...], float]) -> float:
+    """True value of the config the study recommends after its end-of-study confirmation."""
+    from tuner.sim.inprocess import true_objective
+    from tuner.study import recommended_trial
+
+    t = recommended_trial(study)
+    if t is None:
+        return 0.0
+    key = tuple(sorted(t.params.items()))
+    if key not in cache:
+        cache[key] = true_objective(config, t.params)
+    return cache[key] / optimum
 
 
 def _regression_pruned(t: Any) -> bool:
@@ -140,6 +188,12 @@ def main() -> int:
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--n-startup-trials", type=int, default=None, help="override [search] for 'tune'")
     parser.add_argument("--prune-against", choices=("best", "baseline"), default=None)
+    parser.add_argument(
+        "--repeats",
+        default="sequential",
+        help="comma-separated repeat modes to compare: fixed (--fixed-repeats, no early stop), sequential",
+    )
+    parser.add_argument("--fixed-repeats", type=int, default=2, help="repeats per scenario of the fixed mode")
     args = parser.parse_args()
 
     from tuner.config import load_config
@@ -157,10 +211,14 @@ def main() -> int:
         search["n_startup_trials"] = args.n_startup_trials
     if args.prune_against is not None:
         search["prune_against"] = args.prune_against
-    strategies = [s for s in args.strategies.split(",") if s]
+    search["fixed_repeats"] = args.fixed_repeats
+    modes = [m for m in args.repeats.split(",") if m]
+    strategies = [f"{s} ({m})" for s in args.strategies.split(",") if s for m in modes]
     tasks = [
-        (args.config, s, seed, args.trials, optimum, args.noise, search)
-        for s in strategies
+        (args.config, s, m, seed, args.trials, optimum, args.noise, dict(search))
+        for s in args.strategies.split(",")
+        if s
+        for m in modes
         for seed in range(args.seeds)
     ]
     t1 = time.monotonic()
@@ -173,7 +231,9 @@ def main() -> int:
         "| strategy | "
         + " | ".join(f"median @{k}" for k in checkpoints)
         + f" | worst @{args.trials} | median trials to {TARGET:.0%} | seeds reaching {TARGET:.0%} "
-        + "| failed/pruned trials (median) | benchmark time saved by pruning (modelled) |"
+        + "| failed/pruned trials (median) | benchmark time saved by pruning (modelled) "
+        + "| benchmark time (modelled, all seeds) | repeats per scenario (mean) "
+        + f"| confirmed best @{args.trials}: median / worst | confirmation time (modelled) |"
     )
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
@@ -195,7 +255,10 @@ def main() -> int:
             + f" | {reached}/{len(rows)}"
             + f" | {statistics.median(r['failed'] for r in rows):.0f}"
             + f"/{statistics.median(r['pruned'] for r in rows):.0f}"
-            + f" | {share} |"
+            + f" | {share}"
+            + f" | {bench / 3600:.2f} h | {statistics.fmean(r['repeats'] for r in rows):.2f}"
+            + f" | {statistics.median(r['confirmed'] for r in rows):.1%} / {min(r['confirmed'] for r in rows):.1%}"
+            + f" | {sum(r['confirm_s'] for r in rows) / 3600:.2f} h |"
         )
     print("\ngrid has only its 4 distinct configs: its later columns repeat its final value.")
     return 0

@@ -73,6 +73,14 @@ METRICS: tuple[Metric, ...] = (
     Metric(key="ci_high", field="ci_high", label="CI high"),
     Metric(key="repeats", field="repeats_tok_s", label="repeats tok/s"),
     Metric(key="seconds", field="seconds", label="seconds"),
+    # The load generator's own load (tuner.bench._alarm): a client-bound figure understates the server.
+    Metric(key="client_bound", field="client_bound", label="client-bound", digits=0),
+    Metric(key="client_cpu_cores", field="client_cpu_cores", label="client cores", digits=2),
+    Metric(key="start_delay_p99_s", field="start_delay_p99_s", label="start delay p99 s", digits=3),
+    Metric(key="score", field="score", label="score (lower bound) tok/s"),
+    Metric(key="point", field="point", label="point estimate tok/s"),
+    Metric(key="half_width", field="half_width", label="± half-width tok/s"),
+    Metric(key="stopped", field="stopped", label="repeats stopped"),
 )
 
 OBJECTIVE_METRICS: tuple[str, ...] = tuple(m.objective for m in METRICS if m.objective)

@@ -33,6 +33,7 @@ def test_bench_prints_a_table(ddtree_sim: SimProcess, tmp_path: Path, capsys: py
     out = capsys.readouterr().out
     assert rc == 0
     assert "c1-short" in out and "out tok/s" in out and "TTFT" in out
+    assert "client" in out and "c/1p" in out  # the load generator's own CPU, per scenario
     assert "c8-short" not in out
 
 

@@ -38,3 +38,15 @@ def test_itls_attribute_multi_token_events() -> None:
     assert abs(gaps[4] - 0.1) < 1e-12
     # Decode pace counts only tokens after the first event over first-to-last event time.
     assert abs((rec.decode_tok_s or 0) - 5 / 0.5) < 1e-9
+
+
+def test_one_event_per_chunk_fast_path_matches_the_general_decoder() -> None:
+    chunks = [b"data: {}\n\n", b"data: \n\n", b"data: x\r\n\n", b"data: a\n\ndata: b\n\n", b"data:no-space\n\n"]
+    for chunk in chunks:
+        whole = SSEDecoder().feed(chunk)
+        split = SSEDecoder()
+        pieces = [*split.feed(chunk[:3]), *split.feed(chunk[3:])]  # never takes the fast path
+        assert whole == pieces, chunk
+    d = SSEDecoder()
+    assert d.feed(b"data: one\n") == []
+    assert d.feed(b"data: two\n\n") == [b"one\ntwo"]  # pending data: the fast path must not bypass it

@@ -106,3 +106,39 @@ def test_fingerprint_changes_with_the_space_not_with_study_settings(tmp_path: Pa
     c = load_config(write(tmp_path, DEMO.replace("high = 32", "high = 30")))
     assert a.fingerprint() == b.fingerprint()
     assert a.fingerprint() != c.fingerprint()
+
+
+def with_repeats(keys: str) -> str:
+    """The demo study with its [benchmark] repeat keys (everything before the scenarios) replaced by ``keys``."""
+    head, rest = DEMO.split("[benchmark]\n", 1)
+    return head + "[benchmark]\nwarmup_requests = 1\n" + keys + "\n\n[[benchmark.scenarios]]" + rest.split(
+        "[[benchmark.scenarios]]", 1
+    )[1]
+
+
+def test_sequential_repeats_keys_and_the_fixed_repeats_alias(tmp_path: Path) -> None:
+    seq = with_repeats("min_repeats = 3\nmax_repeats = 5\nprecision = 0.03")
+    b = load_config(write(tmp_path, seq)).benchmark
+    assert (b.min_repeats, b.max_repeats, b.precision, b.repeats) == (3, 5, 0.03, None)
+    # Old study files: `repeats = N` is fixed repeats (min = max = N), and `mad_k` still loads (deprecated).
+    old = load_config(write(tmp_path, with_repeats("repeats = 4\nmad_k = 1.0"))).benchmark
+    assert (old.min_repeats, old.max_repeats, old.mad_k) == (4, 4, 1.0)
+    defaults = load_config(write(tmp_path, with_repeats(""))).benchmark
+    assert (defaults.min_repeats, defaults.max_repeats, defaults.precision, defaults.confidence) == (2, 6, 0.02, 0.8)
+
+
+@pytest.mark.parametrize(
+    ("new", "key", "expected"),
+    [
+        ("repeats = 2\nmax_repeats = 4", "benchmark.max_repeats", "either `repeats` (fixed) or min_repeats"),
+        ("min_repeats = 4\nmax_repeats = 3", "benchmark.max_repeats", "an integer >= min_repeats (4)"),
+        ("min_repeats = 0", "benchmark.min_repeats", ">= 1"),
+        ("precision = 0.0", "benchmark.precision", "a relative half-width in (0, 1)"),
+        ("precision = 2", "benchmark.precision", "a relative half-width in (0, 1)"),
+        ("confidence = 1.0", "benchmark.confidence", "a probability in (0, 1)"),
+    ],
+)
+def test_bad_repeat_settings_name_key_and_expectation(tmp_path: Path, new: str, key: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, with_repeats(new)))
+    assert info.value.key == key and expected in str(info.value)

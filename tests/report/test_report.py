@@ -14,7 +14,7 @@ from tuner.cli import main
 from tuner.report import build_report, export_dropin, export_text, launch_spec
 from tuner.report._facts import ratio_ci
 from tuner.services._systemd import systemd_split
-from tuner.study import best_trials
+from tuner.study import best_trials, recommended_trial
 
 Case = Any  # tests/report/conftest.py's StudyCase (conftest modules are not importable by name)
 
@@ -30,8 +30,10 @@ def _assert_pngs(plots: dict[str, Path]) -> None:
 
 def test_report_from_the_real_study(sim_study: Case, tmp_path: Path) -> None:
     report = build_report(sim_study.study, sim_study.config, tmp_path / "out")
-    (best,) = best_trials(sim_study.study)
-    assert report.best_number == best.number
+    assert len(best_trials(sim_study.study)) == 1
+    best = recommended_trial(sim_study.study)  # the confirmed winner: the top was re-measured at the end
+    assert best is not None and report.best_number == best.number
+    assert "Confirmation: the winner" in report.path.read_text()
     assert {"history", "scenarios", "map"} <= set(report.plots), report.skipped
     _assert_pngs(report.plots)
     text = report.path.read_text()
@@ -54,8 +56,11 @@ def test_report_never_calls_an_infeasible_trial_best(synthetic_study: Case, tmp_
     assert "| #3 |" not in top10 and "| 1 | #5 |" in top10
     assert "infeasible" in top10 and "#3 (186.2, INFEASIBLE gate 1/2)" in top10
     failures = text.split("## Failures by reason")[1].split("##")[0]
-    assert "| ready | server logged a fatal error" in failures and "| benchmark | died under load" in failures
-    assert "| gate | INFEASIBLE gate 1/2 | 1 | #3 |" in failures
+    assert "| failed to start | server logged a fatal error" in failures
+    assert "| died under load | died under load" in failures
+    assert "| infeasible (gate) | INFEASIBLE gate 1/2 | 1 | #3 |" in failures
+    header = text.split("## Recommendation")[0]
+    assert "1 infeasible (gate)" in header and "1 failed to start" in header and "1 died under load" in header
     assert "## Parameter importance" in text and "| mem_fraction_static |" in text
     assert "DDTree budget × top-k" in text
 

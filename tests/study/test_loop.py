@@ -8,7 +8,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tuner.study import FingerprintMismatch, best_trials, counted_trials, run_study
+from tuner.study import FingerprintMismatch, best_trials, counted_trials, recommended_trial, run_study
 from tuner.trials import attrs
 
 OOM = {
@@ -50,7 +50,8 @@ def test_short_study_completes_with_baseline_first(make_config, capsys) -> None:
     capsys.readouterr()
     assert main(["best", "--config", cfg.source]) == 0
     out = capsys.readouterr().out
-    best = best_trials(study)[0]
+    best = recommended_trial(study)  # the confirmed winner: the top was re-measured at the end
+    assert best is not None and "confirmation" in study.user_attrs
     assert f"trial #{best.number}" in out and "launch: " in out and "--speculative-algorithm" in out
     assert "best feasible config per scenario:" in out and "c2 " in out
 
@@ -121,3 +122,26 @@ def test_resume_uses_the_config_stored_in_the_study(make_config, tmp_path, capsy
     out = capsys.readouterr().out
     assert "study stored: 2/2 counted trials" in out and "<baseline>" in out
     assert "<branch algorithm=DFLASH>" in out  # trial #1: the branch the baseline did not enter
+
+
+def test_sequential_repeats_stop_early_and_intermediates_are_on_the_objective_scale(make_config) -> None:  # type: ignore[no-untyped-def]
+    # A loose precision (+-50%) makes the scenario "easy": two agreeing repeats settle it, far below the cap.
+    sequential = "min_repeats = 2\nmax_repeats = 6\nprecision = 0.5"
+    cfg = make_config(edit=lambda text: text.replace("repeats = 2", sequential))
+    run_study(cfg, trials=3)
+    study = load(cfg)
+    measured = [t for t in study.trials if "c2.repeats" in t.user_attrs]
+    assert measured
+    for t in measured:
+        repeats = t.user_attrs["c2.repeats"]
+        assert 1 <= len(repeats) < 6
+        assert t.user_attrs["c2.stopped"] in ("precise", "worse", "better")
+        assert t.user_attrs[attrs.STEPS] == ["c2"]
+        point, score = t.user_attrs["c2.point"], t.user_attrs["c2.score"]
+        assert 0 < score <= point and (len(repeats) == 1 or t.user_attrs["c2.half_width"] > 0)
+    baseline = study.trials[0]
+    assert baseline.user_attrs["c2.stopped"] == "precise" and len(baseline.user_attrs["c2.repeats"]) == 2
+    for t in measured:
+        if t.state == TrialState.COMPLETE:
+            # The last intermediate value is the trial's objective, not a per-scenario tok/s.
+            assert t.intermediate_values[max(t.intermediate_values)] == pytest.approx(t.values[0], rel=1e-6)

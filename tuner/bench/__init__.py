@@ -1,30 +1,47 @@
 """How a server is benchmarked: the benchmark seam, the HTTP load generator and its statistics."""
 
+from tuner.bench._alarm import ClientLoad, client_load
 from tuner.bench._base import BaseBenchmark, ScenarioResult
 from tuner.bench._http import HttpBenchmark, RepeatCallback
-from tuner.bench._load import LoadResult, make_client, run_load
+from tuner.bench._load import LoadResult, LoadTarget, make_client, run_load
 from tuner.bench._prompts import build_prompt
 from tuner.bench._request import RequestRecord, RequestSpec, build_body, stream_request
+from tuner.bench._sequential import VERDICTS, Reference, ReferenceLookup, RepeatDecision, SequentialPolicy
 from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between, parse_prometheus
 from tuner.bench._sse import SSEDecoder
-from tuner.bench._stats import MAD_TO_SIGMA, bootstrap_ci, is_slower, mad, percentile, robust_score
+from tuner.bench._stats import MAD_TO_SIGMA, Estimate, bootstrap_ci, estimate, is_slower, mad, percentile, robust_score
+from tuner.bench._workers import InProcessRunner, LoadRunner, ProcessRunner, choose_processes
 
 __all__ = [
     "MAD_TO_SIGMA",
+    "VERDICTS",
     "BaseBenchmark",
+    "ClientLoad",
+    "Estimate",
     "HttpBenchmark",
+    "InProcessRunner",
     "LoadResult",
+    "LoadRunner",
+    "LoadTarget",
+    "ProcessRunner",
+    "Reference",
+    "ReferenceLookup",
     "RepeatCallback",
+    "RepeatDecision",
     "RequestRecord",
     "RequestSpec",
     "SSEDecoder",
     "ScenarioResult",
+    "SequentialPolicy",
     "ServerProbe",
     "ServerSnapshot",
     "acceptance_between",
     "bootstrap_ci",
     "build_body",
     "build_prompt",
+    "choose_processes",
+    "client_load",
+    "estimate",
     "is_slower",
     "mad",
     "make_client",

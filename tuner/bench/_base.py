@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import abc
+import dataclasses
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tuner.bench._stats import bootstrap_ci, robust_score
+from tuner.bench._sequential import Reference, ReferenceLookup, RepeatDecision, SequentialPolicy
+from tuner.bench._stats import estimate
 from tuner.config import Scenario
 
 
@@ -14,8 +16,9 @@ from tuner.config import Scenario
 class ScenarioResult:
     """One scenario's measurements over its repeats.
 
-    ``output_tok_s`` is the median over repeats of aggregate output tokens/s; ``score`` is the robust
-    figure the objective uses: median - k * 1.4826 * MAD.
+    ``output_tok_s`` is the median over repeats of aggregate output tokens/s; ``score`` is the figure the
+    objective uses: the lower end of a t interval on log throughput (:func:`tuner.bench.estimate`), with
+    ``point`` (geometric mean of the repeats) and ``half_width`` (tok/s) beside it.
     """
 
     name: str
@@ -55,6 +58,42 @@ class ScenarioResult:
     warmup_requests: int = 0
     cache_flushed: bool | None = None
     """Whether ``/flush_cache`` succeeded before each repeat (None: not asked; False: server lacks it)."""
+    client_bound: bool = False
+    """The load generator, not the server, set the pace (see tuner.bench._alarm): the figures understate the
+    server. Never set by a benchmark that does not measure its client."""
+    client_bound_by: str | None = None
+    """Why: ``cpu`` (a client process over its CPU budget), ``start delay`` (requests went out late), or both."""
+    client_cpu_cores: float | None = None
+    """CPU of all load-generator processes over the measured repeats, in cores."""
+    client_busiest_process_cores: float | None = None
+    start_delay_p99_s: float | None = None
+    """p99 of the time from when a request was due to when it was sent."""
+    client_processes: int | None = None
+
+    def client_warning(self) -> str | None:
+        """A one-line warning naming the cause and the fix when the scenario was client-bound, else None."""
+        if not self.client_bound:
+            return None
+        n = self.client_processes or 1
+        cpu = f"{self.client_busiest_process_cores or 0.0:.2f} core in the busiest of {n} process(es)"
+        delay = f"request start delay p99 {(self.start_delay_p99_s or 0.0) * 1000:.0f} ms"
+        fix = f"set [benchmark] client_processes = {n + 1} (or more, up to the client's cores)"
+        if "cpu" in (self.client_bound_by or "cpu"):
+            return (
+                f"WARNING {self.name}: the load generator was the bottleneck ({cpu}, {delay}); its figures "
+                f"understate the server: {fix}, or run the client on a machine with more cores."
+            )
+        return (
+            f"WARNING {self.name}: requests went out late ({delay}) though the load generator used only {cpu}: "
+            f"other work on the client machine competes for its CPU, or the start burst is large; the figures "
+            f"understate the server: {fix}, or measure from a quieter client machine."
+        )
+    point: float | None = None
+    """Geometric mean of ``repeats_tok_s``: the point estimate the score is a lower bound of."""
+    half_width: float | None = None
+    """Half the width of the score's interval in tok/s (None: one repeat, no noise estimate)."""
+    stopped: str | None = None
+    """Why the repeats stopped (:data:`tuner.bench.VERDICTS`): precise, worse, better or max_repeats."""
 
     @classmethod
     def from_repeats(
@@ -63,26 +102,31 @@ class ScenarioResult:
         scenario: Scenario,
         repeats_tok_s: Sequence[float],
         repeats_per_stream_tok_s: Sequence[float],
-        mad_k: float,
-        ci: float = 0.95,
+        confidence: float,
         **measured: Any,
     ) -> ScenarioResult:
-        """Summarise per-repeat figures the one way every benchmark must (medians, robust scores, CI)."""
-        interval = bootstrap_ci(repeats_tok_s, ci)
+        """Summarise per-repeat figures the one way every benchmark must (medians, score bound, interval)."""
+        est = estimate(repeats_tok_s, confidence)
         per_stream = tuple(repeats_per_stream_tok_s)
         return cls(
             name=scenario.name,
             concurrency=scenario.concurrency,
             repeats_tok_s=tuple(repeats_tok_s),
             output_tok_s=statistics.median(repeats_tok_s),
-            score=robust_score(repeats_tok_s, mad_k),
+            score=est.score,
+            point=est.point,
+            half_width=est.half_width,
             per_stream_tok_s=statistics.median(per_stream) if per_stream else 0.0,
-            ci_low=interval[0] if interval else None,
-            ci_high=interval[1] if interval else None,
+            ci_low=est.low if est.half_width is not None else None,
+            ci_high=est.high if est.half_width is not None else None,
             repeats_per_stream_tok_s=per_stream,
-            per_stream_score=robust_score(per_stream, mad_k) if per_stream else None,
+            per_stream_score=estimate(per_stream, confidence).score if per_stream else None,
             **measured,
         )
+
+    def stopped_by(self, decision: RepeatDecision | None) -> ScenarioResult:
+        """This result, recording why its repeats stopped."""
+        return self if decision is None else dataclasses.replace(self, stopped=decision.verdict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -95,9 +139,22 @@ class BaseBenchmark(abc.ABC):
     config that cannot survive its own benchmark is a failed config, never a low score.
     """
 
+    policy: SequentialPolicy = SequentialPolicy()
+    """When to stop repeating a scenario; implementations set it from their ``[benchmark]`` section."""
+    _reference: ReferenceLookup | None = None
+
     @abc.abstractmethod
     def run_scenario(self, scenario: Scenario) -> ScenarioResult:
-        """Warm up, run the scenario's repeats, and summarise them."""
+        """Warm up, run the scenario's repeats until :meth:`next_repeat` says stop, and summarise them."""
+
+    def use_reference(self, reference: ReferenceLookup | None) -> None:
+        """The reference trial's repeats per scenario (from the regression pruner), for worse/better stops."""
+        self._reference = reference
+
+    def next_repeat(self, scenario: Scenario, samples: Sequence[float]) -> RepeatDecision:
+        """Whether to run another repeat of ``scenario`` after ``samples`` (aggregate tok/s per repeat)."""
+        reference: Reference | None = self._reference(scenario.name) if self._reference else None
+        return self.policy.decide(samples, reference)
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release clients and connections."""

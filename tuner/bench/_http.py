@@ -1,9 +1,12 @@
 """The HTTP benchmark: OpenAI-compatible streaming load against the live server, one scenario at a time.
 
-A scenario runs as: warm-up (``warmup_requests``, awaited to completion so it cannot overlap the window) ->
-counters snapshot -> ``repeats`` x (``/flush_cache``, measured run) -> counters snapshot -> summary. The sync
-:meth:`HttpBenchmark.run_scenario` runs the whole scenario in one ``asyncio.run``, so its connections live for
-the scenario (the warm-up opens them; measured requests reuse them) and nothing leaks between scenarios.
+A scenario runs as: clients (and client processes, ``[benchmark] client_processes``) started -> warm-up
+(``warmup_requests``, awaited to completion so it cannot overlap the window) -> counters snapshot ->
+``min_repeats``..``max_repeats`` x (``/flush_cache``, measured run; after each, the sequential policy says whether
+another repeat is worth it) -> counters snapshot -> summary, with the client-bound check
+(:mod:`tuner.bench._alarm`). The sync :meth:`HttpBenchmark.run_scenario` runs the whole scenario in one
+``asyncio.run``, so its connections (and processes) live for the scenario (the warm-up opens them; measured
+requests reuse them) and nothing leaks between scenarios.
 
 Any failed request (HTTP error, cut or malformed stream, timeout, a server that dies) raises
 :class:`~tuner.errors.DiedUnderLoad`: a config that cannot survive its own benchmark is a failed config, never
@@ -22,12 +25,15 @@ from collections.abc import Callable, Sequence
 
 import httpx
 
+from tuner.bench._alarm import CPU_BUDGET_CORES, MIN_START_DELAY_S, ClientLoad, client_load
 from tuner.bench._base import BaseBenchmark, ScenarioResult
-from tuner.bench._load import LoadResult, make_client, run_load
+from tuner.bench._load import LoadResult, LoadTarget, make_client
 from tuner.bench._prompts import build_prompt, prompt_seed
 from tuner.bench._request import RequestRecord, RequestSpec, recount
+from tuner.bench._sequential import RepeatDecision, SequentialPolicy
 from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between
 from tuner.bench._stats import percentile
+from tuner.bench._workers import LoadPlan, LoadRunner, choose_processes, make_runner
 from tuner.config import BenchmarkSection, Scenario, chat_text, sample_chat
 from tuner.dialects import BaseServerDialect, SGLangDialect
 from tuner.endpoint import Endpoint
@@ -50,6 +56,8 @@ class HttpBenchmark(BaseBenchmark):
 
     ``request_rate`` (requests/s, Poisson arrivals unless ``poisson=False``) turns the closed loop into a
     rate-limited one, still capped at the scenario's concurrency. ``on_repeat`` lets a pruner watch repeats.
+    ``cpu_budget_cores`` (per process) and ``min_start_delay_s`` (the floor of the start-delay bound) set when a
+    scenario is marked ``client_bound`` (see :mod:`tuner.bench._alarm`).
     """
 
     def __init__(
@@ -60,19 +68,20 @@ class HttpBenchmark(BaseBenchmark):
         request_rate: float | None = None,
         poisson: bool = True,
         abort_grace_s: float = 2.0,
-        ci_confidence: float = 0.95,
         on_repeat: RepeatCallback | None = None,
+        cpu_budget_cores: float = CPU_BUDGET_CORES,
+        min_start_delay_s: float = MIN_START_DELAY_S,
         dialect: BaseServerDialect | None = None,
     ) -> None:
         if request_rate is not None and request_rate <= 0:
             raise ValueError(f"request_rate must be > 0 requests/s, got {request_rate}")
         self._endpoint = endpoint
         self._config = config
-        self._rate = request_rate
-        self._poisson = poisson
-        self._grace = abort_grace_s
-        self._ci = ci_confidence
+        self._plan = LoadPlan(request_rate=request_rate, poisson=poisson, abort_grace_s=abort_grace_s)
         self._on_repeat = on_repeat
+        self._cpu_budget = cpu_budget_cores
+        self._min_delay = min_start_delay_s
+        self.policy = SequentialPolicy.from_section(config)
         self._dialect = dialect or SGLangDialect()
         # Text is kept only where it will be counted: a server without stream usage but with a tokenizer.
         self._count_text = not self._dialect.stream_usage and self._dialect.tokenize_path is not None
@@ -133,74 +142,81 @@ class HttpBenchmark(BaseBenchmark):
         cfg = self._config
         ep = self._endpoint
         assert ep.model is not None
-        url = ep.url("/v1/chat/completions" if cfg.api == "chat" else "/v1/completions")
-        headers = {"Content-Type": "application/json", **ep.headers}
-        t0 = time.perf_counter()
+        target = LoadTarget(
+            url=ep.url("/v1/chat/completions" if cfg.api == "chat" else "/v1/completions"),
+            # identity: both client paths read the raw body; a compressing proxy must not turn it into gzip.
+            headers={"Content-Type": "application/json", "Accept-Encoding": "identity", **ep.headers},
+            api=cfg.api,
+            model=ep.model,
+            timeout_s=cfg.request_timeout_s,
+            library=cfg.http_client,
+            keep_text=self._count_text,
+        )
+        processes = choose_processes(cfg.client_processes, concurrency=scenario.concurrency)
+        t0 = time.monotonic()
         async with contextlib.AsyncExitStack() as stack:
-            clients = [make_client(timeout_s=cfg.request_timeout_s) for _ in range(scenario.concurrency)]
-            for c in clients:
-                stack.push_async_callback(c.aclose)
+            # Clients (and client processes) exist before the warm-up: their start cost is never measured.
+            runner = make_runner(target=target, plan=self._plan, streams=scenario.concurrency, processes=processes)
+            stack.push_async_callback(runner.aclose)
+            await runner.start()
             control = make_client(timeout_s=min(30.0, cfg.request_timeout_s), connections=2)
             stack.push_async_callback(control.aclose)
             probe = ServerProbe(client=control, base_url=ep.base_url, headers=ep.headers, dialect=self._dialect)
-
-            async def load(specs: list[RequestSpec], concurrency: int, seed: int) -> LoadResult:
-                return await run_load(
-                    clients=clients,
-                    url=url,
-                    headers=headers,
-                    api=cfg.api,
-                    model=ep.model or "default",
-                    specs=specs,
-                    concurrency=concurrency,
-                    timeout_s=cfg.request_timeout_s,
-                    request_rate=self._rate,
-                    poisson=self._poisson,
-                    seed=seed,
-                    abort_grace_s=self._grace,
-                    keep_text=self._count_text,
-                )
-
             if cfg.warmup_requests > 0:
                 warm = self._specs(scenario, phase="warmup", repeat=0, count=cfg.warmup_requests)
-                res = await load(warm, min(scenario.concurrency, len(warm)), cfg.seed)
+                res = await runner.run(warm, concurrency=min(scenario.concurrency, len(warm)), seed=cfg.seed)
                 if res.failures or res.cancelled:
                     raise await self._died(scenario, res, probe, during="warm-up")
-
             before = await probe.snapshot()
-            runs: list[LoadResult] = []
-            repeats_tok_s: list[float] = []
-            flushed: bool | None = None
-            for r in range(cfg.repeats):
-                if cfg.flush_cache:
-                    ok = await probe.flush_cache()
-                    flushed = ok if flushed is None else (flushed and ok)
-                specs = self._specs(scenario, phase="measure", repeat=r, count=scenario.requests)
-                res = await load(specs, scenario.concurrency, cfg.seed + r)
-                if res.failures or res.cancelled or len(res.records) != len(specs):
-                    raise await self._died(scenario, res, probe, during=f"repeat {r + 1}/{cfg.repeats}")
-                if self._count_text:
-                    await self._count_tokens(control, res.records)
-                runs.append(res)
-                repeats_tok_s.append(_aggregate_tok_s(res.records))
-                if self._on_repeat is not None:
-                    self._on_repeat(scenario, r, tuple(repeats_tok_s))
+            runs, flushed, decision = await self._repeats(scenario, runner, probe, control)
             after = await probe.snapshot()
-        return self._summarise(scenario, runs, repeats_tok_s, before, after, flushed, seconds=time.perf_counter() - t0)
+        client = client_load(
+            runs, processes=runner.processes, cpu_budget_cores=self._cpu_budget, min_delay_s=self._min_delay
+        )
+        result = self._summarise(scenario, runs, before, after, flushed, client, seconds=time.monotonic() - t0)
+        return result.stopped_by(decision)
+
+    async def _repeats(
+        self, scenario: Scenario, runner: LoadRunner, probe: ServerProbe, control: httpx.AsyncClient
+    ) -> tuple[list[LoadResult], bool | None, RepeatDecision | None]:
+        """``min_repeats``..``max_repeats`` measured runs, as many as the sequential policy asks for."""
+        cfg = self._config
+        runs: list[LoadResult] = []
+        repeats_tok_s: list[float] = []
+        flushed: bool | None = None
+        decision: RepeatDecision | None = None
+        for r in range(cfg.max_repeats):
+            if cfg.flush_cache:
+                ok = await probe.flush_cache()
+                flushed = ok if flushed is None else (flushed and ok)
+            specs = self._specs(scenario, phase="measure", repeat=r, count=scenario.requests)
+            res = await runner.run(specs, concurrency=scenario.concurrency, seed=cfg.seed + r)
+            if res.failures or res.cancelled or len(res.records) != len(specs):
+                raise await self._died(scenario, res, probe, during=f"repeat {r + 1}/{cfg.max_repeats}")
+            if self._count_text:
+                await self._count_tokens(control, res.records)
+            runs.append(res)
+            repeats_tok_s.append(_aggregate_tok_s(res.records))
+            if self._on_repeat is not None:
+                self._on_repeat(scenario, r, tuple(repeats_tok_s))
+            if (decision := self.next_repeat(scenario, repeats_tok_s)).stop:
+                break
+        return runs, flushed, decision
 
     def _summarise(
         self,
         scenario: Scenario,
         runs: list[LoadResult],
-        repeats_tok_s: list[float],
         before: ServerSnapshot,
         after: ServerSnapshot,
         flushed: bool | None,
+        client: ClientLoad,
         *,
         seconds: float,
     ) -> ScenarioResult:
         cfg = self._config
         records = [rec for run in runs for rec in run.records]
+        repeats_tok_s = [_aggregate_tok_s(run.records) for run in runs]
         per_stream = []
         for run in runs:
             rates = [x for x in (rec.decode_tok_s for rec in run.records) if x is not None]
@@ -215,8 +231,7 @@ class HttpBenchmark(BaseBenchmark):
             scenario=scenario,
             repeats_tok_s=repeats_tok_s,
             repeats_per_stream_tok_s=per_stream,
-            mad_k=cfg.mad_k,
-            ci=self._ci,
+            confidence=cfg.confidence,
             ttft_p50_s=percentile(ttfts, 50),
             ttft_p99_s=percentile(ttfts, 99),
             itl_p50_s=percentile(itls, 50),
@@ -234,6 +249,12 @@ class HttpBenchmark(BaseBenchmark):
             prompt_tokens=statistics.fmean(prompt_counts) if prompt_counts else None,
             warmup_requests=cfg.warmup_requests,
             cache_flushed=flushed,
+            client_bound=client.bound,
+            client_bound_by=client.reason,
+            client_cpu_cores=client.cpu_cores,
+            client_busiest_process_cores=client.busiest_process_cores,
+            start_delay_p99_s=client.start_delay_p99_s,
+            client_processes=client.processes,
         )
 
     async def _count_tokens(self, client: httpx.AsyncClient, records: Sequence[RequestRecord]) -> None:

@@ -2,11 +2,12 @@
 
 Concurrency model
 -----------------
-``concurrency`` worker coroutines each own one ``httpx.AsyncClient`` holding one keep-alive connection. A
-shared ``httpx.AsyncClient`` is what makes httpx client-bound at 64 streams: its connection pool does work
-proportional to the number of connections every time a request starts or ends (REFERENCE.md, "Load-generator
-cost"). With one client per worker the pool is always size one, so the per-request cost stays flat with
-concurrency, and a worker's connection is reused by its next request (no reconnect inside the window).
+``concurrency`` worker coroutines each own one client (an ``aiohttp.ClientSession``, or an ``httpx.AsyncClient``
+with ``http_client = "httpx"``) holding one keep-alive connection. A shared ``httpx.AsyncClient`` is what
+makes httpx client-bound at 64 streams: its connection pool does work proportional to the number of connections
+every time a request starts or ends (REFERENCE.md, "Load-generator cost"). With one client per worker the pool
+is always size one, so the per-request cost stays flat with concurrency, and a worker's connection is reused by
+its next request (no reconnect inside the window).
 
 Closed loop: each worker takes the next request as soon as its previous one ends, so exactly ``concurrency``
 requests are in flight until the queue drains. With ``request_rate`` requests are *released* at that mean rate
@@ -23,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import random
+import resource
 import ssl
 import time
 from collections.abc import Sequence
@@ -31,20 +33,36 @@ from typing import Any
 
 import httpx
 
+from tuner.bench._aiohttp import make_session, stream_request_aiohttp
 from tuner.bench._request import RequestRecord, RequestSpec, build_body, stream_request
 
-__all__ = ["LoadResult", "make_client", "run_load"]
+__all__ = [
+    "LoadResult",
+    "LoadTarget",
+    "close_stream_client",
+    "make_client",
+    "make_stream_client",
+    "release_schedule",
+    "run_load",
+    "thread_cpu_s",
+]
 
 
 @dataclass(kw_only=True)
 class LoadResult:
-    """Every request that ended (successfully or not) plus how many were started."""
+    """Every request that ended (successfully or not) plus how many were started.
+
+    ``cpu_s`` and ``wall_s`` hold one entry per client process that ran a share of the load: its CPU time and
+    wall time over its share (see :mod:`tuner.bench._workers`); the client-bound check reads them.
+    """
 
     records: list[RequestRecord] = field(default_factory=list)
     started: int = 0
     cancelled: int = 0
     t_begin: float = 0.0
     t_end: float = 0.0
+    cpu_s: list[float] = field(default_factory=list)
+    wall_s: list[float] = field(default_factory=list)
 
     @property
     def failures(self) -> list[RequestRecord]:
@@ -53,6 +71,17 @@ class LoadResult:
     @property
     def ok(self) -> list[RequestRecord]:
         return [r for r in self.records if r.ok]
+
+    def merge(self, other: LoadResult) -> None:
+        """Fold another process's share in: one run, one time axis (records carry ``time.monotonic``)."""
+        first = not (self.records or self.started or self.cpu_s)
+        self.records.extend(other.records)
+        self.started += other.started
+        self.cancelled += other.cancelled
+        self.t_begin = other.t_begin if first else min(self.t_begin, other.t_begin)
+        self.t_end = max(self.t_end, other.t_end)
+        self.cpu_s.extend(other.cpu_s)
+        self.wall_s.extend(other.wall_s)
 
 
 @functools.cache
@@ -77,9 +106,44 @@ def make_client(*, timeout_s: float, connections: int = 1) -> httpx.AsyncClient:
     )
 
 
+def make_stream_client(*, library: str, timeout_s: float) -> Any:
+    """One stream's client: an ``httpx.AsyncClient`` or an ``aiohttp.ClientSession`` (call in a running loop)."""
+    if library == "aiohttp":
+        return make_session(timeout_s=timeout_s, ssl_context=_ssl_context())
+    if library == "httpx":
+        return make_client(timeout_s=timeout_s)
+    raise ValueError(f"library must be 'httpx' or 'aiohttp', got {library!r}")
+
+
+async def close_stream_client(client: Any) -> None:
+    await (client.aclose() if isinstance(client, httpx.AsyncClient) else client.close())
+
+
+def thread_cpu_s() -> float:
+    """CPU seconds of the calling thread (the event loop's): other threads of the process are not load work."""
+    who = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
+    ru = resource.getrusage(who)
+    return ru.ru_utime + ru.ru_stime
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadTarget:
+    """Where and how the load is sent: everything about a request except its prompt."""
+
+    url: str
+    headers: dict[str, str]
+    api: str
+    model: str
+    timeout_s: float
+    library: str = "aiohttp"
+    """The HTTP client library: ``aiohttp`` or ``httpx`` (see :mod:`tuner.bench._aiohttp`)."""
+    keep_text: bool = False
+    """Keep each request's generated text (to count its tokens on the server afterwards)."""
+
+
 async def run_load(
     *,
-    clients: Sequence[httpx.AsyncClient],
+    clients: Sequence[Any],
     url: str,
     headers: dict[str, str],
     api: str,
@@ -91,80 +155,135 @@ async def run_load(
     poisson: bool = True,
     seed: int = 0,
     abort_grace_s: float = 2.0,
+    stop: asyncio.Event | None = None,
+    release_s: Sequence[float] | None = None,
+    library: str = "aiohttp",
     keep_text: bool = False,
 ) -> LoadResult:
-    """Run ``specs`` with ``concurrency`` streams in flight; ``clients`` supplies one client per worker."""
+    """Run ``specs`` with ``concurrency`` streams in flight; ``clients`` supplies one client per worker (of the
+    HTTP ``library`` they belong to).
+
+    ``stop`` may be set from outside (another client process failed) and is set here by the first failure.
+    ``release_s`` (seconds from the start, one per spec) replaces the schedule drawn from ``request_rate``: a
+    client process gets its share of one schedule drawn for the whole run.
+    """
     workers = max(1, min(concurrency, len(specs)))
     if len(clients) < workers:
         raise ValueError(f"need {workers} clients, got {len(clients)}")
-    # Bodies are encoded before the window opens: JSON-encoding a 3000-word prompt is client work that must
-    # not delay a request start inside the measured window.
-    bodies = [
-        build_body(api=api, model=model, prompt=s.prompt, max_tokens=s.max_tokens, messages=s.messages)
-        for s in specs
-    ]
-    queue: asyncio.Queue[int | None] = asyncio.Queue()
-    result = LoadResult()
-    stop = asyncio.Event()
+    target = LoadTarget(
+        url=url, headers=headers, api=api, model=model, timeout_s=timeout_s, library=library, keep_text=keep_text
+    )
+    load = _Load(target=target, specs=specs, stop=stop or asyncio.Event())
+    cpu0 = thread_cpu_s()
+    if release_s is None:
+        release_s = release_schedule(len(specs), request_rate=request_rate, poisson=poisson, seed=seed)
+    result = await load.run(clients[:workers], release_s=release_s, abort_grace_s=abort_grace_s)
+    result.cpu_s.append(thread_cpu_s() - cpu0)
+    result.wall_s.append(result.t_end - result.t_begin)
+    return result
 
-    async def worker(client: httpx.AsyncClient) -> None:
-        while not stop.is_set():
-            i = await queue.get()
-            if i is None or stop.is_set():
-                return
-            result.started += 1
-            rec = await stream_request(
-                client,
-                url=url,
-                body=bodies[i],
-                headers=headers,
-                index=specs[i].index,
-                timeout_s=timeout_s,
-                api=api,
-                keep_text=keep_text,
+
+def release_schedule(n: int, *, request_rate: float | None, poisson: bool, seed: int) -> list[float] | None:
+    """When each of ``n`` requests is released, in seconds from the start (None: all at once, closed loop)."""
+    if request_rate is None or request_rate <= 0:
+        return None
+    rng = random.Random(seed)
+    out, t = [], 0.0
+    for _ in range(n):
+        out.append(t)
+        t += rng.expovariate(request_rate) if poisson else 1.0 / request_rate
+    return out
+
+
+class _Load:
+    """One run of a load: a release queue, ``len(clients)`` workers, and the first-failure stop."""
+
+    def __init__(self, *, target: LoadTarget, specs: Sequence[RequestSpec], stop: asyncio.Event) -> None:
+        self._t = target
+        self._specs = specs
+        # Bodies are encoded before the window opens: JSON-encoding a 3000-word prompt is client work that must
+        # not delay a request start inside the measured window.
+        self._bodies = [
+            build_body(
+                api=target.api, model=target.model, prompt=s.prompt, max_tokens=s.max_tokens, messages=s.messages
             )
-            result.records.append(rec)
+            for s in specs
+        ]
+        self._queue: asyncio.Queue[tuple[int, float] | None] = asyncio.Queue()
+        self._stop = stop
+        self.result = LoadResult()
+
+    async def _worker(self, client: Any) -> None:
+        free_at = self.result.t_begin
+        t, stop = self._t, self._stop
+        send = stream_request_aiohttp if t.library == "aiohttp" else stream_request
+        while not stop.is_set():
+            item = await self._queue.get()
+            if item is None or stop.is_set():
+                return
+            i, released = item
+            self.result.started += 1
+            rec = await send(
+                client,
+                url=t.url,
+                body=self._bodies[i],
+                headers=t.headers,
+                index=self._specs[i].index,
+                timeout_s=t.timeout_s,
+                api=t.api,
+                keep_text=t.keep_text,
+            )
+            # Due when released and this worker was free: any later send is the client's own delay.
+            rec.t_due = max(released, free_at)
+            free_at = rec.t_end
+            self.result.records.append(rec)
             if not rec.ok:
                 stop.set()
 
-    async def dispatch() -> None:
-        if request_rate is None or request_rate <= 0:
-            for i in range(len(specs)):
-                queue.put_nowait(i)
+    async def _dispatch(self, workers: int, release_s: Sequence[float] | None) -> None:
+        clock = time.monotonic
+        begin = self.result.t_begin
+        if release_s is None:
+            for i in range(len(self._specs)):
+                self._queue.put_nowait((i, begin))
         else:
-            rng = random.Random(seed)
-            loop = asyncio.get_running_loop()
-            t = loop.time()
-            for i in range(len(specs)):
-                if stop.is_set():
+            for i, offset in enumerate(release_s):
+                await asyncio.sleep(max(0.0, begin + offset - clock()))
+                if self._stop.is_set():
                     break
-                queue.put_nowait(i)
-                t += rng.expovariate(request_rate) if poisson else 1.0 / request_rate
-                await asyncio.sleep(max(0.0, t - loop.time()))
+                self._queue.put_nowait((i, begin + offset))
         for _ in range(workers):
-            queue.put_nowait(None)
+            self._queue.put_nowait(None)
 
-    result.t_begin = time.perf_counter()
-    tasks = [asyncio.create_task(worker(clients[w])) for w in range(workers)]
-    dispatcher = asyncio.create_task(dispatch())
-    everything: asyncio.Future[Any] = asyncio.gather(*tasks)
-    stopper: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait([everything, stopper], return_when=asyncio.FIRST_COMPLETED)
-        if not everything.done():
-            # A request failed: give the ones in flight a moment to end on their own, then cut them.
-            await asyncio.wait({everything}, timeout=abort_grace_s)
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-    finally:
-        stopper.cancel()
-        dispatcher.cancel()
-        await asyncio.gather(stopper, dispatcher, everything, return_exceptions=True)
-    if everything.done() and not everything.cancelled():
-        exc = everything.exception()
-        if exc is not None and not isinstance(exc, asyncio.CancelledError):
-            raise exc  # a bug in the client must not pass as a benchmark result
-    result.t_end = time.perf_counter()
-    result.cancelled = result.started - len(result.records)
-    return result
+    async def run(
+        self,
+        clients: Sequence[Any],
+        *,
+        release_s: Sequence[float] | None,
+        abort_grace_s: float,
+    ) -> LoadResult:
+        result = self.result
+        result.t_begin = time.monotonic()
+        tasks = [asyncio.create_task(self._worker(c)) for c in clients]
+        dispatcher = asyncio.create_task(self._dispatch(len(clients), release_s))
+        everything: asyncio.Future[Any] = asyncio.gather(*tasks)
+        stopper: asyncio.Future[Any] = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait([everything, stopper], return_when=asyncio.FIRST_COMPLETED)
+            if not everything.done():
+                # A request failed: give the ones in flight a moment to end on their own, then cut them.
+                await asyncio.wait({everything}, timeout=abort_grace_s)
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            stopper.cancel()
+            dispatcher.cancel()
+            await asyncio.gather(stopper, dispatcher, everything, return_exceptions=True)
+        if everything.done() and not everything.cancelled():
+            exc = everything.exception()
+            if exc is not None and not isinstance(exc, asyncio.CancelledError):
+                raise exc  # a bug in the client must not pass as a benchmark result
+        result.t_end = time.monotonic()
+        result.cancelled = result.started - len(result.records)
+        return result

@@ -4,7 +4,10 @@ Timing model
 ------------
 * ``t_start`` is taken just before the request is sent; ``t_first`` at the first event that carries output
   (content, ``reasoning_content``, completion text, or a growing per-chunk usage count); ``t_last`` at the
-  last such event. TTFT = ``t_first - t_start``.
+  last such event. TTFT = ``t_first - t_start``. All times are ``time.monotonic()``, one clock for every
+  client process. ``t_sent`` is when the body was written (the HTTP library's trace hook) and ``t_due`` (set by
+  the load generator) when the request should have gone out: ``t_sent - t_due`` is the client's own start
+  delay, which the client-bound check reads.
 * A speculative-decoding server emits one event per decode step carrying *several* tokens. Each event's
   token count comes from per-chunk usage when the server sends it (``stream_options.continuous_usage_stats``,
   which SGLang and vLLM honour), otherwise the final ``usage.completion_tokens`` is apportioned over the
@@ -30,14 +33,25 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from orjson import loads as _loads
 
 from tuner.bench._sse import SSEDecoder
 
-__all__ = ["RequestRecord", "RequestSpec", "StreamError", "build_body", "recount", "stream_request"]
+__all__ = [
+    "RequestRecord",
+    "RequestSpec",
+    "StreamError",
+    "StreamEvents",
+    "build_body",
+    "recount",
+    "stream_request",
+    "timed_stream",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,7 +67,11 @@ class RequestSpec:
 
 @dataclass(kw_only=True)
 class RequestRecord:
-    """What happened to one request; times are ``time.perf_counter()`` seconds."""
+    """What happened to one request; times are ``time.monotonic()`` seconds.
+
+    ``time.monotonic`` (CLOCK_MONOTONIC on Linux) is one clock for every process on the machine, so records
+    from several client processes share one time axis (see :mod:`tuner.bench._workers`).
+    """
 
     index: int
     t_start: float
@@ -72,6 +90,17 @@ class RequestRecord:
     error_kind: str | None = None
     text: str | None = None
     """The generated text, kept only when asked (``keep_text``: to count its tokens on the server)."""
+    t_due: float | None = None
+    """When the load generator should have sent the request (released, and its stream free)."""
+    t_sent: float | None = None
+    """When the request body was written to the connection (httpx trace)."""
+
+    @property
+    def start_delay_s(self) -> float | None:
+        """``t_sent - t_due``: the client's own delay in sending, the sign of a saturated event loop."""
+        if self.t_due is None or self.t_sent is None:
+            return None
+        return max(0.0, self.t_sent - self.t_due)
 
     @property
     def ok(self) -> bool:
@@ -183,114 +212,181 @@ async def stream_request(
     api: str,
     keep_text: bool = False,
 ) -> RequestRecord:
-    """Send one streamed request and time it; never raises for a request failure (see ``record.error``).
+    """Send one streamed request with httpx and time it; never raises for a request failure (``record.error``).
 
     ``keep_text`` keeps the generated text in ``record.text``, for servers whose streams carry no usage.
     """
-    perf = time.perf_counter
-    loads = json.loads
-    rec = RequestRecord(index=index, t_start=perf())
-    times: list[float] = []
-    weights: list[int] = []  # words of text per output event, for apportioning tokens
-    cums: list[int | None] = []
-    usage_final: int | None = None
-    last_cum = 0  # per-chunk usage count at the last output event
-    done = False
-    finish: str | None = None
-    chat = api == "chat"
-    kept: list[str] | None = [] if keep_text else None
+    clock = time.monotonic
+    rec = RequestRecord(index=index, t_start=clock())
+    events = StreamEvents(chat=api == "chat", keep_text=keep_text)
+
+    async def trace(name: str, info: dict[str, Any]) -> None:
+        if name == "http11.send_request_body.complete":
+            rec.t_sent = clock()
+
+    async def exchange() -> None:
+        async with client.stream("POST", url, content=body, headers=headers, extensions={"trace": trace}) as resp:
+            if resp.status_code != 200:
+                text = (await resp.aread())[:500].decode("utf-8", "replace")
+                raise StreamError(f"HTTP {resp.status_code}", text.strip() or resp.reason_phrase)
+            feed = events.feed
+            async for chunk in resp.aiter_raw():
+                feed(chunk, clock())
+            events.close()
+
+    return await timed_stream(rec, events, exchange, timeout_s=timeout_s, classify=_classify)
+
+
+async def timed_stream(
+    rec: RequestRecord,
+    events: StreamEvents,
+    exchange: Callable[[], Awaitable[None]],
+    *,
+    timeout_s: float,
+    classify: Callable[[BaseException], tuple[str, str]],
+) -> RequestRecord:
+    """Run ``exchange`` (send, read every chunk into ``events``) under the deadline; fill or fail ``rec``.
+
+    Shared by every HTTP client library: only sending and the mapping of its exceptions differ.
+    """
+    clock = time.monotonic
     try:
         async with asyncio.timeout(timeout_s):
-            async with client.stream("POST", url, content=body, headers=headers) as resp:
-                if resp.status_code != 200:
-                    text = (await resp.aread())[:500].decode("utf-8", "replace")
-                    raise StreamError(f"HTTP {resp.status_code}", text.strip() or resp.reason_phrase)
-                decoder = SSEDecoder()
-                async for chunk in resp.aiter_raw():
-                    now = perf()
-                    for data in decoder.feed(chunk):
-                        if done:
-                            continue  # anything after [DONE] is ignored, as OpenAI clients do
-                        if data == b"[DONE]":
-                            done = True
-                            continue
-                        try:
-                            obj = loads(data)
-                        except ValueError:
-                            raise StreamError("malformed chunk", data[:200].decode("utf-8", "replace")) from None
-                        if type(obj) is not dict:
-                            raise StreamError("malformed chunk", data[:200].decode("utf-8", "replace"))
-                        if "error" in obj:
-                            raise StreamError("server error in stream", json.dumps(obj["error"])[:300])
-                        has_text = False
-                        weight = 0
-                        choices = obj.get("choices")
-                        if choices:
-                            choice = choices[0]
-                            if chat:
-                                delta = choice.get("delta")
-                                if delta:
-                                    c = delta.get("content")
-                                    if c:
-                                        has_text = True
-                                        weight += len(c.split())
-                                        if kept is not None:
-                                            kept.append(c)
-                                    # Reasoning is generated output too; a thinking model spends most of
-                                    # its tokens there. ("reasoning" is vLLM's newer spelling.)
-                                    r = delta.get("reasoning_content") or delta.get("reasoning")
-                                    if r:
-                                        has_text = True
-                                        weight += len(r.split())
-                            else:
-                                t = choice.get("text")
-                                if t:
-                                    has_text = True
-                                    weight += len(t.split())
-                                    if kept is not None:
-                                        kept.append(t)
-                            fr = choice.get("finish_reason")
-                            if fr:
-                                finish = fr
-                        usage = obj.get("usage")
-                        cum = None
-                        if usage:
-                            cum = usage.get("completion_tokens")
-                            if cum is not None:
-                                usage_final = cum
-                                if rec.prompt_tokens is None:
-                                    rec.prompt_tokens = usage.get("prompt_tokens")
-                        if has_text or (choices and cum is not None and cum > last_cum):
-                            times.append(now)
-                            weights.append(weight)
-                            cums.append(cum)
-                            if cum is not None:
-                                last_cum = cum
-                for data in decoder.close():
-                    if data == b"[DONE]":
-                        done = True
-                    # A trailing non-[DONE] event without its blank line is rare; its tokens are in usage.
-        if not done and finish is None:
-            raise StreamError("incomplete stream", "the connection closed without finish_reason or [DONE]")
-        if finish == "abort":
-            raise StreamError("aborted by server", "finish_reason 'abort'")
+            await exchange()
+        events.check_complete()
     except asyncio.CancelledError:
-        rec.t_end = perf()
+        rec.t_end = clock()
         rec.error_kind, rec.error = "cancelled", "cancelled after another request failed"
         raise
     except Exception as exc:
-        rec.t_end = perf()
-        rec.error_kind, rec.error = _classify(exc)
+        rec.t_end = clock()
+        rec.error_kind, rec.error = classify(exc)
         return rec
-    rec.t_end = perf()
-    rec.finish_reason = finish
-    if kept is not None:
-        rec.text = "".join(kept)
-    _attribute(rec, times=times, weights=weights, cums=cums, usage_final=usage_final)
+    rec.t_end = clock()
+    events.fill(rec)
     if rec.output_tokens <= 0:
         # A completed stream with nothing in it is a broken server, not a fast one.
-        rec.error_kind, rec.error = "empty response", f"finish_reason {finish!r} with no output tokens"
+        rec.error_kind, rec.error = "empty response", f"finish_reason {rec.finish_reason!r} with no output tokens"
     return rec
+
+
+def _parse(data: bytes) -> dict[str, Any]:
+    """One event's JSON object, or :class:`StreamError` (malformed JSON, not an object, an ``error`` object)."""
+    try:
+        obj = _loads(data)
+    except ValueError:
+        raise StreamError("malformed chunk", data[:200].decode("utf-8", "replace")) from None
+    if type(obj) is not dict:
+        raise StreamError("malformed chunk", data[:200].decode("utf-8", "replace"))
+    if "error" in obj:
+        raise StreamError("server error in stream", json.dumps(obj["error"])[:300])
+    return obj
+
+
+class StreamEvents:
+    """The accounting of one stream's SSE events (see the module docstring's timing model).
+
+    :meth:`feed` takes raw bytes and their arrival time; it records, per output-bearing event, the time, the
+    per-chunk cumulative token count (or None) and its weight for apportioning: the words of its text, or, for an
+    event with a per-chunk count, its token delta. Words are counted only when the count is missing: splitting
+    every token's text was a measurable share of the client's per-token CPU.
+    """
+
+    __slots__ = ("_chat", "_decoder", "cums", "done", "finish", "kept", "last_cum", "prompt_tokens", "times",
+                 "usage_final", "weights")  # fmt: skip
+
+    def __init__(self, *, chat: bool, keep_text: bool = False) -> None:
+        self._chat = chat
+        self.kept: list[str] | None = [] if keep_text else None
+        self._decoder = SSEDecoder()
+        self.times: list[float] = []
+        self.weights: list[int] = []
+        self.cums: list[int | None] = []
+        self.usage_final: int | None = None
+        self.prompt_tokens: int | None = None
+        self.last_cum = 0  # per-chunk usage count at the last output event
+        self.done = False
+        self.finish: str | None = None
+
+    def feed(self, chunk: bytes, now: float) -> None:
+        for data in self._decoder.feed(chunk):
+            self._event(data, now)
+
+    def close(self) -> None:
+        for data in self._decoder.close():
+            if data == b"[DONE]":
+                self.done = True
+            # A trailing non-[DONE] event without its blank line is rare; its tokens are in usage.
+
+    def _event(self, data: bytes, now: float) -> None:
+        if self.done:
+            return  # anything after [DONE] is ignored, as OpenAI clients do
+        if data == b"[DONE]":
+            self.done = True
+            return
+        obj = _parse(data)
+        usage = obj.get("usage")
+        cum = self._usage(usage) if usage else None
+        choices = obj.get("choices")
+        if not choices:
+            return
+        has_text, weight = self._choice(choices[0], count_words=cum is None)
+        if cum is not None:
+            weight = max(0, cum - self.last_cum)
+        if has_text or (cum is not None and cum > self.last_cum):
+            self.times.append(now)
+            self.weights.append(weight)
+            self.cums.append(cum)
+            if cum is not None:
+                self.last_cum = cum
+
+    def _usage(self, usage: dict[str, Any]) -> int | None:
+        cum = usage.get("completion_tokens")
+        if cum is not None:
+            self.usage_final = cum
+            if self.prompt_tokens is None:
+                self.prompt_tokens = usage.get("prompt_tokens")
+        return cum
+
+    def _choice(self, choice: dict[str, Any], *, count_words: bool) -> tuple[bool, int]:
+        """Whether the choice carries output text, and its words (0 unless ``count_words``)."""
+        fr = choice.get("finish_reason")
+        if fr:
+            self.finish = fr
+        if not self._chat:
+            t = choice.get("text")
+            if t and self.kept is not None:
+                self.kept.append(t)
+            return (True, len(t.split()) if count_words else 0) if t else (False, 0)
+        delta = choice.get("delta")
+        if not delta:
+            return False, 0
+        # Reasoning is generated output too; a thinking model spends most of its tokens there. ("reasoning" is
+        # vLLM's newer spelling.)
+        c = delta.get("content")
+        if c and self.kept is not None:
+            self.kept.append(c)
+        r = delta.get("reasoning_content") or delta.get("reasoning")
+        if not (c or r):
+            return False, 0
+        if not count_words:
+            return True, 0
+        return True, (len(c.split()) if c else 0) + (len(r.split()) if r else 0)
+
+    def check_complete(self) -> None:
+        """Raise :class:`StreamError` unless the stream ended properly (see the failure model)."""
+        if not self.done and self.finish is None:
+            raise StreamError("incomplete stream", "the connection closed without finish_reason or [DONE]")
+        if self.finish == "abort":
+            raise StreamError("aborted by server", "finish_reason 'abort'")
+
+    def fill(self, rec: RequestRecord) -> None:
+        """Put the stream's finish reason, prompt tokens and per-event attribution into ``rec``."""
+        rec.finish_reason = self.finish
+        rec.prompt_tokens = self.prompt_tokens
+        if self.kept is not None:
+            rec.text = "".join(self.kept)
+        _attribute(rec, times=self.times, weights=self.weights, cums=self.cums, usage_final=self.usage_final)
 
 
 def _attribute(

@@ -28,6 +28,17 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """Add ``chunk``; return the data of every event completed by it (possibly none)."""
+        # The common case, one whole ``data: ...\n\n`` event per chunk (a server flushes each token): no line
+        # split, no joining.
+        if (
+            not self._buf
+            and not self._data
+            and chunk.startswith(b"data: ")
+            and chunk.count(b"\n") == 2
+            and chunk.endswith(b"\n\n")
+            and not chunk.endswith(b"\r\n\n")
+        ):
+            return [chunk[6:-2]]
         buf = self._buf + chunk if self._buf else chunk
         if b"\n" not in buf:
             self._buf = buf

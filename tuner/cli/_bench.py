@@ -80,6 +80,10 @@ def handler(args: argparse.Namespace) -> int:
     else:
         print(f"server {endpoint.base_url}  model {bench.endpoint.model}")
         print(format_table(results))
+        for r in results:
+            warning = r.client_warning()
+            if warning:
+                print(warning)
         if failure is not None:
             print(f"\nFAILED: {failure.reason}\n{failure.evidence}")
     return 1 if failure is not None else 0
@@ -89,11 +93,19 @@ def _fmt(v: float | None, scale: float = 1.0, digits: int = 1) -> str:
     return "-" if v is None else f"{v * scale:.{digits}f}"
 
 
+def _client_cell(r: Any) -> str:
+    """The load generator's CPU (cores over N processes), with ``BOUND`` when it set the pace."""
+    if r.client_cpu_cores is None:
+        return "-"
+    cell = f"{r.client_cpu_cores:.2f}c/{r.client_processes or 1}p"
+    return f"{cell} BOUND" if r.client_bound else cell
+
+
 def format_table(results: list[Any]) -> str:
     """A fixed-width table of scenario results (tok/s, latencies in ms, acceptance)."""
     head = (
         "scenario", "conc", "out tok/s", "score", "95% CI", "stream tok/s",
-        "TTFT p50/p99 ms", "ITL p50/p99 ms", "accept", "reqs", "secs",
+        "TTFT p50/p99 ms", "ITL p50/p99 ms", "accept", "reqs", "secs", "client",
     )  # fmt: skip
     rows = [head]
     for r in results:
@@ -112,6 +124,7 @@ def format_table(results: list[Any]) -> str:
                 accept,
                 str(r.requests),
                 f"{r.seconds:.1f}",
+                _client_cell(r),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]

@@ -14,6 +14,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trials", type=_positive, default=None, help="total trials to reach (default: the config's)")
     p.add_argument("--force-config", action="store_true", help="continue a study even though its search space changed")
     _skip_preflight_arg(p)
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument(
+        "--hours", type=float, default=None, help="time budget: start no trial expected to end after it"
+    )
+    budget.add_argument("--until", metavar="HH:MM", default=None, help="deadline (local time), e.g. 07:30")
     p.set_defaults(func=_start)
 
     p = sub.add_parser("resume", help="continue a study with the config stored in it")
@@ -33,6 +38,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("best", help="the best feasible config (the Pareto front for multi-objective studies)")
     add_study_args(p)
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--confirm",
+        action="store_true",
+        help="first re-measure the top [search] confirm_top configs (default 3) interleaved on the server",
+    )
     p.set_defaults(func=_best)
 
 
@@ -65,6 +75,7 @@ def _start(args: argparse.Namespace) -> int:
         study_name=args.study,
         force_config=args.force_config,
         preflight=not args.skip_preflight,
+        deadline=_deadline(args),
     )
     _print_summary(summary)
     return 0
@@ -89,6 +100,32 @@ def _resume(args: argparse.Namespace) -> int:
     return 0
 
 
+def _confirm(args: argparse.Namespace) -> None:
+    """``tune best --confirm``: the study loop with nothing left to run, so only the confirmation runs."""
+    from tuner.study import run_study
+
+    config, storage, name = study_location(args)
+    run_study(config, trials=0, storage=storage, study_name=name, confirm=True)
+
+
+def _deadline(args: argparse.Namespace) -> float | None:
+    import time
+
+    from tuner.errors import TuneError
+    from tuner.study._budget import parse_until
+
+    if args.hours is not None:
+        if args.hours <= 0:
+            raise TuneError(f"--hours must be > 0, got {args.hours}")
+        return time.time() + args.hours * 3600
+    if args.until is not None:
+        try:
+            return parse_until(args.until)
+        except ValueError as exc:
+            raise TuneError(str(exc)) from None
+    return None
+
+
 def _print_summary(summary: Any) -> None:
     best = (
         f"best trial #{summary.best_number}: {' / '.join(f'{v:.1f}' for v in summary.best_values or ())}"
@@ -96,8 +133,11 @@ def _print_summary(summary: Any) -> None:
         if summary.best_number is not None
         else "no feasible trial"
     )
+    from tuner.study._budget import UNTIL_DEADLINE
+
+    of = f"/{summary.target}" if summary.target != UNTIL_DEADLINE else ""
     print(
-        f"study {summary.study_name}: {summary.counted}/{summary.target} trials ({summary.ran} run now, "
+        f"study {summary.study_name}: {summary.counted}{of} trials ({summary.ran} run now, "
         f"{summary.seconds:.0f} s); {best}"
     )
 
@@ -111,6 +151,7 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def trial_row(t: Any, scenarios: list[str]) -> dict[str, Any]:
+    from tuner.report._facts import outcome
     from tuner.trials import attrs
 
     row: dict[str, Any] = {
@@ -125,10 +166,16 @@ def trial_row(t: Any, scenarios: list[str]) -> dict[str, Any]:
         "gate": t.user_attrs.get(attrs.GATE),
         "feasible": all(v <= 0 for v in t.constraints.values()),
         "tok_s": {s: t.user_attrs.get(attrs.scenario_key(s, "tok_s")) for s in scenarios},
+        "scenario_scores": {
+            s: {f: t.user_attrs.get(attrs.scenario_key(s, f)) for f in ("score", "point", "half_width", "stopped")}
+            for s in scenarios
+        },
+        "repeats": {s: len(t.user_attrs.get(attrs.scenario_key(s, "repeats")) or ()) for s in scenarios},
         "accept_length": {s: t.user_attrs.get(attrs.scenario_key(s, "accept_length")) for s in scenarios},
         "failure_phase": t.user_attrs.get(attrs.FAILURE_PHASE),
         "failure_reason": t.user_attrs.get(attrs.FAILURE_REASON),
         "failure_kind": t.user_attrs.get(attrs.FAILURE_KIND),
+        "outcome": outcome(t),
         "duplicate_of": t.user_attrs.get(attrs.DUPLICATE_OF),
         "rejected": bool(t.user_attrs.get(attrs.REJECTED)),
         "command": t.user_attrs.get(attrs.COMMAND),
@@ -153,12 +200,17 @@ def _status(args: argparse.Namespace) -> int:
     saved_text = f"; regression pruning saved {saved:.0f} s of benchmark" if saved else ""
     target = study.user_attrs.get(attrs.TARGET_TRIALS, config.study.trials)
     print(f"study {study.study_name}: {counted_trials(study)}/{target} counted trials{saved_text}")
-    head = f"{'#':>4} {'state':<8} {'score':>8} " + " ".join(f"{s[:10]:>10}" for s in scenarios) + "  params / reason"
+    print("per scenario: score (point ± half-width) tok/s ×repeats; score = lower bound of the interval")
+    head = (
+        f"{'#':>4} {'state':<8} {'score':>8} {'gate':>5} "
+        + " ".join(f"{s[:_COL]:>{_COL}}" for s in scenarios)
+        + "  params / reason"
+    )
     print(head)
     for r in rows:
         # A PRUNED trial carries its last intermediate value in Optuna: not a score.
         score = "/".join(f"{v:.1f}" for v in r["values"]) if r["values"] and r["state"] == "COMPLETE" else "-"
-        toks = " ".join(f"{v:>10.1f}" if isinstance(v, int | float) else f"{'-':>10}" for v in r["tok_s"].values())
+        toks = " ".join(f"{_scenario_cell(r, s):>{_COL}}" for s in scenarios)
         notes = []
         if r["baseline"]:
             notes.append("baseline")
@@ -171,26 +223,46 @@ def _status(args: argparse.Namespace) -> int:
         if r["duplicate_of"] is not None:
             notes.append(f"repeat of #{r['duplicate_of']}")
         if r["failure_reason"]:
-            kind = f", {r['failure_kind']}" if r["failure_kind"] else ""
-            notes.append(f"[{r['failure_phase']}{kind}] {r['failure_reason']}")
+            kind = f"{r['failure_kind']}, " if r["failure_kind"] else ""
+            notes.append(f"{r['outcome']} [{kind}{r['failure_phase']}] {r['failure_reason']}")
         params = " ".join(f"{k}={format_value(v)}" for k, v in r["params"].items())
         print(
-            f"{r['number']:>4} {r['state']:<8} {score:>8} {toks}  {params}"
+            f"{r['number']:>4} {r['state']:<8} {score:>8} {r['gate'] or '-':>5} {toks}  {params}"
             + (f"  <{'; '.join(notes)}>" if notes else "")
         )
     return 0
+
+
+_COL = 22
+
+
+def _scenario_cell(row: dict[str, Any], scenario: str) -> str:
+    """``140.1 (142.6 ± 2.5) ×2`` from a status row; ``-`` when the scenario was not measured."""
+    fig = row["scenario_scores"][scenario]
+    if not isinstance(fig["score"], int | float):
+        tok_s = row["tok_s"][scenario]
+        return f"{tok_s:.1f}" if isinstance(tok_s, int | float) else "-"  # a trial from before scores were stored
+    point = fig["point"] if isinstance(fig["point"], int | float) else fig["score"]
+    hw = f" ± {fig['half_width']:.1f}" if isinstance(fig["half_width"], int | float) else ""
+    return f"{fig['score']:.1f} ({point:.1f}{hw}) ×{row['repeats'][scenario]}"
 
 
 def _best(args: argparse.Namespace) -> int:
     from tuner.search import per_scenario_best
     from tuner.space import format_value, render
     from tuner.study import best_trials
+    from tuner.study._confirm import confirmation_text, recommended_trial
     from tuner.target import base_spec
     from tuner.trials import attrs
 
+    if args.confirm:
+        _confirm(args)
     config, study = _load(args)
     scenarios = [s.name for s in config.benchmark.scenarios]
     best = best_trials(study)
+    recommended = recommended_trial(study)
+    if len(best) == 1 and recommended is not None:
+        best = [recommended]  # the confirmed winner, when re-measurement overturned the first ranking
     if not best:
         print("no feasible completed trial yet", file=sys.stderr)
         return 1
@@ -206,6 +278,9 @@ def _best(args: argparse.Namespace) -> int:
         return 0
     title = "Pareto front" if len(out) > 1 else "best feasible trial"
     print(f"{title} of study {study.study_name} ({', '.join(study.metric_names or [])}):")
+    confirmed = confirmation_text(study)
+    if confirmed:
+        print(confirmed)
     for r in out:
         print(f"  trial #{r['number']}: values {r['values']}")
         print("    params: " + " ".join(f"{k}={format_value(v)}" for k, v in r["params"].items()))

@@ -59,7 +59,8 @@ class StudyConfig:
             "constraints": [asdict(c) for c in self.space.constraints],
             "objective": asdict(self.objective),
             "scenarios": [asdict(s) for s in self.benchmark.scenarios],
-            "mad_k": self.benchmark.mad_k,
+            # The score's definition: a t lower bound on log throughput at this level (no longer k*MAD).
+            "score": ["t-lower-bound", self.benchmark.confidence],
             "gate": asdict(self.gate) if self.gate else None,
         }
         blob = json.dumps(material, sort_keys=True, default=str).encode()

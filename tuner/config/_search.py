@@ -32,6 +32,8 @@ class SearchSection:
     max_same_failures: int = 3
     """Consecutive trials failing the same way on different params that stop the run as an environment
     fault (0: never)."""
+    confirm_top: int = 3
+    """At the end of a study, re-measure this many top configs interleaved (A B C A B C); 0 or 1: off."""
 
 
 def parse_search(t: Table | None) -> SearchSection:
@@ -53,6 +55,7 @@ def parse_search(t: Table | None) -> SearchSection:
         prune_confidence=t.float("prune_confidence", d.prune_confidence, min=0),
         prune_min_repeats=t.int("prune_min_repeats", d.prune_min_repeats, min=2),
         max_same_failures=t.int("max_same_failures", d.max_same_failures, min=0),
+        confirm_top=t.int("confirm_top", d.confirm_top, min=0),
     )
     # Both are open-ended on one side, which Table's inclusive bounds cannot say.
     if not section.prune_margin < 1.0:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tuner.config._reader import Table
 from tuner.dialects import SERVER_CHOICES, BaseServerDialect, SGLangDialect
@@ -128,13 +129,33 @@ class Scenario:
 class BenchmarkSection:
     scenarios: tuple[Scenario, ...]
     warmup_requests: int = 2
-    repeats: int = 3
+    min_repeats: int = 2
+    max_repeats: int = 6
+    """Sequential repeats (:class:`tuner.bench.SequentialPolicy`): at least ``min_repeats``, at most
+    ``max_repeats``, stopping when the score is ``precision``-precise or confidently worse/better than the
+    reference trial."""
+    precision: float = 0.02
+    """Relative half-width of the score's interval that is precise enough (0.02 = +-2%)."""
+    confidence: float = 0.8
+    """Two-sided level of the score's interval; the score is its lower end (:func:`tuner.bench.estimate`)."""
+    repeats: int | None = None
+    """Fixed repeats (old study files): sets ``min_repeats = max_repeats = repeats``, no early stop."""
     mad_k: float = 1.0
-    """score = median - k * 1.4826 * MAD over repeats."""
+    """Deprecated and unused: the score was ``median - k * 1.4826 * MAD``; it is now a t lower bound."""
     request_timeout_s: float = 120.0
     flush_cache: bool = True
     api: str = "chat"
     seed: int = 0
+    client_processes: int | str = "auto"
+    """Processes that run the load: ``"auto"`` (enough for the expected event rate, capped by cores) or N."""
+    http_client: str = "aiohttp"
+    """The load generator's HTTP library: ``aiohttp`` (default) or ``httpx`` (about twice the CPU per token)."""
+
+    def __post_init__(self) -> None:
+        if self.repeats is not None:
+            # frozen: the alias is resolved once, here, so every reader sees plain min/max
+            object.__setattr__(self, "min_repeats", self.repeats)
+            object.__setattr__(self, "max_repeats", self.repeats)
 
     def in_run_order(self) -> tuple[Scenario, ...]:
         """Cheapest first, so a regression pruner can stop a slow config before the expensive scenarios."""
@@ -336,15 +357,49 @@ def parse_benchmark(t: Table, *, base_dir: Path = Path(".")) -> BenchmarkSection
     section = BenchmarkSection(
         scenarios=tuple(scenarios),
         warmup_requests=t.int("warmup_requests", 2, min=0),
-        repeats=t.int("repeats", 3, min=1),
+        **_parse_repeats(t),
         mad_k=t.float("mad_k", 1.0, min=0),
         request_timeout_s=t.float("request_timeout_s", 120.0, min=0.1),
         flush_cache=t.bool("flush_cache", True),
         api=t.choice("api", ("chat", "completions"), "chat"),
         seed=t.int("seed", 0),
+        client_processes=_client_processes(t),
+        http_client=t.choice("http_client", ("aiohttp", "httpx"), "aiohttp"),
     )
     t.finish()
     return section
+
+
+def _client_processes(t: Table) -> int | str:
+    value = t.raw("client_processes", "auto")
+    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 256):
+        return value
+    raise t.error("client_processes", '"auto" or a whole number of load-generator processes from 1 to 256', value)
+def _parse_repeats(t: Table) -> dict[str, Any]:
+    """``min_repeats``/``max_repeats``/``precision``/``confidence``, or the old fixed ``repeats`` alone."""
+    d = BenchmarkSection(scenarios=())
+    if t.has("repeats"):
+        for key in ("min_repeats", "max_repeats", "precision"):
+            if t.has(key):
+                expected = "either `repeats` (fixed) or min_repeats/max_repeats/precision, not both"
+                raise t.error(key, expected, t.raw(key))
+        fixed = t.int("repeats", min=1)
+        return {"repeats": fixed, "confidence": _confidence(t, d.confidence)}
+    low = t.int("min_repeats", d.min_repeats, min=1)
+    high = t.int("max_repeats", max(d.max_repeats, low), min=1)
+    if high < low:
+        raise t.error("max_repeats", f"an integer >= min_repeats ({low})", high)
+    precision = t.float("precision", d.precision, min=0)
+    if not 0 < precision < 1:
+        raise t.error("precision", "a relative half-width in (0, 1), e.g. 0.02 for +-2%", precision)
+    return {"min_repeats": low, "max_repeats": high, "precision": precision, "confidence": _confidence(t, d.confidence)}
+
+
+def _confidence(t: Table, default: float) -> float:
+    c = t.float("confidence", default, min=0)
+    if not 0 < c < 1:
+        raise t.error("confidence", "a probability in (0, 1), e.g. 0.8", c)
+    return c
 
 
 def parse_objective(t: Table | None, bench: BenchmarkSection) -> ObjectiveSection:

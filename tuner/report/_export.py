@@ -28,9 +28,13 @@ def choose_trial(study: optuna.Study, number: int | None = None) -> FrozenTrial:
     An explicitly named trial is returned even when infeasible (the caller labels it); the best never is.
     """
     if number is None:
+        from tuner.trials import recommended_trial
+
         best = best_feasible(study)
         if not best:
             raise TuneError(f"study {study.study_name!r} has no feasible completed trial yet: nothing to export")
+        if len(best) == 1:
+            return recommended_trial(study) or best[0]  # the confirmed winner when the top was re-measured
         return max(best, key=lambda t: (rank_value(t), -t.number))
     trials = study.get_trials(deepcopy=False)
     if not 0 <= number < len(trials):

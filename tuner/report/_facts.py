@@ -21,6 +21,7 @@ from tuner.space import format_value
 from tuner.trials import attrs, best_trials, is_counted, is_feasible
 
 __all__ = [
+    "OUTCOMES",
     "FailureGroup",
     "ScenarioComparison",
     "baseline_trial",
@@ -30,6 +31,7 @@ __all__ = [
     "feasibility_label",
     "format_value",
     "infeasibility",
+    "outcome",
     "params_text",
     "rank_value",
     "ranked_feasible",
@@ -61,6 +63,41 @@ def feasibility_label(t: FrozenTrial) -> str:
     if t.state == TrialState.FAIL and t.user_attrs.get(attrs.FAILURE_KIND) == "environment":
         return f"ENVIRONMENT [{t.user_attrs.get(attrs.FAILURE_PHASE)}] (not counted, retried)"
     return t.state.name
+
+
+#: What became of a counted trial, in the order the report lists them.
+OUTCOMES = (
+    "feasible",
+    "infeasible (gate)",
+    "regression-pruned",
+    "failed to start",
+    "died under load",
+    "environment",
+    "other failure",
+)
+FAILURE_KIND = "failure_kind"
+"""User attr another part of `tune` may set: ``config`` or ``environment`` (the world's fault, not the config's)."""
+
+
+def outcome(t: FrozenTrial) -> str:
+    """One of :data:`OUTCOMES` for a COMPLETE or PRUNED trial (the state name otherwise)."""
+    if t.state == TrialState.COMPLETE:
+        return "feasible" if is_feasible(t) else "infeasible (gate)"
+    if t.state != TrialState.PRUNED:
+        return t.state.name
+    user = t.user_attrs
+    phase = str(user.get(attrs.FAILURE_PHASE) or "")
+    if user.get(FAILURE_KIND) == "environment":
+        return "environment"
+    if user.get(attrs.PRUNED_SKIPPED) is not None:
+        return "regression-pruned"
+    if phase == "gate" or user.get(attrs.CORRECT) is False:
+        return "infeasible (gate)"
+    if phase in ("apply", "ready", "restart"):
+        return "failed to start"
+    if phase == "benchmark":
+        return "died under load"
+    return "other failure"
 
 
 def rank_value(t: FrozenTrial) -> float:
@@ -188,16 +225,19 @@ def _reason_key(reason: str) -> str:
 
 
 def failure_groups(study: optuna.Study) -> list[FailureGroup]:
-    """Counted trials that failed (PRUNED with a phase) or were infeasible, grouped by phase and reason."""
+    """Counted trials that failed or were infeasible, grouped by :func:`outcome` and reason (regression-pruned
+    trials are no failure: they are left out)."""
     groups: dict[tuple[str, str], list[FrozenTrial]] = {}
     for t in study.get_trials(deepcopy=False):
         if not is_counted(t):
             continue
         if t.state == TrialState.PRUNED:
-            phase = str(t.user_attrs.get(attrs.FAILURE_PHASE) or "pruned")
+            phase = outcome(t)
+            if phase == "regression-pruned":
+                continue  # not a failure: measured, and confidently slower than the reference
             reason = str(t.user_attrs.get(attrs.FAILURE_REASON) or "(no reason recorded)")
         elif not is_feasible(t):
-            phase, reason = "gate", feasibility_label(t).removeprefix("INFEASIBLE ")
+            phase, reason = "infeasible (gate)", feasibility_label(t).removeprefix("INFEASIBLE ")
         else:
             continue
         groups.setdefault((phase, _reason_key(reason)), []).append(t)

@@ -131,8 +131,8 @@ def _objective_lines(config: StudyConfig) -> list[str]:
     else:
         lines.append(
             f"Maximise the weighted geometric mean of per-scenario `{obj.metric}` "
-            f"(score = median − {format_value(config.benchmark.mad_k)}·1.4826·MAD over "
-            f"{config.benchmark.repeats} repeats)."
+            f"(score = lower end of the {config.benchmark.confidence:.0%} t interval on log throughput over "
+            f"{_repeats_text(config)})."
         )
     lines += ["", "| scenario | concurrency | prompt | output | requests | weight |", "|---|---|---|---|---|---|"]
     for s in config.benchmark.scenarios:
@@ -212,3 +212,10 @@ def annotate_trials(study: optuna.Study) -> int:
         if _save(storage_of(study), study_id(study), trial_id(t), text):
             changed += 1
     return changed
+
+
+def _repeats_text(config: StudyConfig) -> str:
+    b = config.benchmark
+    if b.min_repeats == b.max_repeats:
+        return f"{b.max_repeats} repeats"
+    return f"{b.min_repeats}-{b.max_repeats} repeats, stopping at ±{b.precision:.0%} or a clear verdict"

@@ -15,6 +15,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.report._facts import ScenarioComparison, feasibility_label
+from tuner.trials import attrs
 
 __all__ = [
     "plot_history",
@@ -36,6 +37,10 @@ def _pyplot() -> Any:
     return plt
 
 
+def _resize(ax: Any, width: float, height: float) -> None:
+    ax.figure.set_size_inches(width, height)
+
+
 def _save(fig: Any, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
@@ -54,6 +59,9 @@ def plot_history(study: optuna.Study, path: Path, *, target: Target | None, targ
         warnings.simplefilter("ignore")  # "experimental" warnings from optuna.visualization.matplotlib
         ax = plot_optimization_history(study, target=target, target_name=target_name)
     ax.set_title(f"Optimisation history: {study.study_name}")
+    # Optuna puts the legend beside the axes, where it takes half the figure: inside, small, is enough.
+    _resize(ax, 8, 4.5)
+    ax.legend(loc="lower right", fontsize=8, framealpha=0.8)
     return _save(ax.figure, path)
 
 
@@ -67,7 +75,10 @@ def plot_importances(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ax = plot_param_importances(study, evaluator=evaluator, target=target, target_name=target_name)
+    # Optuna titles the axes on the left ("Hyperparameter Importances"); a centred title would print over it.
+    ax.set_title("", loc="left")
     ax.set_title("Parameter importance (PED-ANOVA, feasible trials)")
+    _resize(ax, 8, 4.5)
     return _save(ax.figure, path)
 
 
@@ -89,7 +100,8 @@ def plot_param_map(
     fig, ax = plt.subplots(figsize=(7, 5))
     good = [t for t in trials if t.state == TrialState.COMPLETE and feasibility_label(t) == "feasible"]
     wrong = [t for t in trials if t.state == TrialState.COMPLETE and t not in good]
-    failed = [t for t in trials if t.state == TrialState.PRUNED]
+    pruned = [t for t in trials if t.state == TrialState.PRUNED and t.user_attrs.get(attrs.PRUNED_SKIPPED) is not None]
+    failed = [t for t in trials if t.state == TrialState.PRUNED and t not in pruned]
 
     def xy(ts: Sequence[FrozenTrial]) -> tuple[list[float], list[float]]:
         return [float(t.params[x]) for t in ts], [float(t.params[y]) for t in ts]
@@ -110,6 +122,9 @@ def plot_param_map(
     if wrong:
         wx, wy = xy(wrong)
         ax.scatter(wx, wy, marker="x", c="red", s=80, label="infeasible (gate)")
+    if pruned:
+        px, py = xy(pruned)
+        ax.scatter(px, py, marker="D", facecolors="none", edgecolors="tab:blue", s=60, label="regression-pruned")
     if failed:
         fx, fy = xy(failed)
         ax.scatter(fx, fy, marker="o", facecolors="none", edgecolors="grey", s=80, label="failed")
@@ -117,7 +132,7 @@ def plot_param_map(
     ax.set_ylabel(y)
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
-    if good or wrong or failed:
+    if good or wrong or pruned or failed:
         ax.legend(loc="best", fontsize=8)
     return _save(fig, path)
 

@@ -17,17 +17,19 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.config import StudyConfig
 from tuner.report._export import choose_trial, export_dropin, launch_spec
 from tuner.report._facts import (
+    OUTCOMES,
     baseline_trial,
     best_feasible,
     compare_scenarios,
     failure_groups,
     feasibility_label,
+    outcome,
     params_text,
     rank_value,
     scenario_figure,
 )
 from tuner.space import format_value
-from tuner.trials import attrs, counted_trials, is_counted, is_feasible
+from tuner.trials import attrs, confirmation_text, counted_trials, is_counted, is_feasible
 
 __all__ = ["MIN_IMPORTANCE_TRIALS", "Report", "build_report", "importances"]
 
@@ -180,10 +182,8 @@ class _ReportWriter:
         states = Counter(t.state.name for t in trials)
         rejected = sum(1 for t in trials if t.user_attrs.get(attrs.REJECTED))
         repeats = sum(1 for t in trials if t.user_attrs.get(attrs.DUPLICATE_OF) is not None)
-        counted = [t for t in trials if is_counted(t)]
-        n_feasible = sum(1 for t in counted if is_feasible(t))
-        n_infeasible = sum(1 for t in counted if t.state == TrialState.COMPLETE and not is_feasible(t))
-        n_failed = sum(1 for t in counted if t.state == TrialState.PRUNED)
+        outcomes = Counter(outcome(t) for t in trials if is_counted(t))
+        outcome_text = ", ".join(f"{outcomes[o]} {o}" for o in OUTCOMES if outcomes[o] or o in OUTCOMES[:3])
         starts = [t.datetime_start for t in trials if t.datetime_start]
         ends = [t.datetime_complete for t in trials if t.datetime_complete]
         span = f"{min(starts):%Y-%m-%d %H:%M} → {max(ends):%Y-%m-%d %H:%M}" if starts and ends else "-"
@@ -192,8 +192,7 @@ class _ReportWriter:
             "",
             f"Generated {dt.datetime.now():%Y-%m-%d %H:%M} from {self.config.source}. Trials ran {span}.",
             "",
-            f"- **{counted_trials(study)}/{self.config.study.trials}** counted trials: {n_feasible} feasible, "
-            f"{n_infeasible} infeasible (failed the correctness gate), {n_failed} failed to start or run.",
+            f"- **{counted_trials(study)}/{self.config.study.trials}** counted trials: {outcome_text}.",
             f"- Not counted: {rejected} samples rejected by constraints, {repeats} repeats of measured configs, "
             f"{states.get('FAIL', 0)} interrupted, {states.get('RUNNING', 0)} running.",
             f"- Objective: {', '.join(study.metric_names or ['score'])} (higher is better).",
@@ -214,6 +213,13 @@ class _ReportWriter:
         self.md += [
             f"**Best feasible config: trial #{best.number}**, score {_score(best)}{gain}, "
             f"gate {best.user_attrs.get(attrs.GATE, 'n/a')}.",
+            "",
+        ]
+        confirmed = confirmation_text(self.study)
+        self.md += [
+            (confirmed[0].upper() + confirmed[1:] + ".")
+            if confirmed
+            else "Not confirmed: the top configs were not re-measured (`tune best --confirm` does it).",
             "",
         ]
         if len(self.best_list) > 1:
@@ -320,9 +326,9 @@ class _ReportWriter:
             for g in groups:
                 phases[g.phase] += len(g.trials)
             self.md += [
-                "By phase: " + ", ".join(f"{p} {n}" for p, n in phases.most_common()) + ".",
+                "By outcome: " + ", ".join(f"{p} {n}" for p, n in phases.most_common()) + ".",
                 "",
-                "| phase | reason | count | trials |",
+                "| outcome | reason | count | trials |",
                 "|---|---|---|---|",
             ]
             for g in groups:
@@ -385,7 +391,7 @@ class _ReportWriter:
         self.draw("map", lambda: _plot_map(mapped, self.out_dir, x, y, self.target_name, title))
         self.md += [
             f"`{x}` × `{y}` over {len(mapped)} counted trials: colour = score of feasible trials, "
-            "red × = infeasible, grey ○ = failed.",
+            "red × = infeasible, blue ◇ = regression-pruned (slower than the best), grey ○ = failed.",
             "",
         ]
         self.image("map", f"{x} x {y}")

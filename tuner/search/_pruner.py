@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.bench import is_slower
+from tuner.bench import Reference, ReferenceLookup, is_slower
 from tuner.trials import attrs, best_trials, is_feasible
 
 __all__ = ["RegressionPruner", "pruning_savings"]
@@ -23,6 +23,10 @@ REFERENCES = ("best", "baseline")
 
 class RegressionPruner(optuna.pruners.BasePruner):
     """Prune a trial when the scenario it just finished is confidently slower than the reference's.
+
+    The same test also runs after every repeat, inside the benchmark (:meth:`reference_lookup` gives the
+    benchmark's :class:`tuner.bench.SequentialPolicy` the reference's repeats): a scenario it stopped as
+    ``worse`` is pruned here without a second test.
 
     Args:
         scenarios: Scenario names in the order the objective runs them (step ``i`` is ``scenarios[i]``).
@@ -67,6 +71,8 @@ class RegressionPruner(optuna.pruners.BasePruner):
         if step is None or not 0 <= step < len(self._scenarios) - 1:
             return False
         scenario = self._scenarios[step]
+        if trial.user_attrs.get(_stopped_key(scenario)) == "worse":
+            return True  # the benchmark already ran this test after each repeat (see reference_lookup)
         candidate = _samples(trial, scenario)
         if len(candidate) < self._min_repeats:
             return False
@@ -78,6 +84,26 @@ class RegressionPruner(optuna.pruners.BasePruner):
             return False
         return is_slower(candidate, reference, margin=self._margin, confidence=self._confidence)
 
+    def reference_lookup(self, study: optuna.Study, *, exclude: int | None = None) -> ReferenceLookup:
+        """The reference's repeats per scenario, for the benchmark's sequential policy (repeat-level pruning).
+
+        The reference trial is chosen once, when the trial's benchmark starts: it only changes when a trial
+        ends. A reference with fewer than ``min_repeats`` repeats of a scenario is no reference for it.
+        """
+        ref = self.reference_trial(study, exclude=exclude)
+
+        def lookup(scenario: str) -> Reference | None:
+            if ref is None:
+                return None
+            samples = _samples(ref, scenario)
+            if len(samples) < self._min_repeats:
+                return None
+            return Reference(
+                samples=tuple(samples), margin=self._margin, confidence=self._confidence, trial=ref.number
+            )
+
+        return lookup
+
     def reference_trial(self, study: optuna.Study, *, exclude: int | None = None) -> FrozenTrial | None:
         """The trial a candidate is compared with (None: nothing to compare with yet)."""
         if self._reference == "baseline":
@@ -87,6 +113,10 @@ class RegressionPruner(optuna.pruners.BasePruner):
             return None
         best = [t for t in best_trials(study) if t.number != exclude]
         return best[0] if best else None
+
+
+def _stopped_key(scenario: str) -> str:
+    return attrs.scenario_key(scenario, "stopped")
 
 
 def _samples(trial: FrozenTrial, scenario: str) -> list[float]:

@@ -1,5 +1,6 @@
 """The study: Optuna storage, the trial's story, and the tuning loop."""
 
+from tuner.study._confirm import Confirmation, confirm_top, confirmation_text, recommended_trial
 from tuner.study._console import Console
 from tuner.study._faults import storage_faults
 from tuner.study._loop import Interrupted, RunSummary, run_study
@@ -25,6 +26,7 @@ from tuner.trials import best_trials, counted_trials, is_counted, is_feasible
 
 __all__ = [
     "BenchmarkOutcome",
+    "Confirmation",
     "Console",
     "Evidence",
     "FingerprintMismatch",
@@ -37,12 +39,15 @@ __all__ = [
     "benchmark_server",
     "best_trials",
     "config_from_study",
+    "confirm_top",
+    "confirmation_text",
     "counted_trials",
     "is_counted",
     "is_feasible",
     "load_existing",
     "make_storage",
     "open_study",
+    "recommended_trial",
     "recover_stale_trials",
     "run_study",
     "score",

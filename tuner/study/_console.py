@@ -19,6 +19,7 @@ class Console:
         self._stream = stream or sys.stderr
         self._live = self._stream.isatty() if live is None else live
         self._last_live = -math.inf
+        self._last_key = ""
         self._dirty = False
 
     def line(self, text: str) -> None:
@@ -34,10 +35,12 @@ class Console:
             self._stream.flush()
             self._dirty = True
             return
-        # A log file gets the status every 15 s at most: enough to see a 6-minute load progress.
+        # A log file gets updates of one activity (the text before its first ':') every 15 s at most: enough to
+        # see a 6-minute load progress. A new activity (the next scenario's result) is always written.
         now = time.monotonic()
-        if now - self._last_live >= 15:
-            self._last_live = now
+        key = text.split(":", 1)[0]
+        if key != self._last_key or now - self._last_live >= 15:
+            self._last_live, self._last_key = now, key
             self.line("  " + text)
 
 

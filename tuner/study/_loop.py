@@ -25,9 +25,12 @@ from tuner.config import StudyConfig
 from tuner.errors import HostError, TrialFailure, TuneError
 from tuner.search import make_pruner, make_sampler, pruning_savings
 from tuner.space import Value, render, suggest
+from tuner.study._budget import UNTIL_DEADLINE, DeadlineReached, TimeBudget
+from tuner.study._confirm import maybe_confirm, recommended_trial
 from tuner.study._console import Console, describe_params, fmt_duration, fmt_values
 from tuner.study._faults import RUN_AFTERMATH, storage_faults
 from tuner.study._objective import Evidence, TrialParts, TrialRunner
+from tuner.study._partial import measured_text
 from tuner.study._policy import ENVIRONMENT, FailurePolicy, ask_next
 from tuner.study._recovery import Heartbeat, recover_stale_trials, requeue, worker_id
 from tuner.study._starts import enqueue_starting_points, find_duplicate, retry_branch
@@ -88,18 +91,23 @@ def run_study(
     target: Target | None = None,
     console: Console | None = None,
     preflight: bool = True,
+    confirm: bool = False,
+    deadline: float | None = None,
 ) -> RunSummary:
     """Run trials until the study holds ``trials`` counted trials in total (a resume continues to N).
 
     ``target`` replaces the one the config describes (the in-process model brings its own); it is closed at
-    the end either way. With the config's own target, the preflight runs and the lock is taken before the
-    study is created: a broken environment or a busy server is refused with nothing created or changed.
+    the end either way. Then the top configs are re-measured (``[search] confirm_top``; ``confirm=True``
+    forces it, for ``tune best --confirm``). ``deadline`` (Unix time, ``--hours``/``--until``): no trial starts
+    that the cost model says would end after it; without ``trials`` the study then runs until the deadline.
+    With the config's own target, the preflight runs and the lock is taken before the study is created: a
+    broken environment or a busy server is refused with nothing created or changed.
     """
     from tuner.study._parts import http_parts
     from tuner.target import require_preflight
 
     console = console or Console()
-    goal = trials if trials is not None else config.study.trials
+    goal = trials if trials is not None else (UNTIL_DEADLINE if deadline else config.study.trials)
     if target is None and preflight:
         require_preflight(config, storage=storage)
     if parts_factory is None:  # a real server: say once which dialect it speaks and what it lacks
@@ -117,7 +125,8 @@ def run_study(
         parts = (parts_factory or http_parts)(config, target)
         evidence = Evidence(artifacts_dir=config.study.artifacts_dir)
         runner = TrialRunner(config=config, parts=parts, evidence=evidence, progress=console.status)
-        _run_locked(study, config, target, runner, console, goal, progress)
+        budget = TimeBudget(deadline=deadline, config=config)
+        _run_locked(study, config, target, (runner, parts, budget, confirm), console, goal, progress)
     with storage_faults(url):
         summary = _summarise(study, goal=goal, ran=progress.ran, seconds=time.monotonic() - start)
     if progress.interrupted:
@@ -132,15 +141,19 @@ def _run_locked(
     study: optuna.Study,
     config: StudyConfig,
     target: Target,
-    runner: TrialRunner,
+    how: tuple[TrialRunner, TrialParts, TimeBudget, bool],
     console: Console,
     goal: int,
     progress: _Progress,
 ) -> None:
+    runner, parts, budget, confirm = how
     policy = FailurePolicy(study=study, max_same_failures=config.search.max_same_failures)
     with _signals_raise():  # also while putting the server back: a second signal must not kill tune mid-restore
         try:
-            _drive(study, config, runner, target.base, console, goal, progress, policy)
+            _drive(study, config, runner, target.base, console, goal, progress, (policy, budget))
+            if budget.remaining_s() > 0:
+                policy.release()
+                maybe_confirm(study, config, parts=parts, console=console, force=confirm)
         except KeyboardInterrupt:
             progress.interrupted = True
             console.line("interrupted: the running trial is marked FAIL and will be retried on resume")
@@ -185,6 +198,7 @@ def _summarise(study: optuna.Study, *, goal: int, ran: int, seconds: float) -> R
     # The study-level figure of what regression pruning saved (each trial records its own share).
     study.set_user_attr(attrs.PRUNING_SAVED_S, round(pruning_savings(study), 3))
     best = best_trials(study)
+    best = [recommended_trial(study) or best[0]] if len(best) == 1 else best  # a confirmed winner first
     return RunSummary(
         study_name=study.study_name,
         target=goal,
@@ -210,9 +224,9 @@ def _drive(
     console: Console,
     target: int,
     progress: _Progress,
-    policy: FailurePolicy,
+    rules: tuple[FailurePolicy, TimeBudget],
 ) -> None:
-    durations: list[float] = []
+    policy, budget = rules
     uncounted_in_a_row = 0
     host_errors_in_a_row = 0
     while (done := _next_slot(study, target, policy, console)) is not None:
@@ -225,8 +239,11 @@ def _drive(
         trial.set_user_attr(attrs.WORKER, worker_id())
         t0 = time.monotonic()
         try:
-            position = (done + policy.holding, target)  # held failures will most likely count
-            counted = _run_one(study, trial, config, runner, base, console, position, durations, policy)
+            shown = done + policy.holding  # held failures will most likely count
+            counted = _run_one(study, trial, config, runner, base, console, shown, target, (budget, policy))
+        except DeadlineReached as stop:
+            console.line(str(stop))
+            return
         except KeyboardInterrupt:
             set_trial_attr(study, trial, attrs.INTERRUPTED, "Ctrl-C or SIGTERM")
             study.tell(trial, state=TrialState.FAIL)
@@ -250,7 +267,7 @@ def _drive(
         if counted:
             progress.ran += 1
             uncounted_in_a_row = 0
-            durations.append(time.monotonic() - t0)
+            budget.record(trial.params, time.monotonic() - t0)
         else:
             uncounted_in_a_row += 1
 
@@ -284,9 +301,9 @@ def _run_one(
     runner: TrialRunner,
     base: Any,
     console: Console,
-    position: tuple[int, int],
-    durations: list[float],
-    policy: FailurePolicy,
+    done: int,
+    target: int,
+    rules: tuple[TimeBudget, FailurePolicy],
 ) -> bool:
     """Run one asked trial to its end; True when it counts towards the target."""
     from tuner.report import mark_feasibility
@@ -294,20 +311,23 @@ def _run_one(
     params = suggest(trial, config.space)
     if _rejected(study, trial, config, params) or _repeat(study, trial):
         return False
-    done, target = position
+    budget, policy = rules
     is_baseline = bool(trial.user_attrs.get(attrs.BASELINE))
     spec = base if is_baseline else render(config.space, base, params)
+    budget.check(study, trial, params)
     eta = ""
-    if durations:
-        mean = sum(durations) / len(durations)
+    mean = budget.expected()
+    if mean is not None and target != UNTIL_DEADLINE:
         eta = f", ETA {fmt_duration(mean * (target - done))}"
     label = "baseline" if is_baseline else "trial"
-    console.line(f"[{done + 1}/{target}{eta}] trial #{trial.number} ({label}): {describe_params(params)}")
+    of = f"/{target}" if target != UNTIL_DEADLINE else ""
+    line = f"[{done + 1}{of}{eta}{budget.describe()}] trial #{trial.number} ({label}): {describe_params(params)}"
+    console.line(line)
     with Heartbeat(study, trial):
         try:
             result = runner.run(trial, spec, label=f"trial-{trial.number:04d}")
         except TrialFailure as failure:
-            console.line(f"  failed: [{failure.phase}] {failure.reason}")
+            console.line(f"  failed: [{failure.phase}] {failure.reason}{measured_text(trial, config)}")
             policy.failed(trial, failure, baseline=is_baseline)
             return True
     policy.success()
@@ -315,7 +335,7 @@ def _run_one(
     study.tell(trial, list(result.values))
     best = best_trials(study)
     best_text = f"; best #{best[0].number} {fmt_values(best[0].values)}" if best else ""
-    console.line(f"  score {fmt_values(result.values)}{best_text}")
+    console.line(f"  score {fmt_values(result.values)}{measured_text(trial, config)}{best_text}")
     return True
 
 
@@ -369,7 +389,7 @@ def _on_exit(config: StudyConfig, study: optuna.Study, target: Target, console: 
         return
     spec = None  # the baseline
     if action == "best":
-        best = best_trials(study)
+        best = [t for t in (recommended_trial(study),) if t is not None]
         if best:
             spec = render(config.space, target.base, best[0].params)
             console.line(f"restarting with the best config (trial #{best[0].number})")

@@ -27,6 +27,7 @@ from tuner.metrics import objective_value, scenario_attrs
 from tuner.readiness import LogWatch
 from tuner.services import BaseService, Restarted
 from tuner.spec import LaunchSpec
+from tuner.study._partial import PartialObjective, projection_reference, reference_lookup
 from tuner.target import Target
 from tuner.trials import attrs
 
@@ -79,15 +80,39 @@ def benchmark_server(
     return BenchmarkOutcome(results=tuple(results), seconds=round(time.monotonic() - start, 3))
 
 
-def score(outcome: BenchmarkOutcome, objective: ObjectiveSection, scenarios: tuple[Scenario, ...]) -> Score:
-    per = {r.name: objective_value(r, objective.metric) for r in outcome.results}
-    if objective.kind == "multi":
-        return Score(values=tuple(per[name] for name in objective.objectives), per_scenario=per)
-    weights = {s.name: s.weight for s in scenarios if s.weight > 0}
+def scenario_metric(r: ScenarioResult, objective: ObjectiveSection) -> float:
+    """The figure of one scenario the objective combines (its score, a lower bound)."""
+    return objective_value(r, objective.metric)
+
+
+def weighted_geomean(per: dict[str, float], scenarios: tuple[Scenario, ...]) -> float:
+    """Weighted geometric mean of ``per`` over the scenarios it holds (all weights equal if none is > 0)."""
+    weights = {s.name: s.weight for s in scenarios if s.weight > 0 and s.name in per}
+    if not weights:
+        weights = dict.fromkeys(per, 1.0)
     total = sum(weights.values())
     # A weighted geometric mean: a 10% gain counts the same in every scenario, whatever its absolute tok/s.
     log_sum = sum(w * math.log(max(per[name], 1e-9)) for name, w in weights.items())
-    return Score(values=(math.exp(log_sum / total),), per_scenario=per)
+    return math.exp(log_sum / total)
+
+
+def score(outcome: BenchmarkOutcome, objective: ObjectiveSection, scenarios: tuple[Scenario, ...]) -> Score:
+    per = {r.name: scenario_metric(r, objective) for r in outcome.results}
+    if objective.kind == "multi":
+        return Score(values=tuple(per[name] for name in objective.objectives), per_scenario=per)
+    return Score(values=(weighted_geomean(per, scenarios),), per_scenario=per)
+
+
+def describe_result(result: ScenarioResult) -> str:
+    """One scenario's line: score (point +- half-width), repeats taken and why they stopped."""
+    hw = f" ± {result.half_width:.1f}" if result.half_width is not None else ""
+    point = result.point if result.point is not None else result.output_tok_s
+    accept = f", accept {result.accept_length:.2f}" if result.accept_length else ""
+    why = f", {result.stopped}" if result.stopped else ""
+    return (
+        f"{result.name}: score {result.score:.1f} ({point:.1f}{hw}) tok/s, "
+        f"{len(result.repeats_tok_s)} repeats{why}{accept}"
+    )
 
 
 # -- evidence ------------------------------------------------------------------
@@ -161,13 +186,15 @@ class TrialRunner:
             if gate_when == "before":
                 self._gate(trial, endpoint)
             bench = self._parts.benchmark(endpoint)
+            bench.use_reference(reference_lookup(trial))
+            partial = PartialObjective(config=cfg, reference=projection_reference(trial.study, exclude=trial.number))
             try:
                 outcome = benchmark_server(
                     bench,
                     cfg.benchmark,
                     service=target.service,
                     restarted=up.restarted,
-                    on_result=lambda step, r: self._intermediate(trial, step, r),
+                    on_result=lambda step, r: self._intermediate(trial, step, r, partial),
                 )
             finally:
                 bench.close()
@@ -184,15 +211,19 @@ class TrialRunner:
             self._record_failure(trial, failure, target.last_restarted)
             raise
 
-    def _intermediate(self, trial: optuna.Trial, step: int, result: ScenarioResult) -> None:
+    def _intermediate(self, trial: optuna.Trial, step: int, result: ScenarioResult, partial: PartialObjective) -> None:
         for key, value in scenario_attrs(result).items():
             trial.set_user_attr(key, value)
+        value = partial.add(result)
+        trial.set_user_attr(attrs.STEPS, partial.steps)
         if self._progress:
-            accept = f", accept {result.accept_length:.2f}" if result.accept_length else ""
-            self._progress(f"{result.name}: {result.output_tok_s:.1f} tok/s{accept}")
+            self._progress(describe_result(result))
+            warning = result.client_warning()
+            if warning:
+                self._progress(warning)
         if len(trial.study.directions) > 1:
             return  # Optuna has no intermediate values (hence no pruning) for multi-objective studies
-        trial.report(result.score, step)
+        trial.report(value, step)
         if trial.should_prune():
             raise RegressionPruned(
                 f"pruned after scenario {result.name}: {result.output_tok_s:.1f} tok/s is confidently slower "

@@ -10,15 +10,19 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.trials import attrs
+from tuner.trials._confirmed import CONFIRMATION, confirmation_text, recommended_trial
 from tuner.trials._optuna import current_trial, set_trial_attr, storage_of, study_id, trial_id
 
 __all__ = [
+    "CONFIRMATION",
     "attrs",
     "best_trials",
+    "confirmation_text",
     "counted_trials",
     "current_trial",
     "is_counted",
     "is_feasible",
+    "recommended_trial",
     "set_trial_attr",
     "storage_of",
     "study_id",

@@ -205,3 +205,31 @@ def test_a_branch_breaking_constraints_is_retried_then_given_up(make_config: Mak
     assert len(branch) == MAX_BRANCH_TRIES
     assert all(t.user_attrs.get(attrs.REJECTED) and t.params["algorithm"] == "DFLASH" for t in branch)
     assert counted_trials(study) == 3
+
+
+def test_confirm_top_remeasures_the_top_three_interleaved(make_config: MakeConfig) -> None:
+    from tuner.study import confirmation_text, recommended_trial
+
+    cfg = make_config(search=seeds(GOOD, SLOW, GOOD | {"mem_fraction_static": 0.88}) + "\nconfirm_top = 3")
+    run = run_inprocess(cfg, storage=cfg.study.storage, trials=8, seed=2)
+    study = study_of(run)
+    c = study.user_attrs["confirmation"]
+    top = sorted(
+        (t for t in study.trials if t.state == TrialState.COMPLETE and t.user_attrs.get(attrs.DUPLICATE_OF) is None),
+        key=lambda t: t.values[0],
+        reverse=True,
+    )[:3]
+    assert c["trials"] == [t.number for t in top] and c["best_before"] == top[0].number and c["rounds"] == 2
+    # A B C A B C: each visit is its own restart, in that order.
+    visits = [label for label in run.clock.trials if label.startswith("confirm-")]
+    assert visits == [f"confirm-{n:04d}-{r}" for r in (1, 2) for n in c["trials"]]
+    assert all(run.clock.seconds(v, what="benchmark") > 0 for v in visits)
+    values = {int(n): v for n, v in c["values"].items()}
+    assert c["winner"] == max(values, key=lambda n: values[n]) and c["held"] == (c["winner"] == top[0].number)
+    for rank, n in enumerate(sorted(values, key=lambda n: -values[n]), start=1):
+        assert c["ranks"][str(n)] == rank
+        # Fresh repeats, scored like a trial: close to the trial's own objective (2% noise).
+        assert values[n] == pytest.approx(study.trials[n].values[0], rel=0.1)
+    assert recommended_trial(study).number == c["winner"]  # type: ignore[union-attr]
+    text = confirmation_text(study)
+    assert text is not None and ("held" in text if c["held"] else "did NOT hold" in text)

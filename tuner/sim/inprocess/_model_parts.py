@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner.bench import BaseBenchmark, ScenarioResult
+from tuner.bench import BaseBenchmark, ScenarioResult, SequentialPolicy
 from tuner.config import BenchmarkSection, GateSection, ReadinessSection, Scenario, StudyConfig
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, StartFailed
@@ -296,6 +296,7 @@ class ModelBenchmark(BaseBenchmark):
         self._config = config
         self._noise = noise
         self._rng = rng or random.Random(0)
+        self.policy = SequentialPolicy.from_section(config)
 
     def run_scenario(self, scenario: Scenario) -> ScenarioResult:
         cfg = self._service.server_config
@@ -314,8 +315,14 @@ class ModelBenchmark(BaseBenchmark):
                 evidence=m.died,
             )
         cfg_b = self._config
-        factors = [math.exp(self._rng.gauss(0.0, self._noise)) if self._noise else 1.0 for _ in range(cfg_b.repeats)]
-        tok_s = [m.tok_s * f for f in factors]
+        factors: list[float] = []
+        tok_s: list[float] = []
+        # The same sequential policy as the HTTP benchmark: one repeat at a time until it says stop.
+        while True:
+            factors.append(math.exp(self._rng.gauss(0.0, self._noise)) if self._noise else 1.0)
+            tok_s.append(m.tok_s * factors[-1])
+            if (decision := self.next_repeat(scenario, tok_s)).stop:
+                break
         per_stream = [m.per_stream_tok_s * f for f in factors]
         warmup_s = m.seconds * cfg_b.warmup_requests / scenario.requests
         seconds = warmup_s + sum(m.seconds / f for f in factors)
@@ -324,14 +331,14 @@ class ModelBenchmark(BaseBenchmark):
             scenario=scenario,
             repeats_tok_s=tok_s,
             repeats_per_stream_tok_s=per_stream,
-            mad_k=cfg_b.mad_k,
+            confidence=cfg_b.confidence,
             accept_length=m.accept_length,
-            requests=scenario.requests * cfg_b.repeats,
+            requests=scenario.requests * len(factors),
             seconds=round(seconds, 3),
             accept_method="model",
-            output_tokens=scenario.requests * scenario.output_tokens * cfg_b.repeats,
+            output_tokens=scenario.requests * scenario.output_tokens * len(factors),
             warmup_requests=cfg_b.warmup_requests,
-        )
+        ).stopped_by(decision)
 
 
 class ModelGate(BaseGate):

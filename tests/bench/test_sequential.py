@@ -1,0 +1,104 @@
+"""The sequential-repeats policy on constructed samples, and the score bound it relies on."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tuner.bench import Reference, SequentialPolicy, estimate
+
+POLICY = SequentialPolicy(min_repeats=2, max_repeats=6, precision=0.02, confidence=0.8)
+#: A reference measured four times, ~1% noise around 100 tok/s.
+REF = Reference(samples=(100.0, 101.0, 99.0, 100.5), margin=0.05, confidence=0.9)
+
+
+def test_precise_stops_at_min_repeats_when_repeats_agree() -> None:
+    d = POLICY.decide([100.0, 100.3])
+    assert d.stop and d.verdict == "precise"
+
+
+def test_more_below_min_repeats_and_while_noisy() -> None:
+    assert POLICY.decide([100.0]).verdict == "more"  # one repeat has no noise estimate
+    d = POLICY.decide([100.0, 110.0, 92.0])  # +-~9%: not precise yet
+    assert not d.stop and d.verdict == "more" and "want +-2.0%" in d.reason
+
+
+def test_max_repeats_caps_a_noisy_scenario() -> None:
+    noisy = [100.0, 120.0, 85.0, 110.0, 95.0, 125.0]
+    assert POLICY.decide(noisy[:5]).verdict == "more"
+    assert POLICY.decide(noisy).verdict == "max_repeats"
+
+
+def test_confidently_worse_stops_after_one_repeat_by_borrowing_the_reference_noise() -> None:
+    d = POLICY.decide([50.0], REF)
+    assert d.stop and d.verdict == "worse" and "5%" in d.reason
+    # Within the margin (3% slower) is never "worse", however many repeats.
+    assert POLICY.decide([97.0, 97.2, 96.8], REF).verdict != "worse"
+
+
+def test_confidently_better_stops_at_min_repeats_even_when_imprecise() -> None:
+    d = POLICY.decide([130.0, 124.0], REF)  # +-~8% at 80%: imprecise, but clearly above the reference
+    assert d.verdict == "better"
+    assert POLICY.decide([130.0], REF).verdict == "more"  # better needs min_repeats
+
+
+def test_a_reference_with_one_repeat_is_no_reference() -> None:
+    one = Reference(samples=(100.0,))
+    assert POLICY.decide([50.0], one).verdict == "more"
+
+
+def test_fixed_mode_never_stops_early() -> None:
+    fixed = SequentialPolicy(min_repeats=3, max_repeats=3)
+    assert fixed.fixed
+    assert fixed.decide([50.0], REF).verdict == "more"
+    assert fixed.decide([100.0, 100.0], REF).verdict == "more"
+    assert fixed.decide([100.0, 100.0, 100.0], REF).verdict == "max_repeats"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"min_repeats": 0}, "min_repeats must be >= 1"),
+        ({"min_repeats": 4, "max_repeats": 3}, "max_repeats (3) must be >= min_repeats (4)"),
+        ({"precision": 0.0}, "precision must be > 0"),
+        ({"confidence": 1.0}, "confidence must be within (0, 1)"),
+    ],
+)
+def test_policy_rejects_bad_settings(kwargs: dict[str, float], message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        SequentialPolicy(**kwargs)  # type: ignore[arg-type]
+
+
+def test_score_never_below_zero_where_median_minus_mad_went_negative() -> None:
+    # The real server's repeats that gave -1.41 tok/s under `median - 1.4826*MAD`.
+    e = estimate([18.3, 2.4], 0.8)
+    assert 0.0 < e.score < e.point == pytest.approx(math.sqrt(18.3 * 2.4))
+    assert e.low == e.score and e.high > 18.3 * 0.9
+    assert estimate([0.0, 5.0], 0.8).score >= 0.0  # a run that produced nothing drags the bound to ~0
+
+
+def test_score_widens_with_fewer_repeats() -> None:
+    # The same two values repeated: same point, same spread, only the number of repeats changes.
+    pair = [98.0, 102.0]
+    estimates = [estimate(pair * k, 0.8) for k in (1, 2, 3)]
+    widths = [e.relative_half_width or 0.0 for e in estimates]
+    assert widths[0] > widths[1] > widths[2] > 0 and widths[0] > 3 * widths[2]
+    scores = [e.score for e in estimates]
+    assert scores[0] < scores[1] < scores[2] < estimates[2].point  # more repeats, more trust
+
+
+def test_score_of_one_repeat_and_identical_repeats() -> None:
+    one = estimate([42.0], 0.8)
+    assert one.score == one.point == pytest.approx(42.0) and one.half_width is None and one.n == 1
+    same = estimate([42.0, 42.0, 42.0], 0.8)
+    assert same.score == pytest.approx(42.0) and same.half_width == pytest.approx(0.0)
+    with pytest.raises(ValueError, match="at least one finite sample"):
+        estimate([math.nan], 0.8)
+    with pytest.raises(ValueError, match="confidence"):
+        estimate([1.0, 2.0], 1.5)
+
+
+def test_higher_confidence_lowers_the_score() -> None:
+    samples = [100.0, 104.0, 97.0]
+    assert estimate(samples, 0.95).score < estimate(samples, 0.8).score < estimate(samples, 0.5).score

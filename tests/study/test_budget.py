@@ -1,0 +1,75 @@
+"""The time budget: the cost model per branch, --until parsing, and a study that stops before its deadline."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import functools
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from tuner.config import load_config
+from tuner.sim.inprocess import ModelService, model_parts, model_target
+from tuner.study import Console, run_study
+from tuner.study._budget import UNTIL_DEADLINE, TimeBudget, parse_until
+from tuner.target import base_spec
+from tuner.trials import attrs
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = load_config(ROOT / "studies" / "demo.toml")
+
+
+def test_cost_model_is_the_mean_per_branch() -> None:
+    b = TimeBudget(deadline=1000.0, config=DEMO)
+    assert b.expected() is None and b.fits({"algorithm": "DDTREE"}, now=999.0)  # no model: the first trial starts
+    b.record({"algorithm": "DDTREE", "budget": 8}, 10.0)
+    b.record({"algorithm": "DDTREE", "budget": 16}, 20.0)
+    b.record({"algorithm": "DFLASH"}, 60.0)
+    assert b.expected({"algorithm": "DDTREE"}) == 15.0 and b.expected({"algorithm": "DFLASH"}) == 60.0
+    assert b.expected() == pytest.approx(30.0)
+    assert b.fits({"algorithm": "DDTREE"}, now=980.0) and not b.fits({"algorithm": "DFLASH"}, now=980.0)
+    assert b.expected_trials(now=880.0) == 4  # 120 s left at ~30 s a trial
+    assert TimeBudget(deadline=None, config=DEMO).expected_trials() is None
+    b.deadline = time.time() + 125.0
+    assert b.describe().startswith(", ~4 more fit before ")  # the progress line's expected trial count
+
+
+def test_until_is_the_next_such_local_time() -> None:
+    evening = dt.datetime(2026, 12, 1, 23, 0)
+    assert dt.datetime.fromtimestamp(parse_until("07:30", now=evening)) == dt.datetime(2026, 12, 2, 7, 30)
+    assert dt.datetime.fromtimestamp(parse_until("23:30", now=evening)) == dt.datetime(2026, 12, 1, 23, 30)
+    for bad in ("7h30", "25:00", "07:60", ""):
+        with pytest.raises(ValueError, match="HH:MM"):
+            parse_until(bad)
+
+
+def test_study_stops_before_a_trial_that_would_end_after_the_deadline(tmp_path: Path) -> None:
+    storage = f"sqlite:///{tmp_path}/budget.db"
+    config = dataclasses.replace(
+        DEMO,
+        study=dataclasses.replace(DEMO.study, on_exit="stop", artifacts_dir=tmp_path / "artifacts"),
+        search=dataclasses.replace(DEMO.search, confirm_top=0),
+    )
+    service = ModelService(base=base_spec(config.target), load_time_s=1.0)
+    deadline = time.time() + 3.0
+    summary = run_study(
+        config,
+        storage=storage,
+        target=model_target(config, service),
+        parts_factory=functools.partial(model_parts, seed=0),
+        console=Console(stream=open(tmp_path / "log.txt", "w"), live=False),  # noqa: SIM115 - closed with the test
+        deadline=deadline,
+    )
+    assert summary.target == UNTIL_DEADLINE and 1 <= summary.counted < 1000
+    study = optuna.load_study(study_name=summary.study_name, storage=storage)
+    stopped = [t for t in study.trials if t.user_attrs.get(attrs.INTERRUPTED, "").startswith("deadline")]
+    assert len(stopped) == 1 and stopped[0].state == TrialState.FAIL
+    # Its config is not lost: the next run starts with it.
+    waiting = study.get_trials(states=(TrialState.WAITING,))
+    assert any(t.params == stopped[0].params or t.user_attrs.get(attrs.RETRY_OF) == stopped[0].number for t in waiting)
+    log = (tmp_path / "log.txt").read_text()
+    assert "stopping: a trial takes" in log and "remain before the deadline" in log

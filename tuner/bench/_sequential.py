@@ -1,0 +1,119 @@
+"""Sequential repeats: measure a scenario until the answer is clear, not a fixed number of times.
+
+After each measured repeat the benchmark asks :meth:`SequentialPolicy.decide` whether to run another one.
+It stops as soon as one of these holds:
+
+* ``worse``: the repeats so far are confidently slower than the reference trial's repeats of the same scenario
+  (the regression pruner's test, :func:`tuner.bench.is_slower`, at the pruner's margin and confidence). This
+  may come after a single repeat: the test then borrows the reference's noise estimate, with its degrees of
+  freedom, so one repeat of a config at half the reference's speed is enough to stop.
+* ``better``: at least ``min_repeats`` repeats, confidently faster than the reference (no margin). A winner's
+  third decimal is not worth another repeat: the end-of-study confirmation re-measures the top configs.
+* ``precise``: at least ``min_repeats`` repeats and the score's interval is narrower than ``precision``
+  (relative half-width, see :func:`tuner.bench.estimate`).
+* ``max_repeats``: the cap.
+
+``min_repeats == max_repeats`` is the fixed-repeats mode (the ``repeats`` key of old study files): exactly that
+many repeats, no early stop of any kind, as before sequential repeats existed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from tuner.bench._stats import estimate, is_slower
+from tuner.config import BenchmarkSection
+
+__all__ = ["VERDICTS", "Reference", "ReferenceLookup", "RepeatDecision", "SequentialPolicy"]
+
+#: Why a scenario stopped: ``more`` is the only verdict that asks for another repeat.
+VERDICTS = ("more", "precise", "worse", "better", "max_repeats")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reference:
+    """The reference trial's repeats of one scenario, and the test that compares a candidate with them."""
+
+    samples: tuple[float, ...]
+    margin: float = 0.05
+    """``worse`` means slower than the reference by more than this fraction."""
+    confidence: float = 0.9
+    """One-sided confidence the ``worse`` / ``better`` tests need."""
+    trial: int | None = None
+
+
+ReferenceLookup = Callable[[str], Reference | None]
+"""Scenario name -> the reference's repeats of it (None: no reference for that scenario)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RepeatDecision:
+    verdict: str
+    reason: str
+
+    @property
+    def stop(self) -> bool:
+        return self.verdict != "more"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SequentialPolicy:
+    """When to stop repeating a scenario (see the module docstring).
+
+    ``precision`` is the largest relative half-width of the score's interval (0.02 = +-2%) at ``confidence``
+    (two-sided; the score is the interval's lower end).
+    """
+
+    min_repeats: int = 2
+    max_repeats: int = 6
+    precision: float = 0.02
+    confidence: float = 0.8
+
+    def __post_init__(self) -> None:
+        if self.min_repeats < 1:
+            raise ValueError(f"min_repeats must be >= 1, got {self.min_repeats}")
+        if self.max_repeats < self.min_repeats:
+            raise ValueError(f"max_repeats ({self.max_repeats}) must be >= min_repeats ({self.min_repeats})")
+        if self.precision <= 0:
+            raise ValueError(f"precision must be > 0 (a relative half-width, 0.02 = +-2%), got {self.precision}")
+        if not 0.0 < self.confidence < 1.0:
+            raise ValueError(f"confidence must be within (0, 1), got {self.confidence}")
+
+    @classmethod
+    def from_section(cls, section: BenchmarkSection) -> SequentialPolicy:
+        """The policy a ``[benchmark]`` section asks for."""
+        return cls(
+            min_repeats=section.min_repeats,
+            max_repeats=section.max_repeats,
+            precision=section.precision,
+            confidence=section.confidence,
+        )
+
+    @property
+    def fixed(self) -> bool:
+        return self.min_repeats == self.max_repeats
+
+    def decide(self, samples: Sequence[float], reference: Reference | None = None) -> RepeatDecision:
+        """Stop (and why) or ``more``, given the repeats so far and the reference's repeats of the scenario."""
+        n = len(samples)
+        if n >= self.max_repeats:
+            return RepeatDecision(verdict="max_repeats", reason=f"{n} repeats (the maximum)")
+        if self.fixed or n == 0:
+            return RepeatDecision(verdict="more", reason=f"{n} of {self.max_repeats} repeats")
+        if reference is not None and len(reference.samples) >= 2:
+            ref = reference.samples
+            if is_slower(samples, ref, margin=reference.margin, confidence=reference.confidence):
+                return RepeatDecision(
+                    verdict="worse",
+                    reason=f"confidently more than {reference.margin:.0%} slower than the reference "
+                    f"after {n} repeat(s)",
+                )
+            if n >= self.min_repeats and is_slower(ref, samples, margin=0.0, confidence=reference.confidence):
+                return RepeatDecision(verdict="better", reason=f"confidently faster than the reference after {n}")
+        if n < self.min_repeats:
+            return RepeatDecision(verdict="more", reason=f"{n} of at least {self.min_repeats} repeats")
+        h = estimate(samples, self.confidence).relative_half_width
+        if h is not None and h <= self.precision:
+            return RepeatDecision(verdict="precise", reason=f"+-{h:.1%} after {n} repeats")
+        return RepeatDecision(verdict="more", reason=f"+-{h or 0:.1%} after {n} repeats, want +-{self.precision:.1%}")

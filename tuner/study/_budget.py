@@ -1,0 +1,107 @@
+"""A wall-clock budget for a study: ``tune start --hours 8`` or ``--until 07:30``.
+
+The cost model is the mean duration of the trials run so far in the same *branch* of a conditional space (the
+values of its branch parameters, e.g. ``algorithm=DFLASH``: DFLASH and DDTree configs load and benchmark at
+different speeds), or of all trials when the branch has none yet. A trial the model says would end after the
+deadline is never started; the first trial (no model yet) always starts.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import time
+from collections.abc import Mapping
+
+import optuna
+from optuna.trial import TrialState
+
+from tuner.config import StudyConfig
+from tuner.space import Value
+from tuner.trials import attrs
+
+__all__ = ["UNTIL_DEADLINE", "DeadlineReached", "TimeBudget", "parse_until"]
+
+#: The trial target of ``--hours``/``--until`` without ``--trials``: run until the deadline.
+UNTIL_DEADLINE = 10**9
+
+
+class DeadlineReached(Exception):
+    """The next trial would end after the deadline: the loop stops before starting it."""
+
+
+def parse_until(text: str, *, now: dt.datetime | None = None) -> float:
+    """``HH:MM`` (local time, the next such moment: 07:30 at 23:00 is tomorrow morning) as a Unix time."""
+    try:
+        hour, minute = (int(x) for x in text.split(":"))
+        if not (0 <= hour < 24 and 0 <= minute < 60):
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"--until expects a local time HH:MM (e.g. 07:30), got {text!r}") from None
+    now = now or dt.datetime.now()
+    at = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    if at <= now:
+        at += dt.timedelta(days=1)
+    return at.timestamp()
+
+
+class TimeBudget:
+    """Mean trial time per branch, and whether one more trial fits before the deadline (Unix time)."""
+
+    def __init__(self, *, deadline: float | None, config: StudyConfig) -> None:
+        self.deadline = deadline
+        self._branch_params = [p.name for p in config.space.branch_params()]
+        self._durations: dict[tuple[Value, ...], list[float]] = {}
+
+    def branch(self, params: Mapping[str, Value]) -> tuple[Value, ...]:
+        return tuple(params.get(name) for name in self._branch_params)  # type: ignore[misc]
+
+    def record(self, params: Mapping[str, Value], seconds: float) -> None:
+        self._durations.setdefault(self.branch(params), []).append(seconds)
+
+    def expected(self, params: Mapping[str, Value] | None = None) -> float | None:
+        """Expected seconds of a trial in the branch of ``params`` (None: nothing measured yet)."""
+        same = self._durations.get(self.branch(params)) if params is not None else None
+        pool = same or [s for runs in self._durations.values() for s in runs]
+        return sum(pool) / len(pool) if pool else None
+
+    def remaining_s(self, now: float | None = None) -> float:
+        return math.inf if self.deadline is None else self.deadline - (time.time() if now is None else now)
+
+    def fits(self, params: Mapping[str, Value], now: float | None = None) -> bool:
+        expected = self.expected(params)
+        return expected is None or expected <= self.remaining_s(now)
+
+    def check(self, study: optuna.Study, trial: optuna.Trial, params: Mapping[str, Value]) -> None:
+        """Raise :class:`DeadlineReached` (the asked trial told FAIL, its params re-enqueued) when it would end late."""
+        from tuner.study._recovery import requeue
+
+        if self.fits(params):
+            return
+        trial.set_user_attr(attrs.INTERRUPTED, "deadline: would end after it")
+        study.tell(trial, state=TrialState.FAIL)
+        requeue(study, study.trials[trial.number])  # a later run starts with it
+        raise DeadlineReached(
+            f"stopping: a trial takes ~{_duration(self.expected(params) or 0)}, "
+            f"{_duration(max(0.0, self.remaining_s()))} remain before the deadline"
+        )
+
+    def expected_trials(self, now: float | None = None) -> int | None:
+        """How many more trials the mean trial time says fit before the deadline (None: no deadline or model)."""
+        expected = self.expected()
+        if self.deadline is None or not expected:
+            return None
+        return max(0, int(self.remaining_s(now) // expected))
+
+    def describe(self) -> str:
+        """`` , ~12 more fit before 07:30`` for the progress line ("" without a deadline)."""
+        more = self.expected_trials()
+        if more is None or self.deadline is None:
+            return ""
+        return f", ~{more} more fit before {dt.datetime.fromtimestamp(self.deadline):%H:%M}"
+
+
+def _duration(seconds: float) -> str:
+    from tuner.study._console import fmt_duration
+
+    return fmt_duration(seconds)

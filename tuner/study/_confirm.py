@@ -1,0 +1,172 @@
+"""Re-measure the top: the recommendation must not rest on one lucky measurement.
+
+The best of N noisy measurements is biased upwards (the winner's curse): among configs within noise of each
+other, the one that drew the luckiest repeats wins. So at the end of a study (and on ``tune best --confirm``)
+the top-K feasible configs are measured again, interleaved (A B C A B C: a drift of the machine over time
+hits every config alike), each visit a full restart + readiness + benchmark of every scenario. Their
+confirmation scores come from these fresh repeats only, scored exactly like a trial
+(:func:`tuner.study._objective.score`). The winner *held* when the trial that was best by its own
+measurement is still the best by confirmation.
+
+Recorded as the study's user attr ``confirmation`` (Optuna cannot change a finished trial's attrs):
+``{"trials": [...], "values": {n: objective from the fresh repeats, 0 when the config failed}, "ranks":
+{n: 1 = best}, "errors": {n: reason}, "winner": n, "best_before": n, "held": bool, "rounds": r}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial
+
+from tuner.bench import ScenarioResult
+from tuner.config import StudyConfig
+from tuner.errors import TrialFailure
+from tuner.space import render
+from tuner.study._objective import BenchmarkOutcome, TrialParts, benchmark_server, score
+from tuner.trials import CONFIRMATION, attrs, confirmation_text, is_counted, is_feasible, recommended_trial
+
+__all__ = ["CONFIRMATION", "Confirmation", "confirm_top", "recommended_trial"]
+
+ROUNDS = 2
+
+
+@dataclass(frozen=True, kw_only=True)
+class Confirmation:
+    trials: tuple[int, ...]
+    values: dict[int, float]
+    best_before: int
+    winner: int
+    held: bool
+
+
+def top_trials(study: optuna.Study, k: int) -> list[FrozenTrial]:
+    """The ``k`` best feasible counted trials by their own measurement (single objective), distinct params."""
+    done = [t for t in study.get_trials(deepcopy=False) if is_counted(t) and is_feasible(t)]
+    done.sort(key=lambda t: t.values[0], reverse=True)
+    top: list[FrozenTrial] = []
+    for t in done:
+        if all(t.params != o.params for o in top):
+            top.append(t)
+    return top[:k]
+
+
+def confirm_top(
+    study: optuna.Study,
+    config: StudyConfig,
+    *,
+    parts: TrialParts,
+    k: int,
+    progress: Any = None,
+) -> Confirmation | None:
+    """Re-measure the top ``k`` configs interleaved over two rounds (see the module docstring).
+
+    Returns None (and measures nothing) for multi-objective studies or fewer than two feasible configs:
+    there is no ranking to confirm.
+    """
+    if len(study.directions) > 1 or k < 2:
+        return None
+    top = top_trials(study, k)
+    if len(top) < 2:
+        return None
+    say = progress or (lambda text: None)
+    say(f"confirming the top {len(top)}: " + " ".join(f"#{t.number}" for t in top) + f" ({ROUNDS} rounds)")
+    samples: dict[int, dict[str, list[float]]] = {t.number: {} for t in top}
+    errors: dict[int, str] = {}
+    for r in range(ROUNDS):
+        for t in top:
+            if t.number in errors:
+                continue
+            base = parts.target.base
+            spec = None if t.user_attrs.get(attrs.BASELINE) else render(config.space, base, t.params)
+            try:
+                results = _measure(parts, config, spec, label=f"confirm-{t.number:04d}-{r + 1}")
+            except TrialFailure as failure:
+                errors[t.number] = f"[{failure.phase}] {failure.reason}"[:500]
+                say(f"  #{t.number} failed on re-measurement: {errors[t.number]}")
+                continue
+            for res in results:
+                samples[t.number].setdefault(res.name, []).extend(res.repeats_tok_s)
+    values = {n: 0.0 if n in errors else _value(config, per) for n, per in samples.items()}
+    return _record(study, top, values, errors, say)
+
+
+def _measure(parts: TrialParts, config: StudyConfig, spec: Any, *, label: str) -> tuple[ScenarioResult, ...]:
+    """One visit: apply, restart, wait until the new process serves, benchmark every scenario."""
+    target = parts.target
+    up = target.bring_up(spec, label=label)
+    bench = parts.benchmark(up.ready.endpoint or target.endpoint)
+    try:
+        outcome = benchmark_server(
+            bench, config.benchmark, service=target.service, restarted=up.restarted, on_result=lambda step, r: None
+        )
+    finally:
+        bench.close()
+    return outcome.results
+
+
+def _value(config: StudyConfig, per: dict[str, list[float]]) -> float:
+    """The objective of the pooled fresh repeats, scored exactly like a trial."""
+    scenarios = {s.name: s for s in config.benchmark.scenarios}
+    results = tuple(
+        ScenarioResult.from_repeats(
+            scenario=scenarios[name],
+            repeats_tok_s=repeats,
+            repeats_per_stream_tok_s=(),
+            confidence=config.benchmark.confidence,
+        )
+        for name, repeats in per.items()
+    )
+    return score(BenchmarkOutcome(results=results, seconds=0.0), config.objective, config.benchmark.scenarios).values[0]
+
+
+def _record(
+    study: optuna.Study, top: list[FrozenTrial], values: dict[int, float], errors: dict[int, str], say: Any
+) -> Confirmation:
+    ranked = sorted(values, key=lambda n: values[n], reverse=True)
+    result = Confirmation(
+        trials=tuple(t.number for t in top),
+        values=values,
+        best_before=top[0].number,
+        winner=ranked[0],
+        held=ranked[0] == top[0].number,
+    )
+    study.set_user_attr(
+        CONFIRMATION,
+        {
+            "trials": list(result.trials),
+            "values": {str(n): round(v, 3) for n, v in values.items()},
+            "ranks": {str(n): rank for rank, n in enumerate(ranked, start=1)},
+            "errors": {str(n): e for n, e in errors.items()},
+            "best_before": result.best_before,
+            "winner": result.winner,
+            "held": result.held,
+            "rounds": ROUNDS,
+        },
+    )
+    say(confirmation_text(study) or "")
+    return result
+
+
+def maybe_confirm(
+    study: optuna.Study,
+    config: StudyConfig,
+    *,
+    parts: TrialParts,
+    console: Any,
+    force: bool = False,
+) -> Confirmation | None:
+    """The end-of-study call: confirm the top ``[search] confirm_top`` unless that exact top was confirmed.
+
+    ``force`` (``tune best --confirm``) re-measures even an already confirmed top.
+    """
+    k = config.search.confirm_top
+    if k < 2 and not force:
+        return None
+    top = [t.number for t in top_trials(study, max(k, 2))]
+    done = study.user_attrs.get(CONFIRMATION)
+    if not force and isinstance(done, dict) and done.get("trials") == top:
+        return None
+    return confirm_top(study, config, parts=parts, k=max(k, 2), progress=console.line)
