@@ -15,6 +15,7 @@ __all__ = [
     "ConfigError",
     "ConfigNotApplied",
     "DiedUnderLoad",
+    "EnvironmentFault",
     "GateFailed",
     "HostError",
     "LockHeld",
@@ -48,11 +49,19 @@ class ConfigError(TuneError):
         super().__init__(f"{where}{key}: expected {expected}{tail}")
 
 
+class EnvironmentFault(TuneError):
+    """The world, not a configuration, is wrong: a port held by a stranger, a missing program, a full disk...
+
+    The message is one line naming what and where; `tune` exits with status 3 and nothing is charged to a
+    configuration.
+    """
+
+
 class HostError(TuneError):
     """A command or file operation on a host could not be carried out (connection, permission, timeout)."""
 
 
-class LockHeld(TuneError):
+class LockHeld(EnvironmentFault):
     """Another tuner holds the server's lock."""
 
 
@@ -69,13 +78,20 @@ class Phase(enum.StrEnum):
 
 
 class TrialFailure(TuneError):
-    """A trial's configuration failed; the trial ends PRUNED with these fields as user attrs."""
+    """A trial failed; the trial ends with these fields as user attrs.
+
+    ``kind`` is ``"environment"`` when the failure site already knows the world is at fault (a 404 health
+    path, a server listening on another port), None to let :mod:`tuner.study._policy` classify it.
+    """
 
     phase: Phase = Phase.APPLY
+    kind: str | None = None
 
-    def __init__(self, reason: str, *, evidence: str = "", phase: Phase | None = None) -> None:
+    def __init__(self, reason: str, *, evidence: str = "", phase: Phase | None = None, kind: str | None = None) -> None:
         if phase is not None:
             self.phase = phase
+        if kind is not None:
+            self.kind = kind
         self.reason = reason
         self.evidence = evidence
         super().__init__(f"[{self.phase}] {reason}")

@@ -48,17 +48,28 @@ def spec_matches(expected: LaunchSpec, actual: LaunchSpec) -> list[str]:
     Only the environment variables we set are compared: a real process inherits many more.
     """
     problems: list[str] = []
-    # argv[0] is compared by name only: the kernel shows the resolved interpreter (a pyenv shim execs the
-    # real binary), while every argument after it must match exactly.
-    same_program = (
-        posixpath.basename(expected.argv[0]) == posixpath.basename(actual.argv[0])
-        if (expected.argv and actual.argv)
-        else expected.argv == actual.argv
-    )
-    if not same_program or tuple(expected.argv[1:]) != tuple(actual.argv[1:]):
+    if not _carries_flags(expected.argv, actual.argv):
         problems.append(f"argv is {shlex.join(actual.argv)!r}, expected {shlex.join(expected.argv)!r}")
     for key, value in expected.env.items():
         got = actual.env.get(key)
         if got != value:
             problems.append(f"environment {key}={got!r}, expected {value!r}")
     return problems
+
+
+def _carries_flags(expected: tuple[str, ...], actual: tuple[str, ...]) -> bool:
+    """Whether ``actual`` runs ``expected``'s flags.
+
+    The program part is not compared: the kernel shows the resolved interpreter (a pyenv shim execs the real
+    binary), and a launch wrapper (``run.sh`` -> ``exec python -m sglang.launch_server "$@"``) replaces it
+    entirely. What must hold is that every flag and value we applied reaches the server, in order.
+    """
+    if tuple(expected) == tuple(actual):
+        return True
+    if not expected or not actual:
+        return False
+    flags = tuple(expected[len(program_part(tuple(expected))) :])
+    if not flags:
+        return posixpath.basename(expected[0]) == posixpath.basename(actual[0])
+    n = len(flags)
+    return any(tuple(actual[i : i + n]) == flags for i in range(len(actual) - n + 1))

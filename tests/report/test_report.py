@@ -121,7 +121,9 @@ def test_cli_report_and_export(synthetic_study: Case, tmp_path: Path, capsys: py
     assert json.loads(captured.out)["feasible"] is False
     assert re.search(r"warning: trial #3 is INFEASIBLE gate 1/2", captured.err)
     assert main(["export", "--config", str(config_path), "--trial", "42"]) == 1
-    assert main(["report", "--config", str(config_path), "--study", "nope"]) == 2
+    capsys.readouterr()
+    assert main(["report", "--config", str(config_path), "--study", "nope"]) == 1  # a missing study: one line
+    assert "no study 'nope' in sqlite:///" in capsys.readouterr().err
 
 
 def test_a_mixed_target_study_is_split_by_target(synthetic_study: Case, tmp_path: Path) -> None:

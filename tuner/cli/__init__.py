@@ -35,7 +35,7 @@ def _quiet_optuna() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tuner.errors import ConfigError, TuneError
+    from tuner.errors import ConfigError, EnvironmentFault, TuneError
     from tuner.study import Interrupted
 
     args_list = sys.argv[1:] if argv is None else argv
@@ -54,9 +54,18 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"tune: config error: {exc}", file=sys.stderr)
         return 2
+    except EnvironmentFault as exc:
+        print(f"tune: environment: {exc}", file=sys.stderr)
+        return 3
     except TuneError as exc:
         print(f"tune: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("tune: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `tune status --json | head`: the reader left; nothing more to say, and nothing to say it on.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

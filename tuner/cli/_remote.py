@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
-from tuner.cli._common import DEFAULT_CONFIG
-from tuner.config import StudyConfig, load_config
+from tuner.cli._common import add_study_args, config_from_args, study_location
+from tuner.config import StudyConfig
 from tuner.endpoint import Endpoint
 from tuner.errors import TuneError
 from tuner.spec import LaunchSpec
@@ -20,24 +19,31 @@ _MARKS = {True: OK, None: WARN, False: BAD}
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     check = subparsers.add_parser("check", help="preflight: verify the target can be tuned (changes nothing)")
-    _config_arg(check)
+    add_study_args(check)
     check.add_argument("--cycle", action="store_true", help="also run one apply -> restart -> ready -> restore cycle")
     check.set_defaults(func=cmd_check)
 
     apply = subparsers.add_parser("apply", help="apply a stored trial's configuration and wait until ready")
-    _config_arg(apply)
+    add_study_args(apply)
     which = apply.add_mutually_exclusive_group(required=True)
     which.add_argument("--trial", type=int, metavar="N", help="trial number")
     which.add_argument("--best", action="store_true", help="the best feasible trial")
     apply.set_defaults(func=cmd_apply)
 
     restore = subparsers.add_parser("restore", help="drop tune's changes, restart the base config, wait ready")
-    _config_arg(restore)
+    add_study_args(restore)
     restore.set_defaults(func=cmd_restore)
 
+    stop = subparsers.add_parser("stop", help="stop the server tune recorded for this target (nothing else)")
+    add_study_args(stop)
+    stop.set_defaults(func=cmd_stop)
 
-def _config_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", metavar="FILE", type=Path, default=DEFAULT_CONFIG, help="study file")
+
+def _config(args: argparse.Namespace) -> StudyConfig:
+    """The study file's config, or (``--storage`` without ``--config``) the one stored in the study."""
+    if getattr(args, "storage", None) is None:
+        return config_from_args(args)
+    return study_location(args)[0]
 
 
 def run_check(config: StudyConfig, *, out: Callable[[str], None] = print) -> int:
@@ -53,14 +59,17 @@ def run_check(config: StudyConfig, *, out: Callable[[str], None] = print) -> int
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
+    config = _config(args)
     failed = run_check(config)
     if failed:
         print(f"{failed} check(s) failed", file=sys.stderr)
         return 1
     if args.cycle:
         print("cycle: baseline config -> restart -> ready -> tiny benchmark -> restore")
-        _cycle(config)
+        problem = _cycle(config)
+        if problem:
+            print(f" {BAD} the cycle failed: {problem}")
+            return 1
         print(f" {OK} one full apply/restart/ready/benchmark/restore cycle worked")
     return 0
 
@@ -99,26 +108,38 @@ def _tiny_benchmark(config: StudyConfig, endpoint: Endpoint) -> None:
     print(f" {OK} tiny benchmark: {result.output_tok_s:.1f} tok/s{accept}")
 
 
-def _cycle(config: StudyConfig) -> None:
+def _cycle(config: StudyConfig) -> str | None:
+    """One apply -> restart -> ready -> benchmark -> restore; the failure, if any, to print last."""
     from tuner.space import render
+
+    problems: list[str] = []
 
     def act(target: Target) -> None:
         spec = render(config.space, target.base, config.baseline)
+        was_running = target.service.state().running
         try:
             _bring_up(target, spec, "check-cycle", config=config)
+        except TuneError as exc:
+            problems.append(str(exc))
         finally:
-            _bring_up(target, None, "check-restore")
+            if was_running:
+                _bring_up(target, None, "check-restore")
+            else:  # nothing ran before the check: nothing runs after it
+                target.service.revert()
+                target.service.stop()
+                print(f" {OK} server stopped again (it was not running before the check)")
 
     _with_target(config, act)
+    return problems[0] if problems else None
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
     from tuner.space import render
-    from tuner.study import open_study
+    from tuner.study import load_existing
     from tuner.trials import best_trials
 
-    config = load_config(args.config)
-    study = open_study(config)
+    config, storage, name = study_location(args)
+    study = load_existing(storage, name)  # never creates an empty study to apply nothing from
     if args.best:
         best = best_trials(study)
         if not best:
@@ -140,8 +161,21 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
+    config = _config(args)
     _with_target(config, lambda target: _bring_up(target, None, "restore"))
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    config = _config(args)
+
+    def act(target: Target) -> None:
+        state = target.service.state()
+        target.service.stop()  # also an interrupted launch's leftover, found by its record
+        what = f"stopped {state.identity}" if state.running else f"nothing tune started is running ({state.detail})"
+        print(f" {OK} {what}")
+
+    _with_target(config, act)
     return 0
 
 

@@ -35,18 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
 
 
 def _open(args: argparse.Namespace) -> tuple[Any, Any, str]:
-    import optuna
-
-    from tuner.errors import ConfigError
-    from tuner.study import make_storage
+    from tuner.study import load_existing
 
     config, storage, name = study_location(args)
-    store = make_storage(storage)
-    names = [s.study_name for s in optuna.get_all_study_summaries(store)]
-    if name not in names:
-        raise ConfigError(file=None, key="--study", expected=f"one of {names or '(none yet)'} in {storage}", got=name)
-    study = optuna.load_study(study_name=name, storage=store)
-    return config, study, storage
+    return config, load_existing(storage, name), storage
 
 
 def _dashboard(args: argparse.Namespace) -> int:

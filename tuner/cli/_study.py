@@ -11,8 +11,9 @@ from tuner.cli._common import add_study_args, config_from_args, study_location
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("start", help="run the study until it holds --trials counted trials")
     add_study_args(p)
-    p.add_argument("--trials", type=int, default=None, help="total trials to reach (default: the config's)")
+    p.add_argument("--trials", type=_positive, default=None, help="total trials to reach (default: the config's)")
     p.add_argument("--force-config", action="store_true", help="continue a study even though its search space changed")
+    _skip_preflight_arg(p)
     budget = p.add_mutually_exclusive_group()
     budget.add_argument(
         "--hours", type=float, default=None, help="time budget: start no trial expected to end after it"
@@ -29,7 +30,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("resume", help="continue a study with the config stored in it")
     p.add_argument("--storage", metavar="URL", help="Optuna storage URL (default: the demo study's)")
     p.add_argument("--study", metavar="NAME", help="study name (needed when the storage holds several)")
-    p.add_argument("--trials", type=int, default=None, help="total trials to reach (default: the stored config's)")
+    p.add_argument(
+        "--trials", type=_positive, default=None, help="total trials to reach (default: the stored config's)"
+    )
+    _skip_preflight_arg(p)
     p.set_defaults(func=_resume)
 
     p = sub.add_parser("status", help="every trial: state, params, score, per-scenario tok/s, failure reason")
@@ -46,6 +50,24 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="first re-measure the top [search] confirm_top configs (default 3) interleaved on the server",
     )
     p.set_defaults(func=_best)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of trials, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1 trial, got {value}")
+    return value
+
+
+def _skip_preflight_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--skip-preflight",
+        action="store_true",
+        help="start without checking program, port, --port and writable directories first (experts)",
+    )
 
 
 def _start(args: argparse.Namespace) -> int:
@@ -67,6 +89,7 @@ def _start(args: argparse.Namespace) -> int:
         storage=args.storage,
         study_name=args.study,
         force_config=args.force_config,
+        preflight=not args.skip_preflight,
         deadline=_deadline(args),
         allow_mixed_targets=args.allow_mixed_targets,
     )
@@ -77,11 +100,18 @@ def _start(args: argparse.Namespace) -> int:
 def _resume(args: argparse.Namespace) -> int:
     from tuner.cli._common import DEFAULT_CONFIG
     from tuner.config import load_config
-    from tuner.study import config_from_study, run_study
+    from tuner.study import config_from_study, run_study, storage_faults
 
     storage = args.storage or load_config(DEFAULT_CONFIG).study.storage
-    config = config_from_study(storage, args.study)
-    summary = run_study(config, trials=args.trials, storage=storage, study_name=args.study or config.study.name)
+    with storage_faults(storage):
+        config = config_from_study(storage, args.study)
+    summary = run_study(
+        config,
+        trials=args.trials,
+        storage=storage,
+        study_name=args.study or config.study.name,
+        preflight=not args.skip_preflight,
+    )
     _print_summary(summary)
     return 0
 
@@ -129,13 +159,11 @@ def _print_summary(summary: Any) -> None:
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, Any]:
-    import optuna
-
-    from tuner.study import make_storage
+    from tuner.study import load_existing, storage_faults
 
     config, storage, name = study_location(args)
-    study = optuna.load_study(study_name=name, storage=make_storage(storage))
-    return config, study
+    with storage_faults(storage):
+        return config, load_existing(storage, name)
 
 
 def trial_row(t: Any, scenarios: list[str]) -> dict[str, Any]:
@@ -162,7 +190,7 @@ def trial_row(t: Any, scenarios: list[str]) -> dict[str, Any]:
         "accept_length": {s: t.user_attrs.get(attrs.scenario_key(s, "accept_length")) for s in scenarios},
         "failure_phase": t.user_attrs.get(attrs.FAILURE_PHASE),
         "failure_reason": t.user_attrs.get(attrs.FAILURE_REASON),
-        "failure_kind": t.user_attrs.get("failure_kind"),
+        "failure_kind": t.user_attrs.get(attrs.FAILURE_KIND),
         "outcome": outcome(t),
         "duplicate_of": t.user_attrs.get(attrs.DUPLICATE_OF),
         "rejected": bool(t.user_attrs.get(attrs.REJECTED)),
@@ -177,6 +205,7 @@ def trial_row(t: Any, scenarios: list[str]) -> dict[str, Any]:
 def _status(args: argparse.Namespace) -> int:
     from tuner.space import format_value
     from tuner.study import counted_trials
+    from tuner.trials import attrs
 
     config, study = _load(args)
     scenarios = [s.name for s in config.benchmark.scenarios]
@@ -187,7 +216,8 @@ def _status(args: argparse.Namespace) -> int:
         return 0
     saved = study.user_attrs.get("pruning_saved_s")
     saved_text = f"; regression pruning saved {saved:.0f} s of benchmark" if saved else ""
-    print(f"study {study.study_name}: {counted_trials(study)}/{config.study.trials} counted trials{saved_text}")
+    target = study.user_attrs.get(attrs.TARGET_TRIALS, config.study.trials)
+    print(f"study {study.study_name}: {counted_trials(study)}/{target} counted trials{saved_text}")
     # Which worker ran what matters once several share the study (`[target.ssh] hosts`, or `tune start` on each).
     fleet = len({r["worker"] for r in rows if r["worker"]}) > 1
     running = [f"#{r['number']} on {r['worker'] or '?'}" for r in rows if r["state"] == "RUNNING"]

@@ -29,6 +29,9 @@ class SearchSection:
     """How sure the one-sided test must be that the config is slower by more than the margin."""
     prune_min_repeats: int = 2
     """Repeats each side needs before a comparison is trusted (one repeat has no noise estimate)."""
+    max_same_failures: int = 3
+    """Consecutive trials failing the same way on different params that stop the run as an environment
+    fault (0: never)."""
     confirm_top: int = 3
     """At the end of a study, re-measure this many top configs interleaved (A B C A B C); 0 or 1: off."""
 
@@ -51,6 +54,7 @@ def parse_search(t: Table | None) -> SearchSection:
         prune_margin=t.float("prune_margin", d.prune_margin, min=0),
         prune_confidence=t.float("prune_confidence", d.prune_confidence, min=0),
         prune_min_repeats=t.int("prune_min_repeats", d.prune_min_repeats, min=2),
+        max_same_failures=t.int("max_same_failures", d.max_same_failures, min=0),
         confirm_top=t.int("confirm_top", d.confirm_top, min=0),
     )
     # Both are open-ended on one side, which Table's inclusive bounds cannot say.

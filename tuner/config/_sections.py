@@ -37,6 +37,9 @@ class StudySection:
     """How often a running trial marks itself alive in the study (other workers watch it)."""
     stale_after_s: float = 90.0
     """A running trial whose heartbeat is older than this belongs to a dead worker: FAIL, retried elsewhere."""
+    storage_busy_s: float = 600.0
+    """How long a write waits for a database locked by another process (a backup, the dashboard) before the
+    run stops as an environment fault."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,6 +102,11 @@ class TargetSection:
     """Model name sent in requests; by default the first id from ``/v1/models``."""
     api_key: str | None = None
     lock: bool = True
+    state_dir: str | None = None
+    """Server records (what runs, its process group); default ``runs/<study>/state`` beside the study file."""
+    check_flags: bool = True
+    """`tune check` runs ``PROGRAM --help`` to verify the tuned flags (off for a server whose --help serves)."""
+    check_timeout_s: float = 60.0
     ssh: SSHSection | None = None
     systemd: SystemdSection | None = None
     gpu_wait: GpuWaitSection | None = None
@@ -178,6 +186,8 @@ class ReadinessSection:
     request_timeout_s: float = 10.0
     health_path: str | None = "/health"
     generation_check: bool = True
+    stall_s: float = 120.0
+    """A server that accepts connections but answers nothing for this long is hung."""
     fatal_patterns: tuple[str, ...] = DEFAULT_FATAL_PATTERNS
     phase_markers: tuple[tuple[str, str], ...] = DEFAULT_PHASE_MARKERS
     progress: bool = True
@@ -197,6 +207,7 @@ def parse_study(t: Table, *, base_dir: Path, default_name: str) -> StudySection:
         artifacts_dir=_path(base_dir, t.str("artifacts_dir", f"runs/{name}/artifacts")),
         heartbeat_s=t.float("heartbeat_s", 20.0, min=0.01),
         stale_after_s=t.float("stale_after_s", 90.0, min=0.01),
+        storage_busy_s=t.float("storage_busy_s", 600.0, min=1),
     )
     if section.stale_after_s <= 2 * section.heartbeat_s:
         raise t.error("stale_after_s", f"more than twice heartbeat_s ({section.heartbeat_s})", section.stale_after_s)
@@ -240,12 +251,22 @@ def parse_target(t: Table, *, base_dir: Path) -> TargetSection:
         model=t.str("model", None),
         api_key=t.str("api_key", None),
         lock=t.bool("lock", True),
+        state_dir=_state_dir(t, base_dir, transport),
+        check_flags=t.bool("check_flags", True),
+        check_timeout_s=t.float("check_timeout_s", 60.0, min=1),
         ssh=_parse_ssh(ssh_t) if ssh_t else None,
         systemd=_parse_systemd(systemd_t) if systemd_t else None,
         gpu_wait=_parse_gpu_wait(gpu_t) if gpu_t else None,
     )
     t.finish()
     return section
+
+
+def _state_dir(t: Table, base_dir: Path, transport: str) -> str | None:
+    value = t.str("state_dir", None)
+    if value is None or transport != "local":
+        return value
+    return str(_path(base_dir, value))
 
 
 def _parse_ssh(t: Table) -> SSHSection:
@@ -437,6 +458,7 @@ def parse_readiness(t: Table | None, dialect: BaseServerDialect) -> ReadinessSec
         request_timeout_s=t.float("request_timeout_s", d.request_timeout_s, min=0.1),
         health_path=health or None,
         generation_check=t.bool("generation_check", True),
+        stall_s=t.float("stall_s", d.stall_s, min=0.1),
         fatal_patterns=t.str_list("fatal_patterns", d.fatal_patterns) + extra,
         phase_markers=markers,
         progress=t.bool("progress", True),

@@ -13,6 +13,7 @@ import httpx
 from tuner.config import ReadinessSection
 from tuner.endpoint import Endpoint
 from tuner.errors import NotReady, StartFailed
+from tuner.readiness._failfast import FailFast
 from tuner.services import BaseService, Restarted
 from tuner.wait import wait_until
 
@@ -213,6 +214,9 @@ class _ReadinessProbe:
             phase_markers=config.phase_markers,
         )
         self.last_answer = "no answer yet"
+        self._fail_fast = FailFast(
+            service=service, restarted=restarted, base_url=endpoint.base_url, config=config, clock=clock
+        )
 
     def status(self, elapsed: float) -> str:
         return f"waiting for {self._restarted.new}: {self.watch.phase}, {elapsed:.0f} s ({self.last_answer})"
@@ -226,6 +230,7 @@ class _ReadinessProbe:
         if self._endpoint.model is None and self._config.generation_check:
             self._endpoint = _with_model(self._client, self._endpoint)
         self.last_answer = _probe(self._client, self._endpoint, self._config) or "ready"
+        self._fail_fast.observe(self.last_answer)
         new = self._restarted.new
         if self.last_answer == "ready" and self._port and self._service.serves(new, self._port) is False:
             self.last_answer = f"port {self._port} answered by a process other than {new}"

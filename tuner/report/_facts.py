@@ -60,6 +60,8 @@ def feasibility_label(t: FrozenTrial) -> str:
     if t.state == TrialState.PRUNED:
         phase = t.user_attrs.get(attrs.FAILURE_PHASE)
         return f"FAILED [{phase}]" if phase else "PRUNED"
+    if t.state == TrialState.FAIL and t.user_attrs.get(attrs.FAILURE_KIND) == "environment":
+        return f"ENVIRONMENT [{t.user_attrs.get(attrs.FAILURE_PHASE)}] (not counted, retried)"
     return t.state.name
 
 

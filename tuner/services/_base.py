@@ -99,6 +99,13 @@ class BaseService(abc.ABC):
         """
         return None
 
+    def listen_ports(self, identity: ProcessIdentity) -> set[int] | None:
+        """The TCP ports ``identity`` (or a process below it) listens on; None when the manager cannot tell.
+
+        Readiness uses it to fail at once when the server came up on a port other than ``base_url``'s.
+        """
+        return None
+
     @abc.abstractmethod
     def read_log(self, cursor: str) -> LogChunk:
         """Log text written after ``cursor`` (from :class:`Restarted` or a previous chunk)."""

@@ -5,6 +5,7 @@ Shared by the managers that identify processes by PID + start time and need to k
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from tuner.hosts import BaseHost
@@ -84,11 +85,16 @@ def descendants(stats: dict[int, ProcStat], root: int) -> set[int]:
 
 
 def listener_pids(host: BaseHost, port: int) -> set[int]:
+    return port_listeners(host, port)[1]
+
+
+def port_listeners(host: BaseHost, port: int) -> tuple[bool, set[int]]:
+    """Whether anything listens on ``port``, and the pids of the listeners we are allowed to see."""
     out = host.run_script(_LISTENERS, str(port)).stdout
     head, _, fds = out.partition("--\n")
     inodes = {f"socket:[{x}]" for x in head.split() if x.isdigit()}
     if not inodes:
-        return set()
+        return False, set()
     pids: set[int] = set()
     pid = None
     for line in fds.splitlines():
@@ -97,7 +103,7 @@ def listener_pids(host: BaseHost, port: int) -> set[int]:
             pid = int(part) if part.isdigit() else None
         elif pid is not None and line.rsplit(" ", 1)[-1] in inodes:
             pids.add(pid)
-    return pids
+    return True, pids
 
 
 def serves_port(host: BaseHost, pid: int, port: int) -> bool | None:
@@ -109,3 +115,25 @@ def serves_port(host: BaseHost, pid: int, port: int) -> bool | None:
     if not owners:
         return None
     return bool(owners & descendants(process_table(host), pid))
+
+
+# Every LISTEN socket as "inode hexaddr", a separator, then the socket fds of the pids given as $@.
+_PORTS_OF = r"""
+awk 'FNR > 1 && $4 == "0A" { print $10, $2 }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
+echo --
+for p in "$@"; do ls -l "/proc/$p/fd" 2>/dev/null | grep 'socket:'; done
+"""
+
+
+def listen_ports(host: BaseHost, pids: set[int]) -> set[int]:
+    """The TCP ports on which any of ``pids`` holds a listening socket."""
+    if not pids:
+        return set()
+    out = host.run_script(_PORTS_OF, *(str(p) for p in sorted(pids))).stdout
+    head, _, fds = out.partition("--\n")
+    by_inode: dict[str, int] = {}
+    for line in head.splitlines():
+        inode, _, addr = line.partition(" ")
+        with contextlib.suppress(ValueError):
+            by_inode[f"socket:[{inode}]"] = int(addr.rsplit(":", 1)[-1], 16)
+    return {by_inode[link] for link in (line.rsplit(" ", 1)[-1] for line in fds.splitlines()) if link in by_inode}

@@ -16,7 +16,7 @@ from tuner.services._base import (
     Restarted,
     ServiceState,
 )
-from tuner.services._proc import ProcStat, process_table, serves_port, stat_of
+from tuner.services._proc import ProcStat, descendants, listen_ports, process_table, serves_port, stat_of
 from tuner.spec import LaunchSpec, program_part
 from tuner.wait import wait_until
 
@@ -32,11 +32,12 @@ if TYPE_CHECKING:  # tuner.config imports this package (launch specs); only the 
 #   group-wide SIGTERM long enough to write the status.
 _LAUNCH = r"""
 log=$1; state=$2; cwd=$3; shift 3
-mkdir -p "$(dirname "$log")" || exit 97
-rm -f "$state.pid" "$state.exit"
+mkdir -p "$(dirname "$log")" "$(dirname "$state")" || exit 97
+rm -f "$state.pid" "$state.pgid" "$state.exit"
 [ -n "$cwd" ] && { cd "$cwd" || exit 98; }
 setsid sh -c '
   state=$1; shift
+  echo "$$" > "$state.pgid"
   "$@" &
   child=$!
   echo "$child" > "$state.pid"
@@ -52,9 +53,20 @@ cat "$state.pid"
 """
 
 
+# Is the launch program there and executable (a path is checked as a file, a bare name on PATH)?
+_PROGRAM = r"""
+[ -n "$2" ] && cd "$2" 2>/dev/null
+case $1 in
+  */*) if [ ! -e "$1" ]; then echo missing; elif [ -d "$1" ] || [ ! -x "$1" ]; then echo noexec; else echo ok; fi ;;
+  *) if command -v "$1" >/dev/null 2>&1; then echo ok; else echo missing; fi ;;
+esac
+"""
+
+
 @dataclass(frozen=True)
 class _Running:
-    identity: ProcessIdentity
+    identity: ProcessIdentity | None
+    """None in an intent record: written before the launch, so a tune killed mid-launch leaves a trace."""
     pgid: int
     log: str
     state_file: str
@@ -81,6 +93,7 @@ class ProcessService(BaseService):
         poll_interval_s: float = 0.05,
         gpu_wait: GpuWaitSection | None = None,
         record_name: str = "current.json",
+        state_dir: str | None = None,
     ) -> None:
         self._host = host
         self._base = base
@@ -89,7 +102,9 @@ class ProcessService(BaseService):
         self._workdir = workdir
         self._grace = stop_grace_s
         self._poll = poll_interval_s
-        self._record = posixpath.join(log_dir, record_name)
+        # Records and exit-status files live apart from the logs: a user (or a tmp cleaner) may delete logs.
+        self._state_dir = state_dir or log_dir
+        self._record = posixpath.join(self._state_dir, record_name)
         self._gpu_wait = gpu_wait
 
     # -- what runs ---------------------------------------------------------------------------------------
@@ -101,9 +116,11 @@ class ProcessService(BaseService):
             return None
         except (ValueError, KeyError):
             return None
+        pid = data.get("pid")
+        identity = None if pid is None else ProcessIdentity(pid=int(pid), started=str(data["started"]))
         return _Running(
-            identity=ProcessIdentity(pid=int(data["pid"]), started=str(data["started"])),
-            pgid=int(data["pgid"]),
+            identity=identity,
+            pgid=int(data.get("pgid") or 0),
             log=str(data["log"]),
             state_file=str(data["state_file"]),
         )
@@ -113,8 +130,8 @@ class ProcessService(BaseService):
             self._host.remove_file(self._record)
             return
         data = {
-            "pid": running.identity.pid,
-            "started": running.identity.started,
+            "pid": running.identity.pid if running.identity else None,
+            "started": running.identity.started if running.identity else None,
             "pgid": running.pgid,
             "log": running.log,
             "state_file": running.state_file,
@@ -152,10 +169,23 @@ class ProcessService(BaseService):
             return False
         return serves_port(self._host, identity.pid, port)
 
+    def listen_ports(self, identity: ProcessIdentity) -> set[int] | None:
+        if not self.is_alive(identity):
+            return set()
+        return listen_ports(self._host, descendants(self._stats(), identity.pid))
+
     def state(self) -> ServiceState:
         running = self._load()
         if running is None:
             return ServiceState(running=False, identity=None, detail="not started")
+        if running.identity is None:
+            launched = self._launched(running)
+            st = self._stat_of(launched.pgid) if launched.pgid > 0 else None
+            if st is None or not st.alive:
+                return ServiceState(running=False, identity=None, detail=f"launch of {running.log} interrupted")
+            # The launch wrapper leads the group: the server runs below it.
+            wrapper = ProcessIdentity(pid=launched.pgid, started=st.start)
+            return ServiceState(running=True, identity=wrapper, detail=f"left by an interrupted launch ({running.log})")
         if self.is_alive(running.identity):
             return ServiceState(running=True, identity=running.identity, detail=f"running, log {running.log}")
         status = self._exit_status(running)
@@ -170,7 +200,7 @@ class ProcessService(BaseService):
 
     def restart(self, *, label: str = "run") -> Restarted:
         previous = self._load()
-        old = previous.identity if previous and self.is_alive(previous.identity) else None
+        old = previous.identity if previous and previous.identity and self.is_alive(previous.identity) else None
         self.stop()
         if self._gpu_wait is not None:
             from tuner.services._gpu import wait_gpu_free
@@ -179,7 +209,12 @@ class ProcessService(BaseService):
             wait_gpu_free(self._host, self._gpu_wait)
         spec = self._staged
         log = posixpath.join(self._log_dir, f"{label}.log")
-        state_file = posixpath.join(self._log_dir, f".{label}")
+        state_file = posixpath.join(self._state_dir, f".{label}")
+        # The intent first: a tune killed during the launch leaves a record the next one finds (by its files).
+        made = self._host.run(["mkdir", "-p", self._state_dir])
+        if not made.ok:
+            raise HostError(f"cannot create the state directory {self._state_dir} on {self._host.name}: {made.stderr}")
+        self._save(_Running(identity=None, pgid=0, log=log, state_file=state_file))
         argv = [
             *(["env", *(f"{k}={v}" for k, v in sorted(spec.env.items()))] if spec.env else []),
             *spec.argv,
@@ -197,23 +232,23 @@ class ProcessService(BaseService):
         if st is None:
             # Exited before we could read its start time: still identify it, so readiness reports the exit.
             st = ProcStat(pid=pid, state="X", ppid=0, pgid=pgid, start="exited-before-identified")
-        running = _Running(
-            identity=ProcessIdentity(pid=pid, started=st.start), pgid=pgid, log=log, state_file=state_file
-        )
-        self._save(running)
-        return Restarted(old=old, new=running.identity, log_cursor="0")
+        identity = ProcessIdentity(pid=pid, started=st.start)
+        self._save(_Running(identity=identity, pgid=pgid, log=log, state_file=state_file))
+        return Restarted(old=old, new=identity, log_cursor="0")
 
     def stop(self) -> None:
         running = self._load()
         if running is None:
             return
+        if running.identity is None:
+            running = self._launched(running)
         stats = self._stats()
         leader = stats.get(running.pgid)
         # Signal the group only while its members are the ones we started: the recorded server PID must
         # still carry its start time, or (the server gone) the wrapper must still lead its group. A recycled
         # PGID belongs to someone else and is left alone.
-        ours = self._alive_in(stats, running.identity) or (
-            leader is not None and leader.pgid == running.pgid and leader.state not in ("Z", "X")
+        ours = (running.identity is not None and self._alive_in(stats, running.identity)) or (
+            running.pgid > 0 and leader is not None and leader.pgid == running.pgid and leader.state not in ("Z", "X")
         )
         if ours and self._group_alive(stats, running.pgid):
             self._host.run(["kill", "-TERM", "--", f"-{running.pgid}"])
@@ -222,6 +257,17 @@ class ProcessService(BaseService):
                 if not self._wait_gone(running.pgid, 10.0):
                     raise HostError(f"process group {running.pgid} survived SIGKILL on {self._host.name}")
         self._save(None)
+
+    def _launched(self, intent: _Running) -> _Running:
+        """What an interrupted launch started: the wrapper's group, proven ours by the state path it carries."""
+        try:
+            pgid = int(self._host.read_file(intent.state_file + ".pgid").decode().strip())
+        except (FileNotFoundError, ValueError):
+            return intent  # the launcher never ran
+        cmdline = self._host.run(["cat", f"/proc/{pgid}/cmdline"])
+        if not cmdline.ok or intent.state_file not in cmdline.stdout.split("\0"):
+            return intent  # gone, or the pgid was recycled by someone else's process
+        return _Running(identity=None, pgid=pgid, log=intent.log, state_file=intent.state_file)
 
     def _wait_gone(self, pgid: int, seconds: float) -> bool:
         """Whether every process of the group exited within ``seconds``."""
@@ -234,8 +280,14 @@ class ProcessService(BaseService):
 
     def preflight(self) -> Preflight:
         program = self._base.argv[0]
-        found = self._host.run(["sh", "-c", 'command -v "$1"', "sh", program]).ok
-        finding = Finding(ok=found, text=f"program {program} " + ("found" if found else "not found"))
+        result = self._host.run_script(_PROGRAM, program, self._workdir or "", timeout=30)
+        where = f" on {self._host.name}" if self._host.name != "local" else ""
+        text = {
+            "ok": f"program {program} found",
+            "missing": f"launch program {program} not found{where} (target.command[0])",
+            "noexec": f"launch program {program} is not executable{where} (target.command[0])",
+        }.get(result.stdout.strip(), f"launch program {program}: cannot check{where} ({result.stderr.strip()})")
+        finding = Finding(ok=result.stdout.strip() == "ok", text=text)
         return Preflight(findings=(finding,), program=program_part(self._base.argv))
 
     def read_log(self, cursor: str) -> LogChunk:
@@ -251,7 +303,7 @@ class ProcessService(BaseService):
 
     def running_spec(self) -> LaunchSpec | None:
         running = self._load()
-        if running is None or not self.is_alive(running.identity):
+        if running is None or running.identity is None or not self.is_alive(running.identity):
             return None
         pid = running.identity.pid
         cmdline = self._host.run(["cat", f"/proc/{pid}/cmdline"])

@@ -2,6 +2,7 @@
 
 from tuner.study._confirm import Confirmation, confirm_top, confirmation_text, recommended_trial
 from tuner.study._console import Console
+from tuner.study._faults import storage_faults
 from tuner.study._fleet import MixedTargets
 from tuner.study._loop import Interrupted, RunSummary, run_study
 from tuner.study._objective import (
@@ -14,7 +15,14 @@ from tuner.study._objective import (
     score,
 )
 from tuner.study._recovery import recover_stale_trials
-from tuner.study._storage import FingerprintMismatch, config_from_study, make_storage, open_study
+from tuner.study._storage import (
+    FingerprintMismatch,
+    NoSuchStudy,
+    config_from_study,
+    load_existing,
+    make_storage,
+    open_study,
+)
 from tuner.trials import best_trials, counted_trials, is_counted, is_feasible
 
 __all__ = [
@@ -25,6 +33,7 @@ __all__ = [
     "FingerprintMismatch",
     "Interrupted",
     "MixedTargets",
+    "NoSuchStudy",
     "RunSummary",
     "Score",
     "TrialParts",
@@ -37,10 +46,12 @@ __all__ = [
     "counted_trials",
     "is_counted",
     "is_feasible",
+    "load_existing",
     "make_storage",
     "open_study",
     "recommended_trial",
     "recover_stale_trials",
     "run_study",
     "score",
+    "storage_faults",
 ]

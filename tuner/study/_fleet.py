@@ -307,11 +307,14 @@ class Fleet:
         """True for the one worker that runs trial ``number`` (see :func:`claim_once`)."""
         return claim_once(self.claims, f"{TRIAL_PREFIX}{number}", self.worker)
 
-    def acquire(self, total: int, *, is_counted: Any, recover: Any, status: Any) -> tuple[Slot, int] | None:
+    def acquire(
+        self, total: int, *, is_counted: Any, recover: Any, status: Any, idle: Any = None
+    ) -> tuple[Slot, int] | None:
         """A slot and the number of counted trials so far; None once the study holds ``total`` counted trials.
 
         When every free slot is taken by trials running elsewhere, wait: one of them may end uncounted (or its
-        worker die) and hand its slot back.
+        worker die) and hand its slot back. ``idle()`` runs then (the failure policy gives its held trials their
+        verdicts: they may be what the slots wait for).
         """
         from tuner.wait import wait_until
 
@@ -324,6 +327,8 @@ class Fleet:
                 return None, done
             slot = self.slots.claim(total, trials, is_counted=is_counted)
             if slot is None:
+                if idle is not None:
+                    idle()
                 status(f"{done}/{total} counted; the remaining trials are running on other workers: waiting")
                 return None
             return slot, done

@@ -8,6 +8,7 @@ never cost a server restart.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import signal
 import threading
@@ -29,8 +30,10 @@ from tuner.study import _fleet
 from tuner.study._budget import UNTIL_DEADLINE, DeadlineReached, TimeBudget
 from tuner.study._confirm import maybe_confirm, recommended_trial
 from tuner.study._console import Console, describe_params, fmt_duration, fmt_values
+from tuner.study._faults import RUN_AFTERMATH, storage_faults
 from tuner.study._objective import Evidence, TrialParts, TrialRunner
 from tuner.study._partial import measured_text
+from tuner.study._policy import ENVIRONMENT, FailurePolicy, ask_next
 from tuner.study._recovery import Heartbeat, recover_stale_trials, requeue
 from tuner.study._starts import enqueue_starting_points, find_duplicate, retry_branch
 from tuner.study._storage import open_study
@@ -61,7 +64,8 @@ class RunSummary:
 
 @contextmanager
 def _signals_raise() -> Iterator[None]:
-    """SIGTERM behaves like Ctrl-C: the loop gets to mark the trial and restore the server."""
+    """SIGTERM and SIGHUP (the SSH session running tune dropped) behave like Ctrl-C: the loop gets to mark the
+    trial and restore the server."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
@@ -69,11 +73,12 @@ def _signals_raise() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def run_study(
@@ -90,6 +95,7 @@ def run_study(
     deadline: float | None = None,
     worker_name: str | None = None,
     allow_mixed_targets: bool = False,
+    preflight: bool = True,
 ) -> RunSummary:
     """Run trials until the study holds ``trials`` counted trials in total (a resume continues to N).
 
@@ -99,49 +105,92 @@ def run_study(
     that the cost model says would end after it; without ``trials`` the study then runs until the deadline.
     ``worker_name`` names this worker in a fleet sharing the study (default: the server's
     host and port); a worker whose server differs from the study's is refused unless ``allow_mixed_targets``.
+    With the config's own target, the preflight runs and the lock is taken before the study is created: a
+    broken environment or a busy server is refused with nothing created or changed.
     """
-    from tuner.study._parts import http_parts
+    from tuner.target import require_preflight
 
     console = console or Console()
     goal = trials if trials is not None else (UNTIL_DEADLINE if deadline else config.study.trials)
     worker = _fleet.WorkerId.for_target(config, name=worker_name)
-    study, fleet = _prepare_study(
-        config, storage=storage, study_name=study_name, force_config=force_config, console=console, worker=worker
-    )
+    if target is None and preflight:
+        require_preflight(config, storage=storage)
     if parts_factory is None:  # a real server: say once which dialect it speaks and what it lacks
         for line in config.dialect.describe():
             console.line(line)
     target = target or open_target(config)
-    parts = (parts_factory or http_parts)(config, target)
-    evidence = Evidence(artifacts_dir=config.study.artifacts_dir)
-    runner = TrialRunner(config=config, parts=parts, evidence=evidence, progress=console.status)
     start = time.monotonic()
     progress = _Progress()
-    with target, target.locked():
+    url = storage or config.study.storage
+    with storage_faults(url, aftermath=RUN_AFTERMATH), target, target.locked():
+        study, fleet = _prepare_study(
+            config, storage=storage, study_name=study_name, force_config=force_config, console=console, worker=worker
+        )
+        study.set_user_attr(attrs.TARGET_TRIALS, goal)
         fleet.target = _fleet.target_fingerprint(config, target.host)
         _fleet.check_target(fleet.claims, fleet.target, allow_mixed=allow_mixed_targets)
-        try:
-            with _signals_raise():
-                budget = TimeBudget(deadline=deadline, config=config)
-                _drive(study, config, runner, target.base, console, goal, progress, fleet, budget)
-                if budget.remaining_s() > 0:
-                    maybe_confirm(study, config, parts=parts, console=console, force=confirm)
-        except KeyboardInterrupt:
-            progress.interrupted = True
-            console.line("interrupted: the running trial is marked FAIL and will be retried on resume")
-        finally:
-            # Only while we hold the lock: the server is ours to put back.
-            try:
-                _on_exit(config, study, target, console)
-            except (TuneError, OSError) as exc:
-                console.line(f"WARNING: could not put the server back ({config.study.on_exit}): {exc}")
-    summary = _summarise(study, goal=goal, ran=progress.ran, seconds=time.monotonic() - start)
+        _run_locked(study, config, target, _Run(fleet=fleet, parts_factory=parts_factory, confirm=confirm,
+                                                deadline=deadline), console, goal, progress)
+    with storage_faults(url):
+        summary = _summarise(study, goal=goal, ran=progress.ran, seconds=time.monotonic() - start)
     if progress.interrupted:
         raise Interrupted(
             f"stopped at {summary.counted}/{goal} trials. Resume with: tune start --trials {goal} "
             f"--config {config.source}   (or: tune resume --study {study.study_name})"
         )
     return summary
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Run:
+    """What a locked run needs beyond the study and the target."""
+
+    fleet: _fleet.Fleet
+    parts_factory: PartsFactory | None
+    confirm: bool
+    deadline: float | None
+
+
+def _run_locked(
+    study: optuna.Study,
+    config: StudyConfig,
+    target: Target,
+    run: _Run,
+    console: Console,
+    goal: int,
+    progress: _Progress,
+) -> None:
+    from tuner.study._parts import http_parts
+
+    parts = (run.parts_factory or http_parts)(config, target)
+    evidence = Evidence(artifacts_dir=config.study.artifacts_dir)
+    runner = TrialRunner(config=config, parts=parts, evidence=evidence, progress=console.status)
+    budget = TimeBudget(deadline=run.deadline, config=config)
+    policy = FailurePolicy(study=study, max_same_failures=config.search.max_same_failures)
+    with _signals_raise():  # also while putting the server back: a second signal must not kill tune mid-restore
+        try:
+            _drive(study, config, runner, target.base, console, goal, progress, (run.fleet, policy, budget))
+            if budget.remaining_s() > 0:
+                policy.release()
+                maybe_confirm(study, config, parts=parts, console=console, force=run.confirm)
+        except KeyboardInterrupt:
+            progress.interrupted = True
+            console.line("interrupted: the running trial is marked FAIL and will be retried on resume")
+        finally:
+            with contextlib.suppress(Exception):  # a storage fault must not hide the run's own error
+                policy.release()
+            _put_back(config, study, target, console, progress)
+
+
+def _put_back(config: StudyConfig, study: optuna.Study, target: Target, console: Console, progress: _Progress) -> None:
+    """Only while we hold the lock: the server is ours to put back."""
+    try:
+        _on_exit(config, study, target, console)
+    except KeyboardInterrupt:
+        progress.interrupted = True
+        console.line(f"interrupted again: on_exit = {config.study.on_exit!r} was not finished (`tune restore` does it)")
+    except Exception as exc:  # whatever went wrong, the run's own error is the one to report
+        console.line(f"WARNING: could not put the server back ({config.study.on_exit}): {exc}")
 
 
 def _prepare_study(
@@ -211,19 +260,25 @@ def _drive(
     console: Console,
     target: int,
     progress: _Progress,
-    fleet: _fleet.Fleet,
-    budget: TimeBudget,
+    rules: tuple[_fleet.Fleet, FailurePolicy, TimeBudget],
 ) -> None:
+    fleet, policy, budget = rules
     uncounted_in_a_row = 0
     host_errors_in_a_row = 0
 
     def recover() -> None:
-        stale = recover_stale_trials(study, stale_after_s=config.study.stale_after_s)
+        held = set(policy.held_numbers)  # this worker's own held failures are alive, not stale
+        stale = recover_stale_trials(study, stale_after_s=config.study.stale_after_s, keep=held)
         if stale:
             console.line(f"trials of a dead worker marked FAIL and re-enqueued: {stale}")
 
-    # A slot first, then a trial: several workers sharing a study end with exactly `target` counted trials.
-    while (claimed := fleet.acquire(target, is_counted=is_counted, recover=recover, status=console.status)) is not None:
+    # A slot first, then a trial: several workers sharing a study end with exactly `target` counted trials. While
+    # no slot is free, held failures get their verdicts (they may be the last trials of the run).
+    while (
+        claimed := fleet.acquire(
+            target, is_counted=is_counted, recover=recover, status=console.status, idle=policy.release
+        )
+    ) is not None:
         slot, done = claimed
         if uncounted_in_a_row >= MAX_UNCOUNTED_IN_A_ROW:
             fleet.slots.release(slot)
@@ -231,12 +286,13 @@ def _drive(
                 f"the sampler proposed {uncounted_in_a_row} configs in a row that violate constraints or "
                 "repeat measured ones: the search space looks exhausted or over-constrained"
             )
-        trial = study.ask()
+        trial = ask_next(study)
         counted = False
         try:
             slot = _bind(study, trial, fleet, slot)
             t0 = time.monotonic()
-            counted = _run_one(study, trial, config, runner, base, console, done, target, budget)
+            shown = done + policy.holding  # held failures will most likely count
+            counted = _run_one(study, trial, config, runner, base, console, shown, target, (budget, policy))
         except DeadlineReached as stop:
             console.line(str(stop))
             return
@@ -276,6 +332,7 @@ def _host_error(study: optuna.Study, trial: optuna.Trial, console: Console, exc:
     """The host, not the config, failed (SSH dropped, a command timed out): FAIL keeps the sampler from learning
     anything from it, and the params are retried once the host is back."""
     set_trial_attr(study, trial, attrs.FAILURE_PHASE, "host")
+    set_trial_attr(study, trial, attrs.FAILURE_KIND, ENVIRONMENT)
     set_trial_attr(study, trial, attrs.FAILURE_REASON, str(exc)[:1000])
     study.tell(trial, state=TrialState.FAIL)
     requeue(study, study.trials[trial.number])
@@ -320,11 +377,12 @@ def _run_one(
     console: Console,
     done: int,
     target: int,
-    budget: TimeBudget,
+    rules: tuple[TimeBudget, FailurePolicy],
 ) -> bool:
     """Run one asked trial to its end; True when it counts towards the target."""
     from tuner.report import mark_feasibility
 
+    budget, policy = rules
     params = suggest(trial, config.space)
     if _rejected(study, trial, config, params) or _repeat(study, trial):
         return False
@@ -339,13 +397,15 @@ def _run_one(
     of = f"/{target}" if target != UNTIL_DEADLINE else ""
     line = f"[{done + 1}{of}{eta}{budget.describe()}] trial #{trial.number} ({label}): {describe_params(params)}"
     console.line(line)
-    with Heartbeat(study, trial, interval_s=config.study.heartbeat_s):
+    # The held failures are alive too: they still wait for their verdicts.
+    with Heartbeat(study, trial, interval_s=config.study.heartbeat_s, also=policy.held_ids):
         try:
             result = runner.run(trial, spec, label=f"trial-{trial.number:04d}")
         except TrialFailure as failure:
-            console.line(f"  pruned: [{failure.phase}] {failure.reason}{measured_text(trial, config)}")
-            study.tell(trial, state=TrialState.PRUNED)
+            console.line(f"  failed: [{failure.phase}] {failure.reason}{measured_text(trial, config)}")
+            policy.failed(trial, failure, baseline=is_baseline)
             return True
+    policy.success()
     mark_feasibility(trial)
     study.tell(trial, list(result.values))
     best = best_trials(study)
@@ -372,6 +432,8 @@ def _repeat(study: optuna.Study, trial: optuna.Trial) -> bool:
     from tuner.report import mark_feasibility
 
     duplicate = find_duplicate(study, dict(trial.params), trial.number)
+    if duplicate is not None and trial.user_attrs.get(attrs.BASELINE) and duplicate.state == TrialState.PRUNED:
+        duplicate = None  # a baseline PRUNED by an older tune is run again, never taken as its verdict
     if duplicate is None:
         return False
     trial.set_user_attr(attrs.DUPLICATE_OF, duplicate.number)
@@ -388,6 +450,7 @@ def _repeat(study: optuna.Study, trial: optuna.Trial) -> bool:
         )
         study.tell(trial, state=TrialState.FAIL)
     else:
+        trial.set_user_attr(attrs.FAILURE_PHASE, duplicate.user_attrs.get(attrs.FAILURE_PHASE, "sample"))
         trial.set_user_attr(attrs.FAILURE_REASON, f"same config as trial #{duplicate.number}, which failed")
         study.tell(trial, state=TrialState.PRUNED)
     return True

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable, Collection, Iterable
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.study._fleet import claim_recovery, worker_dead
-from tuner.trials import attrs, set_trial_attr
+from tuner.trials import attrs, set_trial_attr, storage_of
 from tuner.wait import Every
 
 __all__ = ["HEARTBEAT_S", "STALE_AFTER_S", "Heartbeat", "recover_stale_trials", "requeue"]
@@ -19,23 +20,30 @@ STALE_AFTER_S = 90.0
 
 
 def recover_stale_trials(
-    study: optuna.Study, *, now: float | None = None, stale_after_s: float = STALE_AFTER_S
+    study: optuna.Study,
+    *,
+    now: float | None = None,
+    stale_after_s: float = STALE_AFTER_S,
+    keep: Collection[int] = (),
 ) -> list[int]:
     """Mark RUNNING trials of dead workers FAIL and re-enqueue their params once.
 
     A trial is stale when its worker process is gone (same host), or its heartbeat stopped. Live trials of
-    other workers sharing the study are left alone.
+    other workers sharing the study are left alone, and so are ``keep`` (this worker's own, still alive).
     """
     now = time.time() if now is None else now
     failed = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if t.number in keep:
+            continue
         worker = t.user_attrs.get(attrs.WORKER)
         beat = t.user_attrs.get(attrs.HEARTBEAT)
         started = t.datetime_start.timestamp() if t.datetime_start else now
         stale = (
             (worker is not None and worker_dead(worker))
             or (beat is not None and now - beat > stale_after_s)
-            or (beat is None and now - started > stale_after_s)
+            # No owner at all: killed between becoming RUNNING and writing its worker (one heartbeat is plenty).
+            or (beat is None and now - started > (min(HEARTBEAT_S, stale_after_s) if worker is None else stale_after_s))
         )
         if not stale or not claim_recovery(study, t.number):
             continue
@@ -59,9 +67,18 @@ def requeue(study: optuna.Study, t: FrozenTrial) -> None:
 class Heartbeat:
     """Marks the running trial alive, so other workers (and later runs) can tell a stale trial."""
 
-    def __init__(self, study: optuna.Study, trial: optuna.Trial, *, interval_s: float = HEARTBEAT_S) -> None:
+    def __init__(
+        self,
+        study: optuna.Study,
+        trial: optuna.Trial,
+        *,
+        interval_s: float = HEARTBEAT_S,
+        also: Callable[[], Iterable[int]] | None = None,
+    ) -> None:
         self._study = study
         self._trial = trial
+        self._also = also
+        """Trial ids (not numbers) kept alive beside the running trial."""
         self._every = Every(interval_s, self._beat_quietly, name="tune-heartbeat")
 
     def __enter__(self) -> Heartbeat:
@@ -73,7 +90,10 @@ class Heartbeat:
         self._every.stop()
 
     def _beat(self) -> None:
-        set_trial_attr(self._study, self._trial, attrs.HEARTBEAT, time.time())
+        now = time.time()
+        set_trial_attr(self._study, self._trial, attrs.HEARTBEAT, now)
+        for trial_id in self._also() if self._also else ():
+            storage_of(self._study).set_trial_user_attr(trial_id, attrs.HEARTBEAT, now)
 
     def _beat_quietly(self) -> None:
         # A missed beat only risks a false "stale"; never kill the trial for it.

@@ -11,6 +11,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import StudyConfig
 from tuner.space import Value
+from tuner.study._policy import ensure_baseline
 from tuner.trials import attrs, is_counted, is_feasible, storage_of
 
 __all__ = ["MAX_BRANCH_TRIES", "enqueue_branches", "enqueue_starting_points", "find_duplicate", "retry_branch"]
@@ -20,7 +21,7 @@ MAX_BRANCH_TRIES = 20
 
 def enqueue_starting_points(study: optuna.Study, config: StudyConfig) -> None:
     """Trial 0 is the unmodified base command; then the study file's expert seeds; then imported bests."""
-    study.enqueue_trial(dict(config.baseline), user_attrs={attrs.BASELINE: True}, skip_if_exists=True)
+    ensure_baseline(study, dict(config.baseline))
     for i, seed in enumerate(config.search.seed_trials):
         study.enqueue_trial(dict(seed), user_attrs={attrs.SEED: i}, skip_if_exists=True)
     if config.search.import_best_from:

@@ -10,6 +10,7 @@ import sqlalchemy.exc
 
 from tuner.config import StudyConfig, parse_config
 from tuner.errors import ConfigError, TuneError
+from tuner.study._faults import watch_busy
 
 ATTR_CONFIG_TEXT = "config_toml"
 ATTR_CONFIG_SOURCE = "config_source"
@@ -21,19 +22,32 @@ class FingerprintMismatch(TuneError):
     """The study was created with a different search space, objective or benchmark."""
 
 
-def make_storage(url: str) -> optuna.storages.BaseStorage:
-    """An RDB storage; SQLite files are created with WAL on so the dashboard can read while we write."""
+class NoSuchStudy(TuneError):
+    """A command that reads a study was pointed at one that does not exist (nothing was created)."""
+
+
+def make_storage(url: str, *, busy_s: float = 60.0, create: bool = True) -> optuna.storages.BaseStorage:
+    """An RDB storage; SQLite files are created with WAL on so the dashboard can read while we write.
+
+    ``busy_s`` is how long a write waits for another process's lock; ``create=False`` (commands that only
+    read) refuses a SQLite file that does not exist instead of creating an empty one.
+    """
     kwargs: dict[str, object] = {"pool_pre_ping": True}
     if url.startswith("sqlite:///"):
         path = Path(url.removeprefix("sqlite:///"))
+        if not create and not path.exists():
+            raise NoSuchStudy(f"no study database at {path}: run `tune start` first")
         path.parent.mkdir(parents=True, exist_ok=True)
-        with sqlite3.connect(path, timeout=60) as conn:
+        with sqlite3.connect(path, timeout=busy_s) as conn:
             conn.execute("PRAGMA journal_mode=WAL")
-        kwargs = {"connect_args": {"timeout": 60}}
+        kwargs = {"connect_args": {"timeout": busy_s}}
     attempts = 8
     for attempt in range(attempts):
         try:
-            return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+            storage = optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+            if url.startswith("sqlite:///"):
+                watch_busy(storage.engine, label=url.removeprefix("sqlite:///"), limit_s=busy_s)
+            return storage
         except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.OperationalError, sqlalchemy.exc.ProgrammingError):
             # Workers starting together on a fresh database race to create Optuna's schema ("table studies
             # already exists", a duplicate alembic row; PostgreSQL: DuplicateTable "alembic_version"); the loser
@@ -69,7 +83,7 @@ def open_study(
     checked with our own fingerprint of the space, objective, scenarios and gate.
     """
     name = study_name or config.study.name
-    store = make_storage(storage or config.study.storage)
+    store = make_storage(storage or config.study.storage, busy_s=config.study.storage_busy_s)
     study = optuna.create_study(
         study_name=name,
         storage=store,
@@ -78,7 +92,7 @@ def open_study(
     )
     stored = study.user_attrs.get(ATTR_FINGERPRINT)
     fingerprint = config.fingerprint()
-    if stored is not None and stored != fingerprint and not force_config:
+    if stored is not None and stored != fingerprint and not force_config and _has_measurements(study):
         raise FingerprintMismatch(
             f"study {name!r} was created from a different configuration (fingerprint {stored}, this config "
             f"{fingerprint}: search space, objective, scenarios, gate or base command changed). Its trials would "
@@ -99,9 +113,25 @@ def open_study(
     return study
 
 
+def _has_measurements(study: optuna.Study) -> bool:
+    """Whether any trial ran to a verdict: a study whose every trial failed to start (a broken base command
+    fixed since) holds nothing a changed configuration could be incomparable with."""
+    done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    return any(t.state in done for t in study.get_trials(deepcopy=False))
+
+
+def load_existing(storage: str, study_name: str) -> optuna.Study:
+    """An existing study, or one line naming the studies that are there; never creates anything."""
+    store = make_storage(storage, create=False)
+    names = [s.study_name for s in optuna.get_all_study_summaries(store)]
+    if study_name not in names:
+        raise NoSuchStudy(f"no study {study_name!r} in {storage}; studies there: {', '.join(names) or 'none'}")
+    return optuna.load_study(study_name=study_name, storage=store)
+
+
 def config_from_study(storage: str, study_name: str | None) -> StudyConfig:
     """Rebuild the config a study was started with (``tune resume``)."""
-    store = make_storage(storage)
+    store = make_storage(storage, create=False)
     names = [s.study_name for s in optuna.get_all_study_summaries(store)]
     if study_name is None:
         if len(names) != 1:

@@ -1,7 +1,7 @@
 """The server being tuned: built from the config once, brought up the one way (apply -> restart -> ready -> verify)."""
 
 from tuner.target._build import base_spec, endpoint_for, make_host, make_service, open_target
-from tuner.target._preflight import preflight
+from tuner.target._preflight import preflight, require_preflight
 from tuner.target._target import (
     Applied,
     BroughtUp,
@@ -24,6 +24,7 @@ __all__ = [
     "make_service",
     "open_target",
     "preflight",
+    "require_preflight",
     "restart_server",
     "verify_applied",
 ]

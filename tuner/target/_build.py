@@ -53,7 +53,17 @@ def make_service(config: StudyConfig, host: BaseHost) -> BaseService:
         gpu_wait=target.gpu_wait,
         # One record per port: workers sharing a config directory each manage their own server.
         record_name=f"server-{urlsplit(target.base_url).port or 80}.json",
+        state_dir=state_dir(config),
     )
+
+
+def state_dir(config: StudyConfig) -> str:
+    """Where the study keeps its server records on the target: beside the study, never in the log dir."""
+    if config.target.state_dir:
+        return config.target.state_dir
+    if config.target.transport == "local":
+        return str(config.base_dir / "runs" / config.study.name / "state")
+    return f".tune/{config.study.name}/state"  # relative to the login directory on the target
 
 
 def endpoint_for(config: StudyConfig) -> Endpoint:

@@ -6,28 +6,40 @@ seconds) and other callers can stop at the first problem.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 
 import httpx
 
 from tuner.config import StudyConfig
-from tuner.errors import ConfigError, HostError, TuneError
+from tuner.errors import ConfigError, EnvironmentFault, HostError, TuneError
 from tuner.hosts import BaseHost
 from tuner.services import BaseService, Finding
 from tuner.target._build import make_host, make_service
 
-__all__ = ["dialect_findings", "preflight"]
-
-HELP_TIMEOUT_S = 300.0
+__all__ = ["dialect_findings", "preflight", "require_preflight"]
 
 
-def preflight(config: StudyConfig, *, flags: bool = True, endpoint: bool = True) -> Iterator[Finding]:
+def preflight(
+    config: StudyConfig,
+    *,
+    flags: bool = True,
+    endpoint: bool = True,
+    lock: bool = True,
+    gate: bool = True,
+    storage: str | None = None,
+    dialect: bool = True,
+) -> Iterator[Finding]:
     """Findings about the target: host and its key, the service's own checks, the tuned flags (``--help``),
-    the endpoint, the GPU memory command, the lock, and the gate's problems. Never changes anything.
+    the endpoint, the port (free or ours), the command's ``--port``, the writable directories, the GPU memory
+    command, the lock, and the gate's problems. Never changes anything.
 
-    ``flags`` and ``endpoint`` can be skipped where speed matters more than their answer.
+    ``tune start`` runs the fast part (no dialect, flags, endpoint, lock or gate: the lock is taken right after,
+    the dialect and the gate are the config's business) before it creates anything; ``storage`` is the study's
+    URL when not the config's.
     """
-    yield from dialect_findings(config)
+    if dialect:
+        yield from dialect_findings(config)
     try:
         host = make_host(config.target)
         yield Finding(ok=True, text=host.verify())
@@ -42,9 +54,12 @@ def preflight(config: StudyConfig, *, flags: bool = True, endpoint: bool = True)
             yield from _flags(config, host, list(found.program))
         if endpoint:
             yield _endpoint(config, service)
+        yield from _environment(config, host, service, storage or config.study.storage)
         yield from _gpu(config, host)
-        yield from _lock(config, host)
-        yield from _gate(config)
+        if lock:
+            yield from _lock(config, host)
+        if gate:
+            yield from _gate(config)
     except TuneError as exc:
         yield Finding(ok=False, text=str(exc))
     finally:
@@ -68,8 +83,17 @@ def _flags(config: StudyConfig, host: BaseHost, program: list[str]) -> Iterator[
     tuned = [p for p in config.space.params if p.flag or p.json_flag]
     if not tuned:
         return
+    if not config.target.check_flags:
+        yield Finding(ok=None, text="tuned flags not checked against `--help` ([target] check_flags = false)")
+        return
+    limit = config.target.check_timeout_s
     help_cmd = [*program, *config.dialect.help_args]
-    result = host.run(help_cmd, timeout=HELP_TIMEOUT_S) if program else None
+    print(f"   running `{' '.join(help_cmd)}` (at most {limit:.0f} s, [target] check_timeout_s)", file=sys.stderr)
+    # `timeout` signals its whole process group: a --help that starts a server instead leaves nothing behind.
+    result = host.run(["timeout", "-k", "5", f"{limit:g}", *help_cmd], timeout=limit + 30) if program else None
+    if result is not None and result.exit_status == 124:
+        yield Finding(ok=None, text=f"`{' '.join(help_cmd)}` did not exit within {limit:.0f} s: flags not verified")
+        return
     text = (result.stdout + result.stderr) if result is not None else ""
     listed = config.dialect.listed_flags(text)
     if result is None or not result.ok or not listed:
@@ -111,6 +135,17 @@ def _endpoint(config: StudyConfig, service: BaseService) -> Finding:
     return Finding(ok=None, text=f"endpoint {url} not answering ({problem}); the server is not running")
 
 
+def _environment(config: StudyConfig, host: BaseHost, service: BaseService, storage: str) -> Iterator[Finding]:
+    from tuner.target._environment import base_port, target_problems
+
+    problems = target_problems(config, host=host, service=service, storage=storage)
+    for problem in problems:
+        yield Finding(ok=False, text=problem)
+    if not problems:
+        port = base_port(config.target.base_url)
+        yield Finding(ok=True, text=f"port {port} free or ours; storage, log and artifact dirs writable")
+
+
 def _gpu(config: StudyConfig, host: BaseHost) -> Iterator[Finding]:
     if config.target.gpu_wait is None:
         return
@@ -146,3 +181,16 @@ def _gate(config: StudyConfig) -> Iterator[Finding]:
         check_problems(config.gate, file=config.source)
     except ConfigError as exc:
         yield Finding(ok=False, text=f"gate problems: {exc}")
+
+
+def require_preflight(config: StudyConfig, *, storage: str | None = None) -> None:
+    """``tune start``'s preflight: raise :class:`EnvironmentFault` with one line per problem, nothing changed."""
+    findings = preflight(config, flags=False, endpoint=False, lock=False, gate=False, storage=storage, dialect=False)
+    problems = [f.text for f in findings if f.ok is False]
+    if len(problems) == 1:
+        raise EnvironmentFault(f"{problems[0]} (nothing was changed; --skip-preflight skips this check)")
+    if problems:
+        raise EnvironmentFault(
+            "\n  - ".join([f"{len(problems)} problems, nothing was changed ({config.source}):", *problems])
+            + "\n  (--skip-preflight skips these checks)"
+        )
