@@ -33,7 +33,7 @@ from tuner.study._console import Console, describe_params, fmt_duration, fmt_val
 from tuner.study._faults import RUN_AFTERMATH, storage_faults
 from tuner.study._objective import Evidence, TrialParts, TrialRunner
 from tuner.study._partial import measured_text
-from tuner.study._policy import ENVIRONMENT, FailurePolicy, ask_next
+from tuner.study._policy import ENVIRONMENT, FailurePolicy, ask_next, ensure_baseline
 from tuner.study._recovery import Heartbeat, recover_stale_trials, requeue
 from tuner.study._starts import enqueue_starting_points, find_duplicate, retry_branch
 from tuner.study._storage import open_study
@@ -227,7 +227,21 @@ def _prepare_study(
         fleet.claims, worker, has_baseline=has_baseline, stale_after_s=config.study.stale_after_s
     ):
         enqueue_starting_points(study, config)
+    else:
+        _retry_failed_baseline(study, config, fleet)
     return study, fleet
+
+
+def _retry_failed_baseline(study: optuna.Study, config: StudyConfig, fleet: _fleet.Fleet) -> None:
+    """A baseline that failed (the environment was broken) runs again: one worker enqueues it, per failure."""
+    failed = [
+        t
+        for t in study.get_trials(deepcopy=False)
+        if t.user_attrs.get(attrs.BASELINE) and t.state in (TrialState.FAIL, TrialState.PRUNED)
+    ]
+    key = f"tune:baseline-retry:{len(failed)}"
+    if failed and fleet.claims.claim(key, {"worker": fleet.worker.process}) is not None:
+        ensure_baseline(study, dict(config.baseline))
 
 
 def _summarise(study: optuna.Study, *, goal: int, ran: int, seconds: float) -> RunSummary:
