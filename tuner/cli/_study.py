@@ -188,6 +188,8 @@ def trial_row(t: Any, scenarios: list[str]) -> dict[str, Any]:
         },
         "repeats": {s: len(t.user_attrs.get(attrs.scenario_key(s, "repeats")) or ()) for s in scenarios},
         "accept_length": {s: t.user_attrs.get(attrs.scenario_key(s, "accept_length")) for s in scenarios},
+        # Scenarios measured while the load generator was the bottleneck: their figures understate the server.
+        "client_bound": [s for s in scenarios if t.user_attrs.get(attrs.scenario_key(s, "client_bound")) is True],
         "failure_phase": t.user_attrs.get(attrs.FAILURE_PHASE),
         "failure_reason": t.user_attrs.get(attrs.FAILURE_REASON),
         "failure_kind": t.user_attrs.get(attrs.FAILURE_KIND),
@@ -245,6 +247,8 @@ def _status(args: argparse.Namespace) -> int:
             notes.append(f"INFEASIBLE gate {r['gate']}")
         if r["duplicate_of"] is not None:
             notes.append(f"repeat of #{r['duplicate_of']}")
+        if r["client_bound"]:
+            notes.append("CLIENT-BOUND " + ",".join(r["client_bound"]))
         if r["failure_reason"]:
             kind = f"{r['failure_kind']}, " if r["failure_kind"] else ""
             notes.append(f"{r['outcome']} [{kind}{r['failure_phase']}] {r['failure_reason']}")
@@ -311,6 +315,11 @@ def _best(args: argparse.Namespace) -> int:
         print("    params: " + " ".join(f"{k}={format_value(v)}" for k, v in r["params"].items()))
         print("    tok/s:  " + " ".join(f"{k}={v}" for k, v in r["tok_s"].items()))
         print(f"    launch: {r['launch']}")
+        if r["client_bound"]:
+            print(
+                f"    WARNING: measured while the load generator was the bottleneck in {', '.join(r['client_bound'])}: "
+                "its figures understate the server; raise [benchmark] client_processes and re-measure"
+            )
     # Which config to run for one kind of workload, whatever the overall objective says.
     per_scenario = per_scenario_best(study, scenarios)
     if per_scenario:
