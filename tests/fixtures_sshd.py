@@ -36,6 +36,34 @@ SYSTEMCTL3 = VENV_BIN / "systemctl3"
 JOURNALCTL3 = VENV_BIN / "journalctl3"
 
 
+# The search space and benchmark of the short remote studies (SSH + systemd, and the fleet launcher).
+SMALL_SPACE_AND_BENCHMARK = """
+[space.budget]
+type = "int"
+low = 4
+high = 24
+step = 4
+flag = "--speculative-ddtree-budget"
+
+[space.topk]
+type = "int"
+low = 2
+high = 8
+env = "SGLANG_DDTREE_MAX_TOPK"
+
+[benchmark]
+warmup_requests = 1
+repeats = 2
+
+[[benchmark.scenarios]]
+name = "c2"
+concurrency = 2
+prompt_tokens = 64
+output_tokens = 32
+requests = 4
+"""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

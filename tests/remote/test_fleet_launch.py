@@ -12,7 +12,7 @@ from pathlib import Path
 
 import optuna
 import pytest
-from fixtures_sshd import Sshd, sim_argv
+from fixtures_sshd import SMALL_SPACE_AND_BENCHMARK, Sshd, sim_argv
 from optuna.trial import TrialState
 
 from tuner.config import fleet_member, load_config
@@ -56,30 +56,8 @@ timeout_s = 30
 poll_interval_s = 0.05
 progress = false
 
-[space.budget]
-type = "int"
-low = 4
-high = 24
-step = 4
-flag = "--speculative-ddtree-budget"
-
-[space.topk]
-type = "int"
-low = 2
-high = 8
-env = "SGLANG_DDTREE_MAX_TOPK"
-
-[benchmark]
-warmup_requests = 1
-repeats = 2
-
-[[benchmark.scenarios]]
-name = "c2"
-concurrency = 2
-prompt_tokens = 64
-output_tokens = 32
-requests = 4
 """
+    text += SMALL_SPACE_AND_BENCHMARK
     path = tmp_path / "fleet.toml"
     path.write_text(text)
     return path

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import optuna
-from fixtures_sshd import SimUnit, Sshd, write_sim_unit
+from fixtures_sshd import SMALL_SPACE_AND_BENCHMARK, SimUnit, Sshd, write_sim_unit
 from fixtures_study import running_trials
 from optuna.trial import TrialState
 
@@ -43,30 +43,8 @@ timeout_s = 30
 poll_interval_s = 0.1
 progress = false
 
-[space.budget]
-type = "int"
-low = 4
-high = 24
-step = 4
-flag = "--speculative-ddtree-budget"
-
-[space.topk]
-type = "int"
-low = 2
-high = 8
-env = "SGLANG_DDTREE_MAX_TOPK"
-
-[benchmark]
-warmup_requests = 1
-repeats = 2
-
-[[benchmark.scenarios]]
-name = "c2"
-concurrency = 2
-prompt_tokens = 64
-output_tokens = 32
-requests = 4
 """
+    text += SMALL_SPACE_AND_BENCHMARK
     path = tmp_path / f"{name}.toml"
     path.write_text(text)
     return path
