@@ -47,7 +47,10 @@ class Metric:
         return list(value) if isinstance(value, tuple) else value
 
     def format(self, value: Any) -> str:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        """The figure as a table shows it: ``digits`` decimals, ``yes``/``no`` for a flag, ``-`` when missing."""
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if not isinstance(value, int | float) or not math.isfinite(value):
             return "-"
         return f"{value:.{self.digits}f}"
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from tuner.bench import Reference, SequentialPolicy, estimate
+from tuner.bench import Noise, Reference, SequentialPolicy, estimate, pooled_noise
 
 POLICY = SequentialPolicy(min_repeats=2, max_repeats=6, precision=0.02, confidence=0.8)
 #: A reference measured four times, ~1% noise around 100 tok/s.
@@ -102,3 +102,41 @@ def test_score_of_one_repeat_and_identical_repeats() -> None:
 def test_higher_confidence_lowers_the_score() -> None:
     samples = [100.0, 104.0, 97.0]
     assert estimate(samples, 0.95).score < estimate(samples, 0.8).score < estimate(samples, 0.5).score
+
+
+#: ~1% repeat noise, learnt from 40 degrees of freedom of other configs' repeats.
+NOISE = Noise(ss=40 * 0.01**2, df=40)
+ONCE = SequentialPolicy(min_repeats=1, max_repeats=4, precision=0.02, confidence=0.8)
+
+
+def test_with_the_study_noise_one_repeat_can_settle_every_verdict() -> None:
+    ref = Reference(samples=(100.0,), margin=0.05, confidence=0.9, noise=NOISE)
+    assert ref.comparable  # one reference repeat is enough when the noise is known
+    assert ONCE.decide([50.0], ref).verdict == "worse"
+    assert ONCE.decide([110.0], ref).verdict == "better"
+    assert ONCE.decide([97.0], ref).verdict == "behind"  # slower for sure, but within the pruning margin
+    assert ONCE.decide([100.2], ref).verdict == "precise"  # +-1.3% at 80% from the pooled noise
+    # Without the pool, one repeat says nothing about the noise: measure again.
+    d = ONCE.decide([100.2], Reference(samples=(100.0, 100.4)))
+    assert d.verdict == "more" and "no noise estimate" in d.reason
+
+
+def test_a_noisier_study_needs_more_repeats_for_the_same_precision() -> None:
+    noisy = Reference(samples=(100.0,), noise=Noise(ss=40 * 0.03**2, df=40), margin=0.05, confidence=0.9)
+    assert ONCE.decide([100.5], noisy).verdict == "more"
+    assert ONCE.decide([100.5, 99.0, 101.0, 100.0], noisy).verdict == "max_repeats"
+
+
+def test_pooled_noise_counts_each_config_around_its_own_mean() -> None:
+    pool = pooled_noise([[100.0, 102.0], [50.0, 51.0, 49.0], [7.0], []])
+    assert pool is not None and pool.df == 3
+    expected = 2 * math.log(102 / 100) ** 2 / 4 + sum((math.log(x / 50) - 0) ** 2 for x in (50, 51, 49))
+    assert pool.ss == pytest.approx(expected, rel=0.02)
+    assert pooled_noise([[7.0], [8.0]]) is None
+
+
+def test_the_pool_gives_one_repeat_an_interval_and_a_score_below_its_point() -> None:
+    est = estimate([100.0], 0.8, NOISE)
+    assert est.half_width is not None and est.score < est.point == pytest.approx(100.0)
+    assert est.relative_half_width == pytest.approx(1.303 * 0.01, rel=0.01)  # t(0.9, 40) * sigma / sqrt(1)
+    assert estimate([100.0, 100.0], 0.8, NOISE).score > est.score  # two repeats: a tighter bound

@@ -20,3 +20,27 @@ def _trial(bound: bool) -> optuna.trial.FrozenTrial:
 def test_status_rows_name_the_client_bound_scenarios() -> None:
     assert trial_row(_trial(True), ["c1", "c64"])["client_bound"] == ["c64"]
     assert trial_row(_trial(False), ["c1", "c64"])["client_bound"] == []
+
+
+def test_the_dashboard_note_marks_a_client_bound_trial() -> None:
+    from tuner.report._notes import trial_note_text
+
+    best = _trial(True)
+    note = trial_note_text(best, best_numbers=frozenset({best.number}))
+    assert note is not None and "BEST feasible trial" in note and "CLIENT-BOUND** in c64" in note
+    assert trial_note_text(_trial(False)) is None
+
+
+def test_the_report_marks_a_client_bound_trial_in_the_top_table() -> None:
+    from tuner.report._report import _top_row
+
+    assert "CLIENT-BOUND" in _top_row(1, _trial(True), ["c1", "c64"])
+    assert "CLIENT-BOUND" not in _top_row(1, _trial(False), ["c1", "c64"])
+
+
+def test_a_flag_metric_reads_yes_or_no() -> None:
+    from tuner.metrics import by_key
+
+    metric = by_key("client_bound")
+    assert (metric.format(True), metric.format(False), metric.format(None)) == ("yes", "no", "-")
+    assert by_key("tok_s").format(123.456) == "123.5"

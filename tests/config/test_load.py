@@ -124,7 +124,7 @@ def test_sequential_repeats_keys_and_the_fixed_repeats_alias(tmp_path: Path) -> 
     old = load_config(write(tmp_path, with_repeats("repeats = 4\nmad_k = 1.0"))).benchmark
     assert (old.min_repeats, old.max_repeats, old.mad_k) == (4, 4, 1.0)
     defaults = load_config(write(tmp_path, with_repeats(""))).benchmark
-    assert (defaults.min_repeats, defaults.max_repeats, defaults.precision, defaults.confidence) == (2, 6, 0.02, 0.8)
+    assert (defaults.min_repeats, defaults.max_repeats, defaults.precision, defaults.confidence) == (1, 6, 0.02, 0.8)
 
 
 @pytest.mark.parametrize(

@@ -95,3 +95,15 @@ def test_search_section_and_factories(make_config: MakeConfig) -> None:
         make_config(name="bad2", search="prune_confidence = 1.0")
     with pytest.raises(ConfigError, match="prune_against"):
         make_config(name="bad3", search='prune_against = "median"')
+
+
+def test_one_repeat_is_enough_evidence_once_the_study_knows_its_noise() -> None:
+    # Two finished configs besides the reference measured ~1% noise: the pool gives a single repeat a test.
+    study = _study(
+        _done(300, [400, 404, 396], baseline=True), _done(290, [380, 384, 377], x=0.3), _done(280, [350, 353], x=0.2)
+    )
+    pruner = RegressionPruner(scenarios=SCENARIOS, reference="baseline", margin=0.05, confidence=0.9)
+    reference = pruner.reference_lookup(study, exclude=99)(SCENARIOS[0])
+    assert reference is not None and reference.noise is not None and reference.noise.df == 3
+    assert pruner.prune(study, _candidate([300]))  # 25% slower after one repeat
+    assert not pruner.prune(study, _candidate([385]))  # 4% slower: within the 5% margin, however sure

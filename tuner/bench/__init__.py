@@ -9,7 +9,18 @@ from tuner.bench._request import RequestRecord, RequestSpec, build_body, stream_
 from tuner.bench._sequential import VERDICTS, Reference, ReferenceLookup, RepeatDecision, SequentialPolicy
 from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between, parse_prometheus
 from tuner.bench._sse import SSEDecoder
-from tuner.bench._stats import MAD_TO_SIGMA, Estimate, bootstrap_ci, estimate, is_slower, mad, percentile, robust_score
+from tuner.bench._stats import (
+    MAD_TO_SIGMA,
+    Estimate,
+    Noise,
+    bootstrap_ci,
+    estimate,
+    is_slower,
+    mad,
+    percentile,
+    pooled_noise,
+    robust_score,
+)
 from tuner.bench._workers import InProcessRunner, LoadRunner, ProcessRunner, choose_processes
 
 __all__ = [
@@ -23,6 +34,7 @@ __all__ = [
     "LoadResult",
     "LoadRunner",
     "LoadTarget",
+    "Noise",
     "ProcessRunner",
     "Reference",
     "ReferenceLookup",
@@ -47,6 +59,7 @@ __all__ = [
     "make_client",
     "parse_prometheus",
     "percentile",
+    "pooled_noise",
     "robust_score",
     "run_load",
     "stream_request",

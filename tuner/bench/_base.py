@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tuner.bench._sequential import Reference, ReferenceLookup, RepeatDecision, SequentialPolicy
-from tuner.bench._stats import estimate
+from tuner.bench._stats import Noise, estimate
 from tuner.config import Scenario
 
 
@@ -93,7 +93,7 @@ class ScenarioResult:
     half_width: float | None = None
     """Half the width of the score's interval in tok/s (None: one repeat, no noise estimate)."""
     stopped: str | None = None
-    """Why the repeats stopped (:data:`tuner.bench.VERDICTS`): precise, worse, better or max_repeats."""
+    """Why the repeats stopped (:data:`tuner.bench.VERDICTS`): precise, worse, behind, better or max_repeats."""
 
     @classmethod
     def from_repeats(
@@ -103,10 +103,15 @@ class ScenarioResult:
         repeats_tok_s: Sequence[float],
         repeats_per_stream_tok_s: Sequence[float],
         confidence: float,
+        noise: Noise | None = None,
         **measured: Any,
     ) -> ScenarioResult:
-        """Summarise per-repeat figures the one way every benchmark must (medians, score bound, interval)."""
-        est = estimate(repeats_tok_s, confidence)
+        """Summarise per-repeat figures the one way every benchmark must (medians, score bound, interval).
+
+        ``noise`` is the study's pooled repeat noise (:meth:`BaseBenchmark.noise`), so a scenario measured
+        once still gets an interval and a score below its point, like one measured several times.
+        """
+        est = estimate(repeats_tok_s, confidence, noise)
         per_stream = tuple(repeats_per_stream_tok_s)
         return cls(
             name=scenario.name,
@@ -120,7 +125,7 @@ class ScenarioResult:
             ci_low=est.low if est.half_width is not None else None,
             ci_high=est.high if est.half_width is not None else None,
             repeats_per_stream_tok_s=per_stream,
-            per_stream_score=estimate(per_stream, confidence).score if per_stream else None,
+            per_stream_score=estimate(per_stream, confidence, noise).score if per_stream else None,
             **measured,
         )
 
@@ -153,8 +158,15 @@ class BaseBenchmark(abc.ABC):
 
     def next_repeat(self, scenario: Scenario, samples: Sequence[float]) -> RepeatDecision:
         """Whether to run another repeat of ``scenario`` after ``samples`` (aggregate tok/s per repeat)."""
-        reference: Reference | None = self._reference(scenario.name) if self._reference else None
-        return self.policy.decide(samples, reference)
+        return self.policy.decide(samples, self._reference_of(scenario))
+
+    def noise(self, scenario: Scenario) -> Noise | None:
+        """The study's pooled repeat noise for ``scenario`` (None: no study, or no config measured twice yet)."""
+        reference = self._reference_of(scenario)
+        return reference.noise if reference is not None else None
+
+    def _reference_of(self, scenario: Scenario) -> Reference | None:
+        return self._reference(scenario.name) if self._reference else None
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release clients and connections."""

@@ -232,6 +232,7 @@ class HttpBenchmark(BaseBenchmark):
             repeats_tok_s=repeats_tok_s,
             repeats_per_stream_tok_s=per_stream,
             confidence=cfg.confidence,
+            noise=self.noise(scenario),
             ttft_p50_s=percentile(ttfts, 50),
             ttft_p99_s=percentile(ttfts, 99),
             itl_p50_s=percentile(itls, 50),

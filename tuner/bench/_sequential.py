@@ -4,14 +4,20 @@ After each measured repeat the benchmark asks :meth:`SequentialPolicy.decide` wh
 It stops as soon as one of these holds:
 
 * ``worse``: the repeats so far are confidently slower than the reference trial's repeats of the same scenario
-  (the regression pruner's test, :func:`tuner.bench.is_slower`, at the pruner's margin and confidence). This
-  may come after a single repeat: the test then borrows the reference's noise estimate, with its degrees of
-  freedom, so one repeat of a config at half the reference's speed is enough to stop.
-* ``better``: at least ``min_repeats`` repeats, confidently faster than the reference (no margin). A winner's
-  third decimal is not worth another repeat: the end-of-study confirmation re-measures the top configs.
+  by more than the regression pruner's margin (its test, :func:`tuner.bench.is_slower`, at its confidence). The
+  pruner then stops the trial.
+* ``better`` / ``behind``: at least ``min_repeats`` repeats, confidently faster / slower than the reference (no
+  margin). Polishing a config's third decimal pays only while it could be the best: a winner is re-measured
+  by the end-of-study confirmation anyway, and a config that is surely behind stays in the study (its score
+  still informs the sampler) without more repeats.
 * ``precise``: at least ``min_repeats`` repeats and the score's interval is narrower than ``precision``
   (relative half-width, see :func:`tuner.bench.estimate`).
 * ``max_repeats``: the cap.
+
+The noise these tests need is the study's (:class:`tuner.bench.Noise`, pooled over every other config's
+repeats of the scenario and carried by the :class:`Reference`), so one repeat can settle a config once a few
+configs were measured twice. Before that (the baseline, or a study without a reference) a scenario is repeated
+until its own repeats estimate the noise: one repeat alone never stops as ``precise``.
 
 ``min_repeats == max_repeats`` is the fixed-repeats mode (the ``repeats`` key of old study files): exactly that
 many repeats, no early stop of any kind, as before sequential repeats existed.
@@ -22,13 +28,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tuner.bench._stats import estimate, is_slower
+from tuner.bench._stats import Noise, estimate, is_slower
 from tuner.config import BenchmarkSection
 
 __all__ = ["VERDICTS", "Reference", "ReferenceLookup", "RepeatDecision", "SequentialPolicy"]
 
 #: Why a scenario stopped: ``more`` is the only verdict that asks for another repeat.
-VERDICTS = ("more", "precise", "worse", "better", "max_repeats")
+VERDICTS = ("more", "precise", "worse", "behind", "better", "max_repeats")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,6 +47,13 @@ class Reference:
     confidence: float = 0.9
     """One-sided confidence the ``worse`` / ``better`` tests need."""
     trial: int | None = None
+    noise: Noise | None = None
+    """The study's repeat-to-repeat noise, pooled over configs other than the candidate and the reference."""
+
+    @property
+    def comparable(self) -> bool:
+        """Enough reference repeats for a test: one when the noise is known from the pool, else two."""
+        return len(self.samples) >= (1 if self.noise is not None else 2)
 
 
 ReferenceLookup = Callable[[str], Reference | None]
@@ -65,7 +78,7 @@ class SequentialPolicy:
     (two-sided; the score is the interval's lower end).
     """
 
-    min_repeats: int = 2
+    min_repeats: int = 1
     max_repeats: int = 6
     precision: float = 0.02
     confidence: float = 0.8
@@ -101,19 +114,28 @@ class SequentialPolicy:
             return RepeatDecision(verdict="max_repeats", reason=f"{n} repeats (the maximum)")
         if self.fixed or n == 0:
             return RepeatDecision(verdict="more", reason=f"{n} of {self.max_repeats} repeats")
-        if reference is not None and len(reference.samples) >= 2:
+        noise = reference.noise if reference is not None else None
+        if reference is not None and reference.comparable:
             ref = reference.samples
-            if is_slower(samples, ref, margin=reference.margin, confidence=reference.confidence):
+            if is_slower(samples, ref, margin=reference.margin, confidence=reference.confidence, noise=noise):
                 return RepeatDecision(
                     verdict="worse",
                     reason=f"confidently more than {reference.margin:.0%} slower than the reference "
                     f"after {n} repeat(s)",
                 )
-            if n >= self.min_repeats and is_slower(ref, samples, margin=0.0, confidence=reference.confidence):
+            if n >= self.min_repeats and is_slower(
+                ref, samples, margin=0.0, confidence=reference.confidence, noise=noise
+            ):
                 return RepeatDecision(verdict="better", reason=f"confidently faster than the reference after {n}")
+            if n >= self.min_repeats and is_slower(
+                samples, ref, margin=0.0, confidence=reference.confidence, noise=noise
+            ):
+                return RepeatDecision(verdict="behind", reason=f"confidently slower than the reference after {n}")
         if n < self.min_repeats:
             return RepeatDecision(verdict="more", reason=f"{n} of at least {self.min_repeats} repeats")
-        h = estimate(samples, self.confidence).relative_half_width
-        if h is not None and h <= self.precision:
+        h = estimate(samples, self.confidence, noise).relative_half_width
+        if h is None:
+            return RepeatDecision(verdict="more", reason="one repeat and no noise estimate yet")
+        if h <= self.precision:
             return RepeatDecision(verdict="precise", reason=f"+-{h:.1%} after {n} repeats")
-        return RepeatDecision(verdict="more", reason=f"+-{h or 0:.1%} after {n} repeats, want +-{self.precision:.1%}")
+        return RepeatDecision(verdict="more", reason=f"+-{h:.1%} after {n} repeats, want +-{self.precision:.1%}")

@@ -7,7 +7,7 @@ says what it does when it cannot estimate something (``None`` or ``False``) inst
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,11 +16,13 @@ import numpy as np
 __all__ = [
     "MAD_TO_SIGMA",
     "Estimate",
+    "Noise",
     "bootstrap_ci",
     "estimate",
     "is_slower",
     "mad",
     "percentile",
+    "pooled_noise",
     "robust_score",
 ]
 
@@ -61,6 +63,50 @@ def robust_score(samples: Sequence[float], k: float) -> float:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Noise:
+    """The benchmark's repeat-to-repeat noise, pooled over the configs measured so far.
+
+    ``ss`` is the sum of squared deviations of log throughput from each config's own mean and ``df`` its
+    degrees of freedom (repeats minus one, summed over configs), so ``ss / df`` estimates the variance of one
+    repeat's log throughput. Pooling assumes what throughput noise is on a dedicated server: multiplicative
+    and about the same for every config (the box, the clocks and the load generator make it, not the flags).
+    With it, a single repeat has an interval, and a config need not be measured twice just to learn the noise.
+    """
+
+    ss: float
+    df: int
+
+    @property
+    def var(self) -> float:
+        return self.ss / self.df
+
+    def with_samples(self, logs: np.ndarray) -> Noise:
+        """This pool plus one more config's repeats (its own deviations, its own degrees of freedom)."""
+        if logs.size < 2:
+            return self
+        return Noise(ss=self.ss + float(((logs - logs.mean()) ** 2).sum()), df=self.df + int(logs.size) - 1)
+
+
+def pooled_noise(groups: Iterable[Sequence[float]]) -> Noise | None:
+    """The :class:`Noise` of several configs' repeats (None: no config has two positive repeats yet)."""
+    pool = Noise(ss=0.0, df=0)
+    for group in groups:
+        arr = _finite(group)
+        pool = pool.with_samples(np.log(arr[arr > 0]))
+    return pool if pool.df > 0 else None
+
+
+def _log_variance(logs: np.ndarray, noise: Noise | None) -> tuple[float, int] | None:
+    """The variance of one repeat's log throughput and its degrees of freedom: own repeats, plus the pool."""
+    if noise is not None:
+        combined = noise.with_samples(logs)
+        return combined.var, combined.df
+    if logs.size < 2:
+        return None
+    return float(logs.var(ddof=1)), int(logs.size) - 1
+
+
+@dataclass(frozen=True, kw_only=True)
 class Estimate:
     """Throughput from a few repeats: the point estimate, its confidence interval and the score.
 
@@ -68,7 +114,9 @@ class Estimate:
     ``h = t((1 + confidence) / 2, n - 1) * sd(log x) / sqrt(n)`` (a Student-t interval on log throughput);
     ``score`` is its lower end. ``relative_half_width`` is ``h`` (~ the half-width as a fraction of the
     point); ``half_width`` is half the interval's width in the samples' unit. One repeat has no noise
-    estimate: ``relative_half_width`` and ``half_width`` are ``None`` and the score is the sample itself.
+    estimate: ``relative_half_width`` and ``half_width`` are ``None`` and the score is the sample itself,
+    unless a pooled :class:`Noise` estimate is given: then ``sd(log x)`` is the pool's (own repeats included)
+    and ``n - 1`` its degrees of freedom, so one repeat gets an honest interval too.
     """
 
     point: float
@@ -80,7 +128,7 @@ class Estimate:
     n: int
 
 
-def estimate(samples: Sequence[float], confidence: float) -> Estimate:
+def estimate(samples: Sequence[float], confidence: float, noise: Noise | None = None) -> Estimate:
     """The score a config gets from ``samples`` (see :class:`Estimate`): a lower confidence bound, never below 0.
 
     Why logs: throughput noise is multiplicative (a busier box slows every request by a fraction), the bound
@@ -98,10 +146,12 @@ def estimate(samples: Sequence[float], confidence: float) -> Estimate:
         raise ValueError("estimate needs at least one finite sample")
     logs = np.log(np.maximum(arr, 1e-9))
     point = float(np.exp(logs.mean()))
-    if arr.size < 2:
+    variance = _log_variance(logs, noise)
+    if variance is None:
         return Estimate(point=point, score=point, low=point, high=point, half_width=None, relative_half_width=None, n=1)
-    se = float(logs.std(ddof=1)) / math.sqrt(arr.size)
-    h = float(_scipy_stats().t.ppf(0.5 + confidence / 2.0, arr.size - 1)) * se
+    var, df = variance
+    se = math.sqrt(var / arr.size)
+    h = float(_scipy_stats().t.ppf(0.5 + confidence / 2.0, df)) * se
     low, high = point * math.exp(-h), point * math.exp(h)
     return Estimate(
         point=point,
@@ -171,6 +221,7 @@ def is_slower(
     *,
     margin: float,
     confidence: float,
+    noise: Noise | None = None,
 ) -> bool:
     """Is ``candidate`` slower than ``reference`` by more than ``margin`` (a fraction), with ``confidence``?
 
@@ -190,6 +241,10 @@ def is_slower(
     benchmark, same noise), with that side's degrees of freedom. When neither side has two samples there is no
     noise estimate and the answer is ``False``. When both sides are noise-free (zero variance, e.g. a
     deterministic simulator), the comparison is exact.
+
+    With ``noise`` (the pooled noise of *other* configs, :func:`pooled_noise`), both sides' own repeats join
+    the pool and the test is a pooled-variance t-test with the pool's degrees of freedom: one repeat of each
+    side is then enough for a confident answer when the difference is large against the usual noise.
     """
     if not 0.0 <= margin < 1.0:
         raise ValueError(f"margin must be within [0, 1), got {margin}")
@@ -204,6 +259,8 @@ def is_slower(
     lc = np.log(c)
     lr = np.log(r) + math.log1p(-margin)  # the threshold the candidate must be confidently below
     diff = float(lc.mean() - lr.mean())
+    if noise is not None:
+        return _pooled_slower(diff, lc, lr, noise.with_samples(lc).with_samples(lr), confidence)
     var_c = float(lc.var(ddof=1)) if lc.size >= 2 else None
     var_r = float(lr.var(ddof=1)) if lr.size >= 2 else None
     if var_c is None and var_r is None:
@@ -224,3 +281,10 @@ def is_slower(
         return diff < 0.0
     p = float(stats.t.cdf(diff / se, df))
     return p < alpha
+
+
+def _pooled_slower(diff: float, lc: np.ndarray, lr: np.ndarray, pool: Noise, confidence: float) -> bool:
+    if pool.var == 0.0:
+        return diff < 0.0
+    se = math.sqrt(pool.var * (1.0 / lc.size + 1.0 / lr.size))
+    return float(_scipy_stats().t.cdf(diff / se, pool.df)) < 1.0 - confidence

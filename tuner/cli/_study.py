@@ -168,7 +168,7 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any]:
 
 def trial_row(t: Any, scenarios: list[str]) -> dict[str, Any]:
     from tuner.report._facts import outcome
-    from tuner.trials import attrs
+    from tuner.trials import attrs, client_bound_scenarios
 
     row: dict[str, Any] = {
         "number": t.number,
@@ -189,7 +189,7 @@ def trial_row(t: Any, scenarios: list[str]) -> dict[str, Any]:
         "repeats": {s: len(t.user_attrs.get(attrs.scenario_key(s, "repeats")) or ()) for s in scenarios},
         "accept_length": {s: t.user_attrs.get(attrs.scenario_key(s, "accept_length")) for s in scenarios},
         # Scenarios measured while the load generator was the bottleneck: their figures understate the server.
-        "client_bound": [s for s in scenarios if t.user_attrs.get(attrs.scenario_key(s, "client_bound")) is True],
+        "client_bound": client_bound_scenarios(t),
         "failure_phase": t.user_attrs.get(attrs.FAILURE_PHASE),
         "failure_reason": t.user_attrs.get(attrs.FAILURE_REASON),
         "failure_kind": t.user_attrs.get(attrs.FAILURE_KIND),

@@ -136,7 +136,7 @@ class Scenario:
 class BenchmarkSection:
     scenarios: tuple[Scenario, ...]
     warmup_requests: int = 2
-    min_repeats: int = 2
+    min_repeats: int = 1
     max_repeats: int = 6
     """Sequential repeats (:class:`tuner.bench.SequentialPolicy`): at least ``min_repeats``, at most
     ``max_repeats``, stopping when the score is ``precision``-precise or confidently worse/better than the

@@ -15,7 +15,7 @@ from tuner.config import StudyConfig
 from tuner.report._facts import best_feasible, feasibility_label, infeasibility
 from tuner.space import Param, format_value
 from tuner.target import base_spec
-from tuner.trials import attrs, current_trial, storage_of, study_id, trial_id
+from tuner.trials import attrs, client_bound_scenarios, current_trial, storage_of, study_id, trial_id
 
 __all__ = [
     "FEASIBLE_ATTR",
@@ -195,6 +195,12 @@ def trial_note_text(t: FrozenTrial, *, best_numbers: frozenset[int] = frozenset(
             body = ["", "Server log (last lines; full log in the artifacts):", "", "```", *tail, "```"]
     elif t.state == TrialState.FAIL and t.user_attrs.get(attrs.INTERRUPTED):
         head = f"Interrupted ({t.user_attrs[attrs.INTERRUPTED]}); retried on resume."
+    if bound := client_bound_scenarios(t):
+        mark = (
+            f"**CLIENT-BOUND** in {', '.join(bound)}: measured while the load generator was the bottleneck, so "
+            "these figures understate the server; raise `[benchmark] client_processes` and re-measure."
+        )
+        head = mark if head is None else f"{head}\n\n{mark}"
     if head is None:
         return None
     return "\n".join([NOTE_MARKER, head, *body]) + "\n"

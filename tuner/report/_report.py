@@ -29,7 +29,7 @@ from tuner.report._facts import (
     scenario_figure,
 )
 from tuner.space import format_value
-from tuner.trials import attrs, confirmation_text, counted_trials, is_counted, is_feasible
+from tuner.trials import attrs, client_bound_scenarios, confirmation_text, counted_trials, is_counted, is_feasible
 
 __all__ = ["MIN_IMPORTANCE_TRIALS", "Report", "build_report", "importances"]
 
@@ -216,6 +216,13 @@ class _ReportWriter:
             f"gate {best.user_attrs.get(attrs.GATE, 'n/a')}.",
             "",
         ]
+        if bound := client_bound_scenarios(best):
+            self.md += [
+                f"**Client-bound**: {', '.join(bound)} of trial #{best.number} was measured while the load "
+                "generator was the bottleneck, so its figures understate the server and the ranking may be "
+                "wrong; raise `[benchmark] client_processes` and re-measure (`tune best --confirm`).",
+                "",
+            ]
         confirmed = confirmation_text(self.study)
         self.md += [
             (confirmed[0].upper() + confirmed[1:] + ".")
@@ -422,6 +429,8 @@ def _top_row(rank: int, t: FrozenTrial, scenarios: list[str]) -> str:
     accepts = [a for s in scenarios if (a := scenario_figure(t, s, "accept_length")) is not None]
     accept = _fmt(sum(accepts) / len(accepts), 2) if accepts else "-"
     tag = " (baseline)" if t.user_attrs.get(attrs.BASELINE) else ""
+    if client_bound_scenarios(t):
+        tag += " CLIENT-BOUND"
     return (
         f"| {rank} | #{t.number}{tag} | {_score(t)} | {toks} | {accept} | {t.user_attrs.get(attrs.GATE, '-')} "
         f"| {_md_cell(params_text(t.params))} |"

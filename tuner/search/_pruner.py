@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.bench import Reference, ReferenceLookup, is_slower
+from tuner.bench import Noise, Reference, ReferenceLookup, is_slower, pooled_noise
 from tuner.trials import attrs, best_trials, is_feasible
 
 __all__ = ["RegressionPruner", "pruning_savings"]
@@ -73,33 +73,45 @@ class RegressionPruner(optuna.pruners.BasePruner):
         scenario = self._scenarios[step]
         if trial.user_attrs.get(_stopped_key(scenario)) == "worse":
             return True  # the benchmark already ran this test after each repeat (see reference_lookup)
+        reference = self.reference_lookup(study, exclude=trial.number)(scenario)
         candidate = _samples(trial, scenario)
-        if len(candidate) < self._min_repeats:
+        if reference is None or len(candidate) < (1 if reference.noise is not None else self._min_repeats):
             return False
-        ref = self.reference_trial(study, exclude=trial.number)
-        if ref is None:
-            return False
-        reference = _samples(ref, scenario)
-        if len(reference) < self._min_repeats:
-            return False
-        return is_slower(candidate, reference, margin=self._margin, confidence=self._confidence)
+        return is_slower(
+            candidate, reference.samples, margin=self._margin, confidence=self._confidence, noise=reference.noise
+        )
 
     def reference_lookup(self, study: optuna.Study, *, exclude: int | None = None) -> ReferenceLookup:
         """The reference's repeats per scenario, for the benchmark's sequential policy (repeat-level pruning).
 
         The reference trial is chosen once, when the trial's benchmark starts: it only changes when a trial
-        ends. A reference with fewer than ``min_repeats`` repeats of a scenario is no reference for it.
+        ends. Each :class:`~tuner.bench.Reference` carries the study's repeat noise for its scenario, pooled
+        over every other measured config (:func:`tuner.bench.pooled_noise`); without a pool, a reference
+        with fewer than ``min_repeats`` repeats of a scenario is no reference for it.
         """
         ref = self.reference_trial(study, exclude=exclude)
+        if ref is None:
+            return lambda scenario: None
+        others = [
+            t
+            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+            if t.number not in (exclude, ref.number)
+        ]
+        pools: dict[str, Noise | None] = {}
 
         def lookup(scenario: str) -> Reference | None:
-            if ref is None:
-                return None
+            if scenario not in pools:
+                pools[scenario] = pooled_noise(_samples(t, scenario) for t in others)
+            noise = pools[scenario]
             samples = _samples(ref, scenario)
-            if len(samples) < self._min_repeats:
+            if len(samples) < (1 if noise is not None else self._min_repeats):
                 return None
             return Reference(
-                samples=tuple(samples), margin=self._margin, confidence=self._confidence, trial=ref.number
+                samples=tuple(samples),
+                margin=self._margin,
+                confidence=self._confidence,
+                trial=ref.number,
+                noise=noise,
             )
 
         return lookup

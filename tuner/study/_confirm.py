@@ -21,7 +21,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
-from tuner.bench import ScenarioResult
+from tuner.bench import ScenarioResult, SequentialPolicy
 from tuner.config import StudyConfig
 from tuner.errors import TrialFailure
 from tuner.space import render
@@ -98,6 +98,7 @@ def _measure(parts: TrialParts, config: StudyConfig, spec: Any, *, label: str) -
     target = parts.target
     up = target.bring_up(spec, label=label)
     bench = parts.benchmark(up.ready.endpoint or target.endpoint)
+    bench.policy = visit_policy(config)
     try:
         outcome = benchmark_server(
             bench, config.benchmark, service=target.service, restarted=up.restarted, on_result=lambda step, r: None
@@ -105,6 +106,17 @@ def _measure(parts: TrialParts, config: StudyConfig, spec: Any, *, label: str) -
     finally:
         bench.close()
     return outcome.results
+
+
+def visit_policy(config: StudyConfig) -> SequentialPolicy:
+    """A fixed number of repeats per visit: the study's fixed ``repeats``, else 2.
+
+    Sequential stops need a reference to stop against, and confirming *is* the comparison: every config gets
+    the same fresh samples (2 rounds x 2 repeats), so the ranking is not decided by who was stopped early.
+    """
+    b = config.benchmark
+    n = b.min_repeats if b.min_repeats == b.max_repeats else min(2, b.max_repeats)
+    return SequentialPolicy(min_repeats=n, max_repeats=n)
 
 
 def _value(config: StudyConfig, per: dict[str, list[float]]) -> float:

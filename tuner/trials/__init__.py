@@ -17,6 +17,7 @@ __all__ = [
     "CONFIRMATION",
     "attrs",
     "best_trials",
+    "client_bound_scenarios",
     "confirmation_text",
     "counted_trials",
     "current_trial",
@@ -66,3 +67,9 @@ def best_trials(study: optuna.Study) -> list[FrozenTrial]:
         if not dominated:
             front.append(t)
     return sorted(front, key=lambda t: t.number)
+
+
+def client_bound_scenarios(t: FrozenTrial) -> list[str]:
+    """Scenarios measured while the load generator was the bottleneck: their figures understate the server."""
+    suffix = "." + attrs.CLIENT_BOUND
+    return sorted(k[: -len(suffix)] for k, v in t.user_attrs.items() if k.endswith(suffix) and v is True)

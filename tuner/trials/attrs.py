@@ -37,6 +37,8 @@ STEPS = "steps"
 """The scenario measured at each intermediate step (``steps[i]`` for step ``i``)."""
 FAILURE_KIND = "failure_kind"
 """``config`` or ``environment`` (the world's fault, not the config's), when a part of `tune` tells."""
+CLIENT_BOUND = "client_bound"
+"""Per scenario (``<scenario>.client_bound``, a :mod:`tuner.metrics` key): the load generator was the bottleneck."""
 
 
 def scenario_key(scenario: str, key: str) -> str:

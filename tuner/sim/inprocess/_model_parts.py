@@ -332,6 +332,7 @@ class ModelBenchmark(BaseBenchmark):
             repeats_tok_s=tok_s,
             repeats_per_stream_tok_s=per_stream,
             confidence=cfg_b.confidence,
+            noise=self.noise(scenario),
             accept_length=m.accept_length,
             requests=scenario.requests * len(factors),
             seconds=round(seconds, 3),
