@@ -10,11 +10,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from fixtures_sshd import SimUnit, sim_argv
 
 from tuner.config import ReadinessSection
 from tuner.endpoint import Endpoint
 from tuner.errors import ConfigNotApplied, Phase, StartFailed
-from tuner.services import LaunchSpec, ProcessService, spec_matches
+from tuner.services import BaseService, LaunchSpec, ProcessService, spec_matches
 from tuner.sim.testing import READY_MARKER
 from tuner.target import Target
 
@@ -45,7 +46,7 @@ def trial_of(base: LaunchSpec) -> LaunchSpec:
     return LaunchSpec(argv=tuple(argv), env={**base.env, "SGLANG_DDTREE_MAX_TOPK": "3"})
 
 
-def target_for(service: ProcessService, base: LaunchSpec, port: int, config: ReadinessSection = PATIENT) -> Target:
+def target_for(service: BaseService, base: LaunchSpec, port: int, config: ReadinessSection = PATIENT) -> Target:
     endpoint = Endpoint(base_url=f"http://127.0.0.1:{port}")
     return Target(host=None, service=service, endpoint=endpoint, base=base, readiness_config=config)
 
@@ -147,3 +148,34 @@ def test_a_server_that_dies_at_once_is_reported_by_readiness_not_as_not_applied(
     with pytest.raises(StartFailed) as caught:
         target.bring_up(trial_of(base), label="trial-1")
     assert "status 3" in caught.value.reason, caught.value.reason
+
+
+def test_a_drop_in_overridden_by_a_later_one_fails_before_readiness(sim_unit: SimUnit) -> None:
+    # Someone's zz-override.conf sorts after tune's drop-in and sets ExecStart again: tune's flags never run.
+    from tuner.config import SystemdSection
+    from tuner.services._systemd import SystemdService, systemd_quote
+
+    override = sim_argv(sim_unit.port, "--sim-load-time", "600")
+    dropins = sim_unit.path.parent / f"{sim_unit.name}.d"
+    dropins.mkdir(exist_ok=True)
+    (dropins / "zz-override.conf").write_text(
+        "[Service]\nExecStart=\nExecStart=" + " ".join(systemd_quote(a) for a in override) + "\n"
+    )
+    base = LaunchSpec(argv=sim_unit.argv, env=sim_unit.env)
+    host = sim_unit.server.host()
+    section = SystemdSection(unit=sim_unit.name, unit_dir=str(sim_unit.path.parent))
+    service = SystemdService(host=host, section=section, base=base)
+    try:
+        target = target_for(service, base, sim_unit.port)
+        with pytest.raises(ConfigNotApplied) as caught:
+            target.bring_up(trial_of(base), label="trial-1")
+        assert caught.value.phase == Phase.APPLY
+        assert caught.value.reason.startswith("config not applied: argv is "), caught.value.reason
+        assert "--sim-load-time 600" in caught.value.reason.split(", expected ")[0]
+        assert "readiness was not awaited" in caught.value.reason
+        assert target.last_restarted is not None and service.is_alive(target.last_restarted.new)
+        assert "Load weight end" not in log_of(target), "still loading: readiness never saw it serve"
+    finally:
+        service.stop()
+        service.revert()
+        host.close()
