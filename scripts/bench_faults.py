@@ -170,6 +170,14 @@ def lock_held(case: Case) -> Run:
         first.communicate(timeout=120)
 
 
+def dropping_wrapper(case: Case) -> Run:
+    script = case.root / "run.sh"
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -u -m tuner.sim --port {case.port} --sim-load-time 600\n')
+    script.chmod(0o755)
+    case.edit(lambda t: t.replace(SIM, f'"{script}",').replace("timeout_s = 30", "timeout_s = 3600"))
+    return case.start()
+
+
 CASES: list[tuple[str, Callable[[Case], Run | None]]] = [
     ("(reference: `tune status` of a missing study, i.e. start-up cost)", lambda c: c.tune("status")),
     ("port held by a stranger (`python -m http.server`)", lambda c: _stranger(c)),
@@ -188,6 +196,7 @@ CASES: list[tuple[str, Callable[[Case], Run | None]]] = [
     ("storage on a read-only file system", read_only),
     ("database locked past `storage_busy_s = 3`", db_locked),
     ("another tune holds the server's lock", lock_held),
+    ("launch wrapper drops the flags (its server loads for 600 s)", dropping_wrapper),
 ]
 
 

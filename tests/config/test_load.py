@@ -25,6 +25,7 @@ def test_demo_loads_into_typed_sections() -> None:
     assert cfg.space.by_name("topk").env == "SGLANG_DDTREE_MAX_TOPK"
     assert cfg.benchmark.scenarios[0].name == "c1-short"
     assert cfg.baseline["budget"] == 12 and cfg.baseline["topk"] == 6 and cfg.baseline["draft_window"] == 2048
+    assert cfg.readiness.verify_settle_s == 3.0
 
 
 @pytest.mark.parametrize(
@@ -49,6 +50,7 @@ def test_demo_loads_into_typed_sections() -> None:
             "an http://",
         ),
         ('absent = "none"', 'absent = "off"', "space.draft_window.absent", "one of this categorical"),
+        ("[readiness]\n", "[readiness]\nverify_settle_s = -1\n", "readiness.verify_settle_s", "a value >= 0"),
         (
             '"--speculative-ddtree-budget", "12",',
             '"--speculative-ddtree-budget", "99",',

@@ -261,6 +261,26 @@ def test_a_launch_wrapper_that_execs_is_verified_by_its_flags(case: Case) -> Non
     assert_clean(case)
 
 
+def test_a_launch_wrapper_that_drops_the_flags_fails_before_readiness(case: Case) -> None:
+    # Its server would load for ten minutes, readiness would wait an hour: only the check right after the
+    # start can end this run while the test runs.
+    body = f'exec "{sys.executable}" -u -m tuner.sim --host 127.0.0.1 --port {case.port} --sim-load-time 600'
+    use_wrapper(case, wrapper(case, body))
+    case.edit(
+        lambda t: t.replace(f'"{sys.executable}", "-u", "-m", "tuner.sim",', f'"{case.root / "run.sh"}",').replace(
+            "timeout_s = 30", "timeout_s = 3600"
+        )
+    )
+    run = case.start()
+    assert run.rc == 3, run.err
+    assert run.message.startswith("tune: environment: the unmodified base command fails: [apply] config not applied")
+    assert "readiness was not awaited" in run.message
+    (_, state, attrs), *_ = case.trials_table()
+    # The base command's failure is the environment's (FAIL, not counted), found at the apply step.
+    assert state == "FAIL" and attrs["failure_phase"] == '"apply"' and attrs["failure_kind"] == '"environment"', attrs
+    assert_clean(case)
+
+
 def test_check_help_that_never_exits_is_bounded_and_leaves_nothing(case: Case) -> None:
     marker = case.root / "helper.pid"
     use_wrapper(case, wrapper(case, f'sleep 300 & echo $! > "{marker}"\nwait'))

@@ -120,6 +120,9 @@ def test_lifecycle(managed: Managed) -> None:
     assert spec_matches(spec, running) == []
     assert running.env["SGLANG_DDTREE_MAX_TOPK"] == "3"  # the environment is part of the configuration
     assert running.env["TUNE_MARK"] == "a b$c"
+    # The process that holds the port (or, on a port nobody holds, the live process's tree) carries it too.
+    assert any(spec_matches(spec, s) == [] for s in svc.running_specs(port=m.port))
+    assert any(spec_matches(spec, s) == [] for s in svc.running_specs(port=free_port()))
 
     log = svc.read_log(second.log_cursor).text
     assert "Load weight end" in log

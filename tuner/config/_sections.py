@@ -188,6 +188,10 @@ class ReadinessSection:
     generation_check: bool = True
     stall_s: float = 120.0
     """A server that accepts connections but answers nothing for this long is hung."""
+    verify_settle_s: float = 3.0
+    """Right after the start, how long the new process may take to show the trial's flags and environment
+    (a launch wrapper before its ``exec``) before the trial fails as not applied, without awaiting readiness;
+    0 turns this early check off (the check after readiness always runs)."""
     fatal_patterns: tuple[str, ...] = DEFAULT_FATAL_PATTERNS
     phase_markers: tuple[tuple[str, str], ...] = DEFAULT_PHASE_MARKERS
     progress: bool = True
@@ -459,6 +463,7 @@ def parse_readiness(t: Table | None, dialect: BaseServerDialect) -> ReadinessSec
         health_path=health or None,
         generation_check=t.bool("generation_check", True),
         stall_s=t.float("stall_s", d.stall_s, min=0.1),
+        verify_settle_s=t.float("verify_settle_s", d.verify_settle_s, min=0),
         fatal_patterns=t.str_list("fatal_patterns", d.fatal_patterns) + extra,
         phase_markers=markers,
         progress=t.bool("progress", True),

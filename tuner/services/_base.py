@@ -114,6 +114,17 @@ class BaseService(abc.ABC):
     def running_spec(self) -> LaunchSpec | None:
         """The argv and environment the live process really has, or None when nothing runs."""
 
+    def running_specs(self, *, port: int | None = None) -> tuple[LaunchSpec, ...]:
+        """The argv and environment of every process that may be the server; empty when nothing runs.
+
+        The live process may be a launch wrapper whose child serves (``sudo -u svc python ...``, a script that
+        does not ``exec``): managers that see the process table return the processes of its tree that listen
+        on ``port`` when any does, else the whole tree, the live process first. The default is
+        :meth:`running_spec` alone.
+        """
+        spec = self.running_spec()
+        return () if spec is None else (spec,)
+
     @abc.abstractmethod
     def stop(self) -> None:
         """Stop the server: SIGTERM, a grace period, then SIGKILL; return once it is gone."""

@@ -9,6 +9,7 @@ import contextlib
 from dataclasses import dataclass
 
 from tuner.hosts import BaseHost
+from tuner.spec import LaunchSpec
 
 # Every process's stat line, for finding group members and start times without procps.
 PROC_STATS = r"""for d in /proc/[0-9]*; do read -r line < "$d/stat" 2>/dev/null && printf '%s\n' "$line"; done"""
@@ -137,3 +138,64 @@ def listen_ports(host: BaseHost, pids: set[int]) -> set[int]:
         with contextlib.suppress(ValueError):
             by_inode[f"socket:[{inode}]"] = int(addr.rsplit(":", 1)[-1], 16)
     return {by_inode[link] for link in (line.rsplit(" ", 1)[-1] for line in fds.splitlines()) if link in by_inode}
+
+
+def serving_pids(host: BaseHost, root: int, port: int | None) -> list[int]:
+    """The processes of ``root``'s tree that may be the server: those listening on ``port`` when any does,
+    else the whole tree, ``root`` first.
+
+    A wrapper that does not ``exec`` (``sudo -u svc python ...``, ``bash run.sh`` running the server as a
+    child) keeps the recorded pid while a child serves: once the child holds the port, it alone is the server;
+    before that, any process of the tree may still become it.
+    """
+    tree = descendants(process_table(host), root)
+    if port is not None:
+        owners = listener_pids(host, port) & tree
+        if owners:
+            return sorted(owners)
+    return [root, *sorted(tree - {root})]
+
+
+# For each pid given as $@: "@PID", its argv as hex bytes, "=", its environment as hex ("!" when unreadable).
+# Hex because both are NUL-separated and may hold any byte, including newlines.
+_SPECS = r"""
+for p in "$@"; do
+  printf '@%s\n' "$p"
+  od -An -v -tx1 "/proc/$p/cmdline" 2>/dev/null
+  echo =
+  od -An -v -tx1 "/proc/$p/environ" 2>/dev/null || echo '!'
+done
+"""
+
+
+def read_specs(host: BaseHost, pids: list[int], *, sudo: tuple[str, ...] = ()) -> list[LaunchSpec]:
+    """The argv and environment of each of ``pids`` (in that order), in one command; gone processes are left
+    out. ``sudo`` prefixes the command: another user's environment is readable only with privileges."""
+    if not pids:
+        return []
+    result = host.run([*sudo, "sh", "-c", _SPECS, "sh", *(str(p) for p in pids)])
+    specs = []
+    for record in result.stdout.split("@")[1:]:
+        lines = record.splitlines()[1:]
+        cut = lines.index("=") if "=" in lines else len(lines)
+        argv = tuple(a for a in _nul_fields(lines[:cut]) if a)
+        if argv:
+            specs.append(LaunchSpec(argv=argv, env=parse_environ(_nul_fields(lines[cut + 1 :]))))
+    return specs
+
+
+def _nul_fields(hex_lines: list[str]) -> list[str]:
+    try:
+        data = bytes.fromhex("".join(hex_lines))
+    except ValueError:  # "!": not readable
+        return []
+    return data.decode("utf-8", "surrogateescape").split("\0")
+
+
+def parse_environ(items: list[str]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if eq:
+            env[key] = value
+    return env

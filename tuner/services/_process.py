@@ -16,7 +16,16 @@ from tuner.services._base import (
     Restarted,
     ServiceState,
 )
-from tuner.services._proc import ProcStat, descendants, listen_ports, process_table, serves_port, stat_of
+from tuner.services._proc import (
+    ProcStat,
+    descendants,
+    listen_ports,
+    process_table,
+    read_specs,
+    serves_port,
+    serving_pids,
+    stat_of,
+)
 from tuner.spec import LaunchSpec, program_part
 from tuner.wait import wait_until
 
@@ -302,18 +311,18 @@ class ProcessService(BaseService):
         return LogChunk(text=data.decode(errors="replace"), cursor=str(offset + len(data)))
 
     def running_spec(self) -> LaunchSpec | None:
+        pid = self._live_pid()
+        specs = read_specs(self._host, [pid]) if pid is not None else []
+        return specs[0] if specs else None
+
+    def running_specs(self, *, port: int | None = None) -> tuple[LaunchSpec, ...]:
+        pid = self._live_pid()
+        if pid is None:
+            return ()
+        return tuple(read_specs(self._host, serving_pids(self._host, pid, port)))
+
+    def _live_pid(self) -> int | None:
         running = self._load()
         if running is None or running.identity is None or not self.is_alive(running.identity):
             return None
-        pid = running.identity.pid
-        cmdline = self._host.run(["cat", f"/proc/{pid}/cmdline"])
-        environ = self._host.run(["cat", f"/proc/{pid}/environ"])
-        if not cmdline.ok:
-            return None
-        argv = tuple(a for a in cmdline.stdout.split("\0") if a)
-        env = {}
-        for item in environ.stdout.split("\0"):
-            key, eq, value = item.partition("=")
-            if eq:
-                env[key] = value
-        return LaunchSpec(argv=argv, env=env)
+        return running.identity.pid

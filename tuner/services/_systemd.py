@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tuner.config import GpuWaitSection, SystemdSection
@@ -36,7 +36,7 @@ from tuner.services._base import (
     Restarted,
     ServiceState,
 )
-from tuner.services._proc import serves_port
+from tuner.services._proc import read_specs, serves_port, serving_pids
 from tuner.spec import LaunchSpec, program_part, spec_matches
 
 __all__ = [
@@ -580,16 +580,14 @@ class SystemdService(BaseService):
 
     def running_spec(self) -> LaunchSpec | None:
         snap = self._snapshot()
+        specs = read_specs(self._host, [snap.pid], sudo=self._s.sudo) if snap.running else []
+        return specs[0] if specs else None
+
+    def running_specs(self, *, port: int | None = None) -> tuple[LaunchSpec, ...]:
+        snap = self._snapshot()
         if not snap.running:
-            return None
-        pid = snap.pid
-        cmdline = self._run([*self._s.sudo, "cat", f"/proc/{pid}/cmdline"])
-        environ = self._run([*self._s.sudo, "cat", f"/proc/{pid}/environ"])
-        if not cmdline.ok:
-            return None
-        argv = tuple(a for a in cmdline.stdout.split("\0") if a)
-        env = _parse_environ(environ.stdout) if environ.ok else {}
-        return LaunchSpec(argv=argv, env=env)
+            return ()
+        return tuple(read_specs(self._host, serving_pids(self._host, snap.pid, port), sudo=self._s.sudo))
 
     def serves(self, identity: ProcessIdentity, port: int) -> bool | None:
         if not self.is_alive(identity):
@@ -634,12 +632,3 @@ class SystemdService(BaseService):
                 f"{(result.stderr or result.stdout).strip() or f'status {result.exit_status}'}"
             )
         return parse_unit_text(result.stdout, skip_files=(self.dropin_path,))
-
-
-def _parse_environ(text: str) -> Mapping[str, str]:
-    env: dict[str, str] = {}
-    for item in text.split("\0"):
-        key, eq, value = item.partition("=")
-        if eq:
-            env[key] = value
-    return env

@@ -1,7 +1,8 @@
 """The server being tuned, as one object: how to reach it, manage it, lock it, talk to it, and bring it up.
 
 :meth:`Target.bring_up` is the one sequence that puts a configuration on the server and proves it serves:
-apply -> restart -> ready -> verify. A trial, ``on_exit``, ``tune apply``/``restore`` and ``tune check
+apply -> restart -> verify -> ready -> verify (the configuration is checked on the new process as soon as it
+starts, and again on the one that serves). A trial, ``on_exit``, ``tune apply``/``restore`` and ``tune check
 --cycle`` all go through it, so none of them can skip a step the others take.
 """
 
@@ -12,14 +13,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from tuner.config import ReadinessSection
 from tuner.endpoint import Endpoint
-from tuner.errors import ConfigNotApplied
 from tuner.hosts import BaseHost
 from tuner.readiness import ReadinessCheck, Ready, wait_ready
 from tuner.services import BaseService, Restarted
-from tuner.spec import LaunchSpec, spec_matches
+from tuner.spec import LaunchSpec
+from tuner.target._verify import verify_applied, verify_started
 
 if TYPE_CHECKING:
     from tuner.lock import TargetLock
@@ -43,6 +45,8 @@ class BroughtUp:
     applied: Applied
     restarted: Restarted
     ready: Ready
+    settle_reads: int = 0
+    """Reads of the new process the check before readiness took (1: the configuration showed at once)."""
 
 
 # -- the steps ------------------------------------------------------------------
@@ -74,18 +78,6 @@ def await_ready(
     return check(service=service, restarted=restarted, endpoint=endpoint, config=config, progress=progress)
 
 
-def verify_applied(service: BaseService, applied: Applied) -> None:
-    """The process that answered must be running the configuration's flags and environment."""
-    if applied.reverted:
-        return  # the base command may differ from what the manager runs for it (a unit's own ExecStart)
-    actual = service.running_spec()
-    if actual is None:
-        return  # the manager cannot see the process (e.g. a remote container): nothing to compare
-    problems = spec_matches(applied.spec, actual)
-    if problems:
-        raise ConfigNotApplied("config not applied: " + "; ".join(problems), evidence="\n".join(problems))
-
-
 # -- the target ------------------------------------------------------------------
 
 
@@ -114,7 +106,7 @@ class Target:
         """The most recent restart, kept so a failure's evidence can read the new process's log."""
 
     def bring_up(self, spec: LaunchSpec | None, *, label: str, progress: Progress | None = None) -> BroughtUp:
-        """apply -> restart -> ready -> verify; ``spec=None`` restores the base configuration.
+        """apply -> restart -> verify (early) -> ready -> verify; ``spec=None`` restores the base configuration.
 
         Raises :class:`~tuner.errors.TrialFailure` from the step that failed (``last_restarted`` then tells
         which process it was about).
@@ -122,6 +114,9 @@ class Target:
         applied = apply_config(self.service, spec, base=self.base)
         restarted = restart_server(self.service, label=label)
         self.last_restarted = restarted
+        port = urlsplit(self.endpoint.base_url).port
+        settle_s = self.readiness_config.verify_settle_s
+        settle_reads = verify_started(self.service, applied, restarted, port=port, settle_s=settle_s)
         ready = await_ready(
             self.service,
             restarted,
@@ -130,8 +125,8 @@ class Target:
             progress=progress,
             readiness=self.readiness,
         )
-        verify_applied(self.service, applied)
-        return BroughtUp(applied=applied, restarted=restarted, ready=ready)
+        verify_applied(self.service, applied, port=port)
+        return BroughtUp(applied=applied, restarted=restarted, ready=ready, settle_reads=settle_reads)
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[Target]:
