@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import shlex
 import signal
 import threading
 import time
@@ -110,11 +111,13 @@ def run_study(
     """
     from tuner.target import require_preflight
 
+    if study_name and study_name != config.study.name:
+        # The lock record, the notes and the resume hint must name the study that runs, not the file's default.
+        config = dataclasses.replace(config, study=dataclasses.replace(config.study, name=study_name))
     console = console or Console()
     goal = trials if trials is not None else (UNTIL_DEADLINE if deadline else config.study.trials)
     worker = _fleet.WorkerId.for_target(config, name=worker_name)
-    if target is None and preflight:
-        require_preflight(config, storage=storage)
+    check = target is None and preflight
     if parts_factory is None:  # a real server: say once which dialect it speaks and what it lacks
         for line in config.dialect.describe():
             console.line(line)
@@ -123,6 +126,10 @@ def run_study(
     progress = _Progress()
     url = storage or config.study.storage
     with storage_faults(url, aftermath=RUN_AFTERMATH), target, target.locked():
+        if check:
+            # Under the lock: when another tune holds the server, its lock names it; the preflight would only
+            # see "a port held by a process this study did not start".
+            require_preflight(config, storage=storage)
         study, fleet = _prepare_study(
             config, storage=storage, study_name=study_name, force_config=force_config, console=console, worker=worker
         )
@@ -136,7 +143,8 @@ def run_study(
     if progress.interrupted:
         raise Interrupted(
             f"stopped at {summary.counted}/{goal} trials. Resume with: tune start --trials {goal} "
-            f"--config {config.source}   (or: tune resume --study {study.study_name})"
+            f"--config {config.source} --study {shlex.quote(study.study_name)}   "
+            f"(or: tune resume --study {shlex.quote(study.study_name)})"
         )
     return summary
 
@@ -492,3 +500,4 @@ def _on_exit(config: StudyConfig, study: optuna.Study, target: Target, console: 
         target.bring_up(spec, label="on-exit", progress=console.status)
     except TrialFailure as failure:
         console.line(f"WARNING: the server did not come back after {action}: {failure.reason}")
+
