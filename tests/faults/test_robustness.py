@@ -41,7 +41,7 @@ def test_kill_9_during_the_launch_leaves_a_record_the_next_start_stops(case: Cas
     proc = case.spawn()
     state = case.root / "runs" / case.name / "state"
     # The window the old code lost: the server is launched, tune has not written its record yet.
-    wait_for(lambda: any(state.glob(".trial-*.pgid")), what="a launch")
+    wait_for(lambda: any(state.glob(".server-*.trial-*.pgid")), what="a launch")
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     orphans = case.orphans()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -90,6 +91,9 @@ def test_one_start_runs_a_worker_per_host_to_exactly_the_total(sshd: Sshd, tmp_p
     assert len(counted) == 6
     assert {t.user_attrs[attrs.WORKER_NAME] for t in counted} == set(names)
     assert len([t for t in counted if t.user_attrs.get(attrs.BASELINE)]) == 1
+    # Both workers end near the same time; a given top is re-measured by one of them only.
+    confirmed = re.findall(r"confirming the top \d+: ([#\d ]+)", err)
+    assert confirmed and len(confirmed) == len(set(confirmed)), err
     status = subprocess.run(
         [sys.executable, "-m", "tuner", "status", "--config", str(path)], capture_output=True, text=True, timeout=60
     )

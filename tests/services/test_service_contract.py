@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import socket
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -189,3 +190,41 @@ def test_serves_tells_the_new_process_from_any_other(managed: Managed) -> None:
         other.listen()
         expected = False if managed.sees_sockets else None
         assert managed.service.serves(restarted.new, other.getsockname()[1]) is expected
+
+
+def test_two_process_services_sharing_a_state_dir_keep_their_own_servers(
+    tmp_path: Path, sim_spec: Callable[..., LaunchSpec]
+) -> None:
+    """Two workers of one study on one host: the same state directory, the same restart label, two servers."""
+    ports = [free_port(), free_port()]
+    services = [
+        ProcessService(
+            host=LocalHost(),
+            base=sim_spec(port),
+            log_dir=str(tmp_path / f"logs-{port}"),
+            state_dir=str(tmp_path / "state"),
+            record_name=f"server-{port}.json",
+        )
+        for port in ports
+    ]
+    try:
+        for visit in range(1, 6):  # both launch at the same instant, as two workers' confirmations do
+            barrier = threading.Barrier(2)
+
+            def launch(svc: ProcessService, barrier: threading.Barrier, label: str) -> None:
+                barrier.wait()
+                svc.restart(label=label)
+
+            threads = [
+                threading.Thread(target=launch, args=(svc, barrier, f"confirm-0003-{visit}")) for svc in services
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            for svc, port in zip(services, ports, strict=True):
+                spec = svc.running_spec()
+                assert spec is not None and str(port) in spec.argv, (visit, spec)
+    finally:
+        for svc in services:
+            svc.stop()

@@ -13,6 +13,7 @@ from optuna.trial import TrialState
 from tuner.study import is_counted, make_storage
 from tuner.study._fleet import (
     Claims,
+    Fleet,
     MixedTargets,
     Slots,
     WorkerId,
@@ -145,6 +146,14 @@ def test_starting_points_are_claimed_once(storage_url: str, tmp_path: Path) -> N
     assert not claim_starting_points(claims, b, has_baseline=True, stale_after_s=0)
     # The winner died before enqueuing anything: after stale_after_s another worker takes over.
     assert claim_starting_points(claims, b, has_baseline=False, stale_after_s=0)
+
+
+def test_one_worker_confirms_a_given_top(storage_url: str, tmp_path: Path) -> None:
+    study = new_study(storage_url, f"confirm-{tmp_path.name}")
+    a, b = (Fleet(study, WorkerId(name=n, process=f"elsewhere:{n}"), stale_after_s=60, poll_s=0.1) for n in "ab")
+    assert a.claim_confirmation([4, 2, 7])
+    assert not b.claim_confirmation([4, 2, 7]) and not a.claim_confirmation([4, 2, 7])
+    assert b.claim_confirmation([4, 2, 9])  # a later, different top is confirmed again
 
 
 def test_worker_seeds_differ_per_worker_and_resume() -> None:

@@ -218,7 +218,9 @@ class ProcessService(BaseService):
             wait_gpu_free(self._host, self._gpu_wait)
         spec = self._staged
         log = posixpath.join(self._log_dir, f"{label}.log")
-        state_file = posixpath.join(self._state_dir, f".{label}")
+        # Named after this server's record too: two workers of a study on one host share the state directory.
+        record = posixpath.splitext(posixpath.basename(self._record))[0]
+        state_file = posixpath.join(self._state_dir, f".{record}.{label}")
         # The intent first: a tune killed during the launch leaves a record the next one finds (by its files).
         made = self._host.run(["mkdir", "-p", self._state_dir])
         if not made.ok:

@@ -15,6 +15,7 @@ Recorded as the study's user attr ``confirmation`` (Optuna cannot change a finis
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,10 +170,12 @@ def maybe_confirm(
     parts: TrialParts,
     console: Any,
     force: bool = False,
+    claim: Callable[[list[int]], bool] | None = None,
 ) -> Confirmation | None:
     """The end-of-study call: confirm the top ``[search] confirm_top`` unless that exact top was confirmed.
 
-    ``force`` (``tune best --confirm``) re-measures even an already confirmed top.
+    ``force`` (``tune best --confirm``) re-measures even an already confirmed top. ``claim`` (a fleet's
+    workers) lets one worker confirm a given top; the others leave it to that one.
     """
     k = config.search.confirm_top
     if k < 2 and not force:
@@ -180,5 +183,8 @@ def maybe_confirm(
     top = [t.number for t in top_trials(study, max(k, 2))]
     done = study.user_attrs.get(CONFIRMATION)
     if not force and isinstance(done, dict) and done.get("trials") == top:
+        return None
+    if not force and claim is not None and len(top) >= 2 and not claim(top):
+        console.line(f"confirmation of the top {len(top)} is done by another worker")
         return None
     return confirm_top(study, config, parts=parts, k=max(k, 2), progress=console.line)

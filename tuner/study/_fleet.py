@@ -23,7 +23,7 @@ import math
 import os
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -54,6 +54,7 @@ __all__ = [
 
 SLOT_PREFIX = "tune:slot:"
 TRIAL_PREFIX = "tune:trial:"
+CONFIRM_PREFIX = "tune:confirm:"
 RECOVERED_PREFIX = "tune:recovered:"
 WORKER_PREFIX = "tune:worker:"
 STARTING_POINTS = "tune:starting_points"
@@ -306,6 +307,11 @@ class Fleet:
     def claim_trial(self, number: int) -> bool:
         """True for the one worker that runs trial ``number`` (see :func:`claim_once`)."""
         return claim_once(self.claims, f"{TRIAL_PREFIX}{number}", self.worker)
+
+    def claim_confirmation(self, top: Sequence[int]) -> bool:
+        """True for the one worker that re-measures this top at the end of the study: one confirmation is the
+        answer, and two workers re-measuring the same configs would only spend the fleet's night twice."""
+        return claim_once(self.claims, f"{CONFIRM_PREFIX}{','.join(map(str, top))}", self.worker)
 
     def acquire(
         self, total: int, *, is_counted: Any, recover: Any, status: Any, idle: Any = None

@@ -180,7 +180,9 @@ def _run_locked(
             _drive(study, config, runner, target.base, console, goal, progress, (run.fleet, policy, budget))
             if budget.remaining_s() > 0:
                 policy.release()
-                maybe_confirm(study, config, parts=parts, console=console, force=run.confirm)
+                maybe_confirm(
+                    study, config, parts=parts, console=console, force=run.confirm, claim=run.fleet.claim_confirmation
+                )
         except KeyboardInterrupt:
             progress.interrupted = True
             console.line("interrupted: the running trial is marked FAIL and will be retried on resume")
