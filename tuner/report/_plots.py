@@ -137,7 +137,9 @@ def plot_param_map(
     return _save(fig, path)
 
 
-def plot_scenarios(comparisons: Sequence[ScenarioComparison], path: Path, *, best_number: int) -> Path:
+def plot_scenarios(
+    comparisons: Sequence[ScenarioComparison], path: Path, *, best_number: int, confidence: float = 0.8
+) -> Path:
     """Per-scenario tok/s of the baseline and the best config, with their confidence intervals."""
     import numpy as np
 
@@ -179,7 +181,7 @@ def plot_scenarios(comparisons: Sequence[ScenarioComparison], path: Path, *, bes
     ax.set_xticks(idx)
     ax.set_xticklabels([c.scenario for c in comparisons])
     ax.set_ylabel("output tok/s")
-    ax.set_title("Best config vs baseline, per scenario (bars: 95% CI)")
+    ax.set_title(f"Best config vs baseline, per scenario (bars: {confidence:.0%} interval)")
     ax.legend(loc="best", fontsize=8)
     ax.grid(True, axis="y", alpha=0.3)
     return _save(fig, path)

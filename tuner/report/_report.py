@@ -273,8 +273,10 @@ class _ReportWriter:
         comps = compare_scenarios(best, baseline, self.scenarios)
         self.md += [
             f"Baseline = trial #{baseline.number} ({feasibility_label(baseline)}), best = trial #{best.number}. "
-            "tok/s is the scenario's median over repeats with the benchmark's 95% CI; the speed-up's interval "
-            "is a bootstrap of the ratio of medians over the two trials' repeats (crude with 2-3 repeats).",
+            "tok/s is the scenario's median over repeats with the score's "
+            f"{self.config.benchmark.confidence:.0%} interval (`[benchmark] confidence`; the study's pooled noise "
+            "gives one repeat an interval too); the speed-up's interval is a bootstrap of the ratio of medians "
+            "over the two trials' repeats (crude with 2-3 repeats, none with one).",
             "",
             "| scenario | baseline tok/s | best tok/s | speed-up | accept length (base → best) |",
             "|---|---|---|---|---|",
@@ -291,7 +293,8 @@ class _ReportWriter:
         self.md.append("")
         if noisy:
             self.md += [f"Within the noise (interval contains 1.0x): {', '.join(noisy)}.", ""]
-        self.draw("scenarios", lambda: _plot_scenarios(comps, self.out_dir, best.number))
+        level = self.config.benchmark.confidence
+        self.draw("scenarios", lambda: _plot_scenarios(comps, self.out_dir, best.number, level))
         self.image("scenarios", "Per-scenario tok/s, baseline vs best")
 
     def top_configs(self) -> None:
@@ -443,10 +446,10 @@ def _image(plots: dict[str, Path], skipped: dict[str, str], name: str, alt: str)
     return [f"(Plot not drawn: {skipped.get(name, 'unknown reason')})", ""]
 
 
-def _plot_scenarios(comps: Any, out_dir: Path, number: int) -> Path:
+def _plot_scenarios(comps: Any, out_dir: Path, number: int, confidence: float) -> Path:
     from tuner.report._plots import plot_scenarios
 
-    return plot_scenarios(comps, out_dir / "scenarios.png", best_number=number)
+    return plot_scenarios(comps, out_dir / "scenarios.png", best_number=number, confidence=confidence)
 
 
 def _plot_importances(study: optuna.Study, out_dir: Path, evaluator: Any, target: Any, name: str) -> Path:
