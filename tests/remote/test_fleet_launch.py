@@ -23,12 +23,14 @@ from tuner.study import is_counted
 from tuner.trials import attrs
 
 
-def fleet_file(sshd: Sshd, tmp_path: Path, *, trials: int, hosts: list[str] | None = None) -> Path:
+def fleet_file(
+    sshd: Sshd, tmp_path: Path, *, trials: int, hosts: list[str] | None = None, load_time: float = 0.3
+) -> Path:
     """Two simulated servers reached over one sshd: two loopback ports stand for two GPU boxes."""
     ports = [free_port(), free_port()]
     entries = hosts or [
         f'{{ host = "127.0.0.1", port = {sshd.port}, base_url = "http://127.0.0.1:{p}", '
-        f"command = {json.dumps(list(sim_argv(p)))} }}"
+        f"command = {json.dumps(list(sim_argv(p, '--sim-load-time', str(load_time))))} }}"
         for p in ports
     ]
     text = f"""
@@ -89,6 +91,7 @@ def test_one_start_runs_a_worker_per_host_to_exactly_the_total(sshd: Sshd, tmp_p
     study = optuna.load_study(study_name="fleet", storage=config.study.storage)
     counted = [t for t in study.trials if is_counted(t)]
     assert len(counted) == 6
+    assert not study.get_trials(states=(TrialState.RUNNING,)), "a finished fleet leaves no trial RUNNING"
     assert {t.user_attrs[attrs.WORKER_NAME] for t in counted} == set(names)
     assert len([t for t in counted if t.user_attrs.get(attrs.BASELINE)]) == 1
     # Both workers end near the same time; a given top is re-measured by one of them only.
@@ -102,7 +105,9 @@ def test_one_start_runs_a_worker_per_host_to_exactly_the_total(sshd: Sshd, tmp_p
 
 
 def test_ctrl_c_stops_every_worker_cleanly(sshd: Sshd, tmp_path: Path) -> None:
-    path = fleet_file(sshd, tmp_path, trials=400)  # never done before the Ctrl-C, however slow the test
+    # Every start loads for 2 s: 40 trials cannot end while the test looks, however loaded the machine (a
+    # bigger N would exhaust the small space instead).
+    path = fleet_file(sshd, tmp_path, trials=40, load_time=2.0)
     config = load_config(path)
     proc = tune("start", "--config", str(path))
     deadline = time.monotonic() + 120
@@ -148,7 +153,7 @@ def _running_trials(config: StudyConfig, proc: subprocess.Popen[str]) -> list[op
         assert time.monotonic() < deadline and proc.poll() is None, "no trial runs any more"
         study = optuna.load_study(study_name="fleet", storage=config.study.storage)
         running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-        if running:
+        if running and proc.poll() is None:
             return running
         time.sleep(0.02)
 
