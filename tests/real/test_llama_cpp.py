@@ -50,6 +50,9 @@ low = 1
 high = 10
 flag = "--draft_model_num_pred_tokens"
 
+[search]
+confirm_top = 2           # the end-of-study confirmation runs on the real server too, at two configs x 2 visits
+
 [benchmark]
 warmup_requests = 0
 repeats = 2
@@ -112,6 +115,9 @@ def test_a_four_trial_study_completes(llama: LlamaInstall, tmp_path: Path, capsy
     baseline = next(t for t in trials if t.user_attrs.get(attrs.BASELINE))
     assert baseline.params == {"num_pred_tokens": 4} and baseline.state == optuna.trial.TrialState.COMPLETE
     best = max((t for t in trials if t.state == optuna.trial.TrialState.COMPLETE), key=lambda t: t.values[0])
+    confirmed = study.user_attrs.get("confirmation")
+    complete = sum(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
+    assert complete < 2 or (confirmed and len(confirmed["trials"]) == 2), confirmed
     captured = capsys.readouterr()
     assert "server dialect: llama.cpp" in captured.out + captured.err  # said once, at start
     with capsys.disabled():  # the figures the README quotes
