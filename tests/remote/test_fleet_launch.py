@@ -24,13 +24,13 @@ from tuner.trials import attrs
 
 
 def fleet_file(
-    sshd: Sshd, tmp_path: Path, *, trials: int, hosts: list[str] | None = None, load_time: float = 0.3
+    sshd: Sshd, tmp_path: Path, *, trials: int, hosts: list[str] | None = None, time_scale: float = 20.0
 ) -> Path:
     """Two simulated servers reached over one sshd: two loopback ports stand for two GPU boxes."""
     ports = [free_port(), free_port()]
     entries = hosts or [
         f'{{ host = "127.0.0.1", port = {sshd.port}, base_url = "http://127.0.0.1:{p}", '
-        f"command = {json.dumps(list(sim_argv(p, '--sim-load-time', str(load_time))))} }}"
+        f"command = {json.dumps(list(sim_argv(p, '--sim-time-scale', str(time_scale))))} }}"
         for p in ports
     ]
     text = f"""
@@ -105,9 +105,9 @@ def test_one_start_runs_a_worker_per_host_to_exactly_the_total(sshd: Sshd, tmp_p
 
 
 def test_ctrl_c_stops_every_worker_cleanly(sshd: Sshd, tmp_path: Path) -> None:
-    # Every start loads for 2 s: 40 trials cannot end while the test looks, however loaded the machine (a
-    # bigger N would exhaust the small space instead).
-    path = fleet_file(sshd, tmp_path, trials=40, load_time=2.0)
+    # Servers at a tenth of the usual time scale: 40 trials take minutes, so the run cannot end while the test
+    # looks, however loaded the machine (a bigger N would exhaust the small space instead).
+    path = fleet_file(sshd, tmp_path, trials=40, time_scale=2.0)
     config = load_config(path)
     proc = tune("start", "--config", str(path))
     deadline = time.monotonic() + 120
