@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import optuna
@@ -66,14 +67,41 @@ progress = false
     return path
 
 
-def tune(*argv: str) -> subprocess.Popen[str]:
+def tune(*argv: str, sigint: Callable[[], None] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "tuner", *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        # As from a terminal: a test run from a script's background job inherits SIGINT ignored, and then the
+        # Ctrl-C this file sends would never arrive.
+        preexec_fn=sigint or _sigint_default,
     )
+
+
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _sigint_ignored() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_sigterm_stops_workers_of_a_launcher_started_in_the_background(sshd: Sshd, tmp_path: Path) -> None:
+    # A script's `tune start ... &` runs with SIGINT ignored, and its workers inherit that; the launcher stops them
+    # with SIGINT, so a worker that kept the inherited SIG_IGN never stopped and the launcher waited forever.
+    path = fleet_file(sshd, tmp_path, trials=40, time_scale=2.0)
+    config = load_config(path)
+    proc = tune("start", "--config", str(path), sigint=_sigint_ignored)
+    _running_trials(config, proc)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "stopping 2 workers" in err
+    study = optuna.load_study(study_name="fleet", storage=config.study.storage)
+    assert not study.get_trials(states=(TrialState.RUNNING,)), "every worker marks its running trial FAIL"
+    assert sum(map(is_counted, study.trials)) < 40, "the workers ran on to the end of the study instead of stopping"
 
 
 def test_one_start_runs_a_worker_per_host_to_exactly_the_total(sshd: Sshd, tmp_path: Path) -> None:
@@ -133,6 +161,7 @@ def test_ctrl_c_stops_every_worker_cleanly(sshd: Sshd, tmp_path: Path) -> None:
     assert "stopping 2 workers" in err
     study = optuna.load_study(study_name="fleet", storage=config.study.storage)
     assert not study.get_trials(states=(TrialState.RUNNING,)), "every worker marks its running trial FAIL"
+    assert sum(map(is_counted, study.trials)) < 40, "the workers ran on to the end of the study instead of stopping"
     for seen in running:  # each ended with its measurement or as interrupted (then retried), never lost
         t = study.trials[seen.number]
         assert t.state in (TrialState.COMPLETE, TrialState.PRUNED) or (
@@ -151,8 +180,11 @@ def _running_trials(config: StudyConfig, proc: subprocess.Popen[str]) -> list[op
     deadline = time.monotonic() + 120
     while True:
         assert time.monotonic() < deadline and proc.poll() is None, "no trial runs any more"
-        study = optuna.load_study(study_name="fleet", storage=config.study.storage)
-        running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        try:
+            study = optuna.load_study(study_name="fleet", storage=config.study.storage)
+            running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        except (KeyError, optuna.exceptions.OptunaError, ValueError):  # the study is not created yet
+            running = []
         if running and proc.poll() is None:
             return running
         time.sleep(0.02)

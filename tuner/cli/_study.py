@@ -79,6 +79,12 @@ def _start(args: argparse.Namespace) -> int:
         from tuner.cli._fleet import run_fleet
 
         return run_fleet(args, config)
+    if args.fleet_host is not None:
+        import signal
+
+        # SIGINT is how the launcher stops its workers. A launcher started in the background of a script has
+        # SIGINT ignored, and a worker would inherit that and never stop: take it back.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if hosts:
         from tuner.config import fleet_member
 
@@ -245,6 +251,10 @@ def _status(args: argparse.Namespace) -> int:
             notes.append("branch " + " ".join(f"{k}={format_value(v)}" for k, v in r["branch"].items()))
         if r["correct"] is False:
             notes.append(f"INFEASIBLE gate {r['gate']}")
+        gate = r["gate"] or "-"
+        if r["outcome"] == "not gated (behind the best)":
+            notes.append(f"gate {gate}")
+            gate = "skip"
         if r["duplicate_of"] is not None:
             notes.append(f"repeat of #{r['duplicate_of']}")
         if r["client_bound"]:
@@ -256,7 +266,7 @@ def _status(args: argparse.Namespace) -> int:
             notes.append(f"on {r['worker']}")
         params = " ".join(f"{k}={format_value(v)}" for k, v in r["params"].items())
         print(
-            f"{r['number']:>4} {r['state']:<8} {score:>8} {r['gate'] or '-':>5} {toks}  {params}"
+            f"{r['number']:>4} {r['state']:<8} {score:>8} {gate:>5} {toks}  {params}"
             + (f"  <{'; '.join(notes)}>" if notes else "")
         )
     return 0

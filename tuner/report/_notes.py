@@ -181,6 +181,8 @@ def trial_note_text(t: FrozenTrial, *, best_numbers: frozenset[int] = frozenset(
     body: list[str] = []
     if t.state == TrialState.COMPLETE and t.number in best_numbers:
         head = "**BEST feasible trial** (as of the last `tune dashboard` refresh)."
+    elif t.state == TrialState.COMPLETE and t.user_attrs.get(attrs.GATE_SKIPPED):
+        head = f"**{feasibility_label(t)}**: measured, but too far behind the best to need a correctness verdict."
     elif t.state == TrialState.COMPLETE and feasibility_label(t) != "feasible":
         head = f"**{feasibility_label(t)}**: fast or not, it is wrong; it is never eligible as best."
     elif t.state == TrialState.PRUNED and t.user_attrs.get(attrs.REJECTED):

@@ -99,7 +99,8 @@ def plot_param_map(
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 5))
     good = [t for t in trials if t.state == TrialState.COMPLETE and feasibility_label(t) == "feasible"]
-    wrong = [t for t in trials if t.state == TrialState.COMPLETE and t not in good]
+    unchecked = [t for t in trials if t.state == TrialState.COMPLETE and t.user_attrs.get(attrs.GATE_SKIPPED)]
+    wrong = [t for t in trials if t.state == TrialState.COMPLETE and t not in good and t not in unchecked]
     pruned = [t for t in trials if t.state == TrialState.PRUNED and t.user_attrs.get(attrs.PRUNED_SKIPPED) is not None]
     failed = [t for t in trials if t.state == TrialState.PRUNED and t not in pruned]
 
@@ -119,6 +120,9 @@ def plot_param_map(
             xytext=(8, 8),
             fontsize=9,
         )
+    if unchecked:  # measured, too far behind the best to be gated: neither feasible nor wrong
+        ux, uy = xy(unchecked)
+        ax.scatter(ux, uy, marker="s", facecolors="none", edgecolors="tab:olive", s=70, label="not gated (behind)")
     if wrong:
         wx, wy = xy(wrong)
         ax.scatter(wx, wy, marker="x", c="red", s=80, label="infeasible (gate)")
@@ -132,7 +136,7 @@ def plot_param_map(
     ax.set_ylabel(y)
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
-    if good or wrong or pruned or failed:
+    if good or unchecked or wrong or pruned or failed:
         ax.legend(loc="best", fontsize=8)
     return _save(fig, path)
 

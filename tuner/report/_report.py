@@ -184,7 +184,8 @@ class _ReportWriter:
         rejected = sum(1 for t in trials if t.user_attrs.get(attrs.REJECTED))
         repeats = sum(1 for t in trials if t.user_attrs.get(attrs.DUPLICATE_OF) is not None)
         outcomes = Counter(outcome(t) for t in trials if is_counted(t))
-        outcome_text = ", ".join(f"{outcomes[o]} {o}" for o in OUTCOMES if outcomes[o] or o in OUTCOMES[:3])
+        always = ("feasible", "infeasible (gate)", "regression-pruned")
+        outcome_text = ", ".join(f"{outcomes[o]} {o}" for o in OUTCOMES if outcomes[o] or o in always)
         starts = [t.datetime_start for t in trials if t.datetime_start]
         ends = [t.datetime_complete for t in trials if t.datetime_complete]
         span = f"{min(starts):%Y-%m-%d %H:%M} → {max(ends):%Y-%m-%d %H:%M}" if starts and ends else "-"
@@ -421,7 +422,8 @@ class _ReportWriter:
         self.draw("map", lambda: _plot_map(mapped, self.out_dir, x, y, self.target_name, title))
         self.md += [
             f"`{x}` × `{y}` over {len(mapped)} counted trials: colour = score of feasible trials, "
-            "red × = infeasible, blue ◇ = regression-pruned (slower than the best), grey ○ = failed.",
+            "olive □ = not gated (behind the best), red × = infeasible, blue ◇ = regression-pruned (slower than the "
+            "best), grey ○ = failed.",
             "",
         ]
         self.image("map", f"{x} x {y}")

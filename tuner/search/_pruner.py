@@ -14,7 +14,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.bench import Noise, Reference, ReferenceLookup, is_slower, pooled_noise
-from tuner.trials import attrs, best_trials, is_feasible
+from tuner.trials import attrs, best_trials, is_feasible, scenario_repeats
 
 __all__ = ["RegressionPruner", "pruning_savings"]
 
@@ -74,7 +74,7 @@ class RegressionPruner(optuna.pruners.BasePruner):
         if trial.user_attrs.get(_stopped_key(scenario)) == "worse":
             return True  # the benchmark already ran this test after each repeat (see reference_lookup)
         reference = self.reference_lookup(study, exclude=trial.number)(scenario)
-        candidate = _samples(trial, scenario)
+        candidate = scenario_repeats(trial, scenario)
         if reference is None or len(candidate) < (1 if reference.noise is not None else self._min_repeats):
             return False
         return is_slower(
@@ -101,9 +101,9 @@ class RegressionPruner(optuna.pruners.BasePruner):
 
         def lookup(scenario: str) -> Reference | None:
             if scenario not in pools:
-                pools[scenario] = pooled_noise(_samples(t, scenario) for t in others)
+                pools[scenario] = pooled_noise(scenario_repeats(t, scenario) for t in others)
             noise = pools[scenario]
-            samples = _samples(ref, scenario)
+            samples = scenario_repeats(ref, scenario)
             if len(samples) < (1 if noise is not None else self._min_repeats):
                 return None
             return Reference(
@@ -129,13 +129,6 @@ class RegressionPruner(optuna.pruners.BasePruner):
 
 def _stopped_key(scenario: str) -> str:
     return attrs.scenario_key(scenario, "stopped")
-
-
-def _samples(trial: FrozenTrial, scenario: str) -> list[float]:
-    raw = trial.user_attrs.get(attrs.scenario_key(scenario, "repeats"))
-    if not isinstance(raw, list):
-        return []
-    return [float(x) for x in raw if isinstance(x, int | float)]
 
 
 def pruning_savings(study: optuna.Study) -> float:

@@ -5,8 +5,12 @@ other, the one that drew the luckiest repeats wins. So at the end of a study (an
 the top-K feasible configs are measured again, interleaved (A B C A B C: a drift of the machine over time
 hits every config alike), each visit a full restart + readiness + benchmark of every scenario. Their
 confirmation scores come from these fresh repeats only, scored exactly like a trial
-(:func:`tuner.study._objective.score`). The winner *held* when the trial that was best by its own
-measurement is still the best by confirmation.
+(:func:`tuner.study._objective.score`) with the study's pooled repeat noise. The winner *held* when the trial
+that was best by its own measurement is still the best by confirmation.
+
+A visit measures each scenario once when the study knows its noise (two rounds give every config two samples,
+each from its own restart: the variance that matters between configs) and twice when it does not (a study
+of fixed repeats measures its fixed number).
 
 Recorded as the study's user attr ``confirmation`` (Optuna cannot change a finished trial's attrs):
 ``{"trials": [...], "values": {n: objective from the fresh repeats, 0 when the config failed}, "ranks":
@@ -22,12 +26,20 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
-from tuner.bench import ScenarioResult, SequentialPolicy
+from tuner.bench import Noise, ScenarioResult, SequentialPolicy, pooled_noise
 from tuner.config import StudyConfig
 from tuner.errors import TrialFailure
 from tuner.space import render
 from tuner.study._objective import BenchmarkOutcome, TrialParts, benchmark_server, score
-from tuner.trials import CONFIRMATION, attrs, confirmation_text, is_counted, is_feasible, recommended_trial
+from tuner.trials import (
+    CONFIRMATION,
+    attrs,
+    confirmation_text,
+    is_counted,
+    is_feasible,
+    recommended_trial,
+    scenario_repeats,
+)
 
 __all__ = ["CONFIRMATION", "Confirmation", "confirm_top", "recommended_trial"]
 
@@ -74,6 +86,8 @@ def confirm_top(
         return None
     say = progress or (lambda text: None)
     say(f"confirming the top {len(top)}: " + " ".join(f"#{t.number}" for t in top) + f" ({ROUNDS} rounds)")
+    noise = study_noise(study, config)
+    policy = visit_policy(config, noise_known=all(n is not None for n in noise.values()))
     samples: dict[int, dict[str, list[float]]] = {t.number: {} for t in top}
     errors: dict[int, str] = {}
     for r in range(ROUNDS):
@@ -83,23 +97,25 @@ def confirm_top(
             base = parts.target.base
             spec = None if t.user_attrs.get(attrs.BASELINE) else render(config.space, base, t.params)
             try:
-                results = _measure(parts, config, spec, label=f"confirm-{t.number:04d}-{r + 1}")
+                results = _measure(parts, config, spec, policy, label=f"confirm-{t.number:04d}-{r + 1}")
             except TrialFailure as failure:
                 errors[t.number] = f"[{failure.phase}] {failure.reason}"[:500]
                 say(f"  #{t.number} failed on re-measurement: {errors[t.number]}")
                 continue
             for res in results:
                 samples[t.number].setdefault(res.name, []).extend(res.repeats_tok_s)
-    values = {n: 0.0 if n in errors else _value(config, per) for n, per in samples.items()}
+    values = {n: 0.0 if n in errors else _value(config, per, noise) for n, per in samples.items()}
     return _record(study, top, values, errors, say)
 
 
-def _measure(parts: TrialParts, config: StudyConfig, spec: Any, *, label: str) -> tuple[ScenarioResult, ...]:
+def _measure(
+    parts: TrialParts, config: StudyConfig, spec: Any, policy: SequentialPolicy, *, label: str
+) -> tuple[ScenarioResult, ...]:
     """One visit: apply, restart, wait until the new process serves, benchmark every scenario."""
     target = parts.target
     up = target.bring_up(spec, label=label)
     bench = parts.benchmark(up.ready.endpoint or target.endpoint)
-    bench.policy = visit_policy(config)
+    bench.policy = policy
     try:
         outcome = benchmark_server(
             bench, config.benchmark, service=target.service, restarted=up.restarted, on_result=lambda step, r: None
@@ -109,19 +125,28 @@ def _measure(parts: TrialParts, config: StudyConfig, spec: Any, *, label: str) -
     return outcome.results
 
 
-def visit_policy(config: StudyConfig) -> SequentialPolicy:
-    """A fixed number of repeats per visit: the study's fixed ``repeats``, else 2.
+def visit_policy(config: StudyConfig, *, noise_known: bool) -> SequentialPolicy:
+    """A fixed number of repeats per visit: the study's fixed ``repeats``; else 1 when the study's pooled noise
+    is known for every scenario, 2 when it is not (the fresh repeats must then estimate it themselves).
 
     Sequential stops need a reference to stop against, and confirming *is* the comparison: every config gets
-    the same fresh samples (2 rounds x 2 repeats), so the ranking is not decided by who was stopped early.
+    the same fresh samples, so the ranking is not decided by who was stopped early.
     """
     b = config.benchmark
-    n = b.min_repeats if b.min_repeats == b.max_repeats else min(2, b.max_repeats)
+    if b.min_repeats == b.max_repeats:
+        return SequentialPolicy(min_repeats=b.min_repeats, max_repeats=b.max_repeats)
+    n = 1 if noise_known else min(2, b.max_repeats)
     return SequentialPolicy(min_repeats=n, max_repeats=n)
 
 
-def _value(config: StudyConfig, per: dict[str, list[float]]) -> float:
-    """The objective of the pooled fresh repeats, scored exactly like a trial."""
+def study_noise(study: optuna.Study, config: StudyConfig) -> dict[str, Noise | None]:
+    """Per scenario, the repeat noise pooled over every trial of the study (None: no trial repeated it)."""
+    trials = [t for t in study.get_trials(deepcopy=False) if is_counted(t)]
+    return {s.name: pooled_noise(scenario_repeats(t, s.name) for t in trials) for s in config.benchmark.scenarios}
+
+
+def _value(config: StudyConfig, per: dict[str, list[float]], noise: dict[str, Noise | None]) -> float:
+    """The objective of the pooled fresh repeats, scored exactly like a trial (with the study's noise)."""
     scenarios = {s.name: s for s in config.benchmark.scenarios}
     results = tuple(
         ScenarioResult.from_repeats(
@@ -129,6 +154,7 @@ def _value(config: StudyConfig, per: dict[str, list[float]]) -> float:
             repeats_tok_s=repeats,
             repeats_per_stream_tok_s=(),
             confidence=config.benchmark.confidence,
+            noise=noise.get(name),
         )
         for name, repeats in per.items()
     )

@@ -200,9 +200,16 @@ class TrialRunner:
                 bench.close()
             trial.set_user_attr(attrs.BENCHMARK_S, outcome.seconds)
             self._evidence.attach_json(trial, "benchmark.json", {"scenarios": [r.to_dict() for r in outcome.results]})
-            if gate_when == "after":
-                self._gate(trial, endpoint)
             result = score(outcome, cfg.objective, cfg.benchmark.scenarios)
+            if gate_when in ("after", "contenders"):
+                behind = self._behind_the_best(trial, result) if gate_when == "contenders" else None
+                if behind is None:
+                    self._gate(trial, endpoint)
+                else:
+                    trial.set_user_attr(attrs.GATE, f"not run: {behind}")
+                    trial.set_user_attr(attrs.GATE_SKIPPED, True)
+                    if self._progress:
+                        self._progress(f"gate not run: {behind} (not a contender)")
             trial.set_user_attr(attrs.SCORE, {k: round(v, 3) for k, v in result.per_scenario.items()})
             return result
         except TrialFailure as failure:
@@ -239,6 +246,16 @@ class TrialRunner:
             return
         saved = [baseline.user_attrs.get(attrs.scenario_key(name, "seconds")) for name in pruned.skipped]
         trial.set_user_attr(attrs.PRUNING_SAVED_S, round(sum(s for s in saved if isinstance(s, int | float)), 3))
+
+    def _behind_the_best(self, trial: optuna.Trial, result: Score) -> str | None:
+        """How far behind the best feasible trial ``result`` is, when by more than ``[search] prune_margin``."""
+        best = projection_reference(trial.study, exclude=trial.number)
+        if best is None or len(result.values) != 1 or not best.values or best.values[0] <= 0:
+            return None
+        ratio = result.values[0] / best.values[0]
+        if ratio >= 1.0 - self._config.search.prune_margin:
+            return None
+        return f"{1.0 - ratio:.0%} behind #{best.number}"
 
     def _gate(self, trial: optuna.Trial, endpoint: Endpoint) -> None:
         assert self._parts.gate is not None and self._config.gate is not None

@@ -6,6 +6,8 @@ same way without importing each other. The user attr names every trial carries a
 
 from __future__ import annotations
 
+import math
+
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
@@ -25,6 +27,7 @@ __all__ = [
     "is_feasible",
     "rdb_backend",
     "recommended_trial",
+    "scenario_repeats",
     "set_trial_attr",
     "storage_of",
     "study_id",
@@ -40,10 +43,13 @@ def is_counted(t: FrozenTrial) -> bool:
 
 
 def is_feasible(t: FrozenTrial) -> bool:
+    """Eligible as the best: COMPLETE, no violated constraint, not failed by the gate, and gated when the study
+    skips the gate for configs behind the best (an unchecked config is never recommended)."""
     return (
         t.state == TrialState.COMPLETE
         and all(v <= 0 for v in t.constraints.values())
         and t.user_attrs.get(attrs.CORRECT, True) is not False
+        and not t.user_attrs.get(attrs.GATE_SKIPPED)
     )
 
 
@@ -73,3 +79,11 @@ def client_bound_scenarios(t: FrozenTrial) -> list[str]:
     """Scenarios measured while the load generator was the bottleneck: their figures understate the server."""
     suffix = "." + attrs.CLIENT_BOUND
     return sorted(k[: -len(suffix)] for k, v in t.user_attrs.items() if k.endswith(suffix) and v is True)
+
+
+def scenario_repeats(t: FrozenTrial, scenario: str) -> list[float]:
+    """The trial's per-repeat output tok/s of ``scenario`` (``<scenario>.repeats``; empty when not measured)."""
+    raw = t.user_attrs.get(attrs.scenario_key(scenario, "repeats"))
+    if not isinstance(raw, list):
+        return []
+    return [float(x) for x in raw if isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)]

@@ -1,0 +1,67 @@
+"""``[gate] when = "contenders"``: only a config that could be recommended pays for the correctness gate."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+from tuner.report import feasibility_label
+from tuner.report._facts import outcome
+from tuner.sim.inprocess import run_inprocess
+from tuner.study import best_trials, recommended_trial
+from tuner.study._confirm import top_trials
+from tuner.trials import attrs, is_feasible
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from fixtures_demo import MakeConfig, make_config, seeds
+
+__all__ = ["make_config"]
+
+# Within 1-3% of the baseline on one and eight streams, so no scenario before the last prunes it, but 25% slower
+# on c32-long (a wide tree on a narrow batch): the objective ends about 8% behind the baseline.
+BEHIND = {"algorithm": "DDTREE", "budget": 26, "topk": 5, "block_size": 12, "draft_window": 1024,
+          "max_running_requests": 16, "mem_fraction_static": 0.89}  # fmt: skip
+
+
+def _study(make_config: MakeConfig, *trials: dict[str, object], when: str) -> tuple[str, optuna.Study]:
+    """Run the baseline and ``trials`` with the gate ``when``; the study file's path and the study."""
+    cfg = make_config(
+        search=seeds(*trials) + "\nconfirm_top = 0",
+        edit=lambda text: text.replace('when = "contenders"', f'when = "{when}"'),
+    )
+    assert cfg.gate is not None and cfg.gate.when == when
+    run = run_inprocess(cfg, storage=cfg.study.storage, trials=1 + len(trials))
+    return cfg.source, optuna.load_study(study_name=run.study_name, storage=run.storage)
+
+
+def test_a_config_behind_the_best_is_measured_but_not_gated(make_config: MakeConfig, capsys) -> None:  # type: ignore[no-untyped-def]
+    from tuner.cli import main
+
+    source, study = _study(make_config, BEHIND, when="contenders")
+    baseline, behind = study.trials[:2]
+    assert baseline.user_attrs[attrs.GATE] == "5/5" and is_feasible(baseline)  # no best yet: a contender
+    assert behind.params == BEHIND and behind.state == TrialState.COMPLETE, behind.user_attrs.get(attrs.FAILURE_REASON)
+    assert behind.values[0] < 0.95 * baseline.values[0]
+    assert behind.user_attrs[attrs.GATE_SKIPPED] is True and attrs.GATE_S not in behind.user_attrs
+    assert behind.user_attrs[attrs.GATE].startswith("not run: ") and "behind #0" in behind.user_attrs[attrs.GATE]
+    assert attrs.CORRECT not in behind.user_attrs and not behind.constraints  # no verdict: nothing for TPE to avoid
+    assert not is_feasible(behind)  # an unchecked config is never recommended
+    assert outcome(behind) == "not gated (behind the best)"
+    assert feasibility_label(behind).startswith("NOT GATED (not run: ")
+    assert [t.number for t in best_trials(study)] == [0]
+    assert [t.number for t in top_trials(study, 3)] == [0]  # nor confirmed as a candidate
+    capsys.readouterr()
+    assert main(["status", "--config", source]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.lstrip().startswith("1 COMPLETE"))
+    assert " skip " in row and "gate not run: " in row and "behind #0" in row
+    assert recommended_trial(study) is not None and recommended_trial(study).number == 0  # type: ignore[union-attr]
+
+
+def test_after_gates_every_config_that_survives_the_benchmark(make_config: MakeConfig) -> None:
+    _, study = _study(make_config, BEHIND, when="after")
+    behind = study.trials[1]
+    assert behind.params == BEHIND and behind.user_attrs[attrs.GATE] == "5/5" and is_feasible(behind)
+    assert attrs.GATE_SKIPPED not in behind.user_attrs and outcome(behind) == "feasible"
