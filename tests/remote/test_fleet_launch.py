@@ -96,12 +96,7 @@ def test_sigterm_stops_workers_of_a_launcher_started_in_the_background(sshd: Ssh
     proc = tune("start", "--config", str(path), sigint=_sigint_ignored)
     _running_trials(config, proc)
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
-    assert "stopping 2 workers" in err
-    study = optuna.load_study(study_name="fleet", storage=config.study.storage)
-    assert not study.get_trials(states=(TrialState.RUNNING,)), "every worker marks its running trial FAIL"
-    assert sum(map(is_counted, study.trials)) < 40, "the workers ran on to the end of the study instead of stopping"
+    _stopped(proc, config)
 
 
 def test_one_start_runs_a_worker_per_host_to_exactly_the_total(sshd: Sshd, tmp_path: Path) -> None:
@@ -156,12 +151,7 @@ def test_ctrl_c_stops_every_worker_cleanly(sshd: Sshd, tmp_path: Path) -> None:
     # `tune status` took a while: a worker may be between trials now. Interrupt right after seeing what runs.
     running = _running_trials(config, proc)
     os.kill(proc.pid, signal.SIGINT)  # what the terminal's Ctrl-C sends to the launcher
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
-    assert "stopping 2 workers" in err
-    study = optuna.load_study(study_name="fleet", storage=config.study.storage)
-    assert not study.get_trials(states=(TrialState.RUNNING,)), "every worker marks its running trial FAIL"
-    assert sum(map(is_counted, study.trials)) < 40, "the workers ran on to the end of the study instead of stopping"
+    study = _stopped(proc, config)
     for seen in running:  # each ended with its measurement or as interrupted (then retried), never lost
         t = study.trials[seen.number]
         assert t.state in (TrialState.COMPLETE, TrialState.PRUNED) or (
@@ -173,6 +163,17 @@ def test_ctrl_c_stops_every_worker_cleanly(sshd: Sshd, tmp_path: Path) -> None:
             import socket
 
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def _stopped(proc: subprocess.Popen[str], config: StudyConfig) -> optuna.Study:
+    """The launcher exits 130 after stopping both workers, before the end of its 40 trials, none left RUNNING."""
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "stopping 2 workers" in err
+    study = optuna.load_study(study_name="fleet", storage=config.study.storage)
+    assert not study.get_trials(states=(TrialState.RUNNING,)), "every worker marks its running trial FAIL"
+    assert sum(map(is_counted, study.trials)) < 40, "the workers ran on to the end of the study instead of stopping"
+    return study
 
 
 def _running_trials(config: StudyConfig, proc: subprocess.Popen[str]) -> list[optuna.trial.FrozenTrial]:
