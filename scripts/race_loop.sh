@@ -18,6 +18,7 @@ trap 'kill $BUSY' EXIT
 SEL='test_exactly_one_racer_wins_each_claim or test_slots_cap_the_total or test_starting_points_are_claimed_once'
 SEL+=' or test_one_worker_confirms or test_workers_share_a_study or test_sigkilled_worker'
 SEL+=' or test_eight_model_workers or test_one_start_runs_a_worker_per_host or test_ctrl_c_stops_every_worker'
+SEL+=' or test_sigterm_stops_workers'
 for i in $(seq 1 "$N"); do
   start=$(date +%s)
   .venv/bin/python -m pytest -q -rA tests/study/test_fleet.py tests/study/test_workers.py \
