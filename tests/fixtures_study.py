@@ -6,6 +6,11 @@ import contextlib
 import sqlite3
 import sys
 
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.study import NoSuchStudy, make_storage
+
 # One scenario, time-scaled pacing, a 2-problem gate (optional): a trial takes about a second.
 TEMPLATE = """
 [study]
@@ -122,3 +127,21 @@ def running_trials(storage: str, *, with_attr: str | None = None) -> list[int]:
     except sqlite3.Error:
         return []  # no file or no schema yet
     return sorted(r[0] for r in rows)
+
+
+_stores: dict[str, optuna.storages.BaseStorage] = {}
+
+
+def running_study_trials(storage: str, study_name: str) -> list[FrozenTrial]:
+    """RUNNING trials of a study that tune processes may still be creating ([] until it exists), any backend.
+
+    Through make_storage, never a bare URL: the test process races the workers to create Optuna's schema on a
+    fresh database, and make_storage retries the loser of that race (a bare URL fails on the duplicate alembic
+    row). The storage is kept once made, so polling does not build an engine per look.
+    """
+    try:
+        store = _stores.get(storage) or _stores.setdefault(storage, make_storage(storage, create=False))
+        study = optuna.load_study(study_name=study_name, storage=store)
+    except (NoSuchStudy, KeyError):
+        return []  # no database file or no study in it yet
+    return study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))

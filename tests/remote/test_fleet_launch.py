@@ -15,6 +15,7 @@ from pathlib import Path
 import optuna
 import pytest
 from fixtures_sshd import SMALL_SPACE_AND_BENCHMARK, Sshd, sim_argv
+from fixtures_study import running_study_trials
 from optuna.trial import TrialState
 
 from tuner.config import StudyConfig, fleet_member, load_config
@@ -138,11 +139,7 @@ def test_ctrl_c_stops_every_worker_cleanly(sshd: Sshd, tmp_path: Path) -> None:
     while len({t.user_attrs.get(attrs.WORKER_NAME) for t in running}) < 2:
         assert time.monotonic() < deadline, "both workers never ran a trial at once"
         assert proc.poll() is None, proc.communicate()
-        try:
-            study = optuna.load_study(study_name="fleet", storage=config.study.storage)
-            running = [t for t in study.get_trials(states=(TrialState.RUNNING,)) if attrs.WORKER_NAME in t.user_attrs]
-        except (KeyError, optuna.exceptions.OptunaError, ValueError):
-            running = []
+        running = [t for t in running_study_trials(config.study.storage, "fleet") if attrs.WORKER_NAME in t.user_attrs]
         time.sleep(0.05)
     status = subprocess.run(
         [sys.executable, "-m", "tuner", "status", "--config", str(path)], capture_output=True, text=True, timeout=60
@@ -181,11 +178,7 @@ def _running_trials(config: StudyConfig, proc: subprocess.Popen[str]) -> list[op
     deadline = time.monotonic() + 120
     while True:
         assert time.monotonic() < deadline and proc.poll() is None, "no trial runs any more"
-        try:
-            study = optuna.load_study(study_name="fleet", storage=config.study.storage)
-            running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-        except (KeyError, optuna.exceptions.OptunaError, ValueError):  # the study is not created yet
-            running = []
+        running = running_study_trials(config.study.storage, "fleet")
         if running and proc.poll() is None:
             return running
         time.sleep(0.02)

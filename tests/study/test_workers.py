@@ -14,7 +14,7 @@ from typing import Any
 
 import optuna
 import pytest
-from fixtures_study import study_toml
+from fixtures_study import running_study_trials, study_toml
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.sim.testing import free_port
@@ -155,12 +155,7 @@ def wait_for_trial_of(study_name: str, storage: str, pid: int, proc: subprocess.
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
-        try:
-            study = optuna.load_study(study_name=study_name, storage=storage)
-            running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-        except (KeyError, optuna.exceptions.OptunaError, ValueError):
-            running = []  # the worker is still creating the study
-        for t in running:
+        for t in running_study_trials(storage, study_name):
             if t.user_attrs.get(attrs.WORKER, "").endswith(f":{pid}") and attrs.HEARTBEAT in t.user_attrs:
                 return t.number
         time.sleep(0.05)
