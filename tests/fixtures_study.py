@@ -114,8 +114,9 @@ def study_toml(*, name: str, port: int, on_exit: str = "stop", search: str = "",
 def running_trials(storage: str, *, with_attr: str | None = None) -> list[int]:
     """Numbers of RUNNING trials, read straight from the SQLite file.
 
-    Tests poll a study that a tune process is creating; an Optuna storage object would race tune to create
-    the schema (and make tune's own start fail), so this opens the file read-only and asks the tables.
+    Tests poll a study that a tune process is creating; this opens the file read-only and asks the tables, so the
+    poll never takes part in creating the schema (``running_study_trials`` is the twin for any backend, through
+    make_storage's retries).
     """
     path = storage.removeprefix("sqlite:///")
     query = "SELECT t.number FROM trials t WHERE t.state = 'RUNNING'"
