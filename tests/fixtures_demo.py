@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,6 +30,11 @@ def make_config(tmp_path: Path) -> MakeConfig:
         return load_config(path)
 
     return make
+
+
+def gate_when(when: str) -> Callable[[str], str]:
+    """An ``edit`` for ``make_config``: the demo's ``[gate] when`` set to ``when``."""
+    return lambda text: re.sub(r'^when = "\w+"', f'when = "{when}"', text, count=1, flags=re.MULTILINE)
 
 
 def seeds(*trials: dict[str, object]) -> str:

@@ -16,7 +16,7 @@ from tuner.study._confirm import top_trials
 from tuner.trials import attrs, is_feasible
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from fixtures_demo import MakeConfig, make_config, seeds
+from fixtures_demo import MakeConfig, gate_when, make_config, seeds
 
 __all__ = ["make_config"]
 
@@ -30,7 +30,7 @@ def _study(make_config: MakeConfig, *trials: dict[str, object], when: str) -> tu
     """Run the baseline and ``trials`` with the gate ``when``; the study file's path and the study."""
     cfg = make_config(
         search=seeds(*trials) + "\nconfirm_top = 0",
-        edit=lambda text: text.replace('when = "contenders"', f'when = "{when}"'),
+        edit=gate_when(when),
     )
     assert cfg.gate is not None and cfg.gate.when == when
     run = run_inprocess(cfg, storage=cfg.study.storage, trials=1 + len(trials))

@@ -213,11 +213,11 @@ def trial_row(t: Any, scenarios: list[str]) -> dict[str, Any]:
 def _status(args: argparse.Namespace) -> int:
     from tuner.space import format_value
     from tuner.study import counted_trials
-    from tuner.trials import attrs
+    from tuner.trials import attrs, study_trials
 
     config, study = _load(args)
     scenarios = [s.name for s in config.benchmark.scenarios]
-    rows = [trial_row(t, scenarios) for t in study.get_trials(deepcopy=False)]
+    rows = [trial_row(t, scenarios) for t in study_trials(study)]
     if args.json:
         json.dump(rows, sys.stdout, indent=2, default=str)
         print()
@@ -238,6 +238,8 @@ def _status(args: argparse.Namespace) -> int:
         + "  params / reason"
     )
     print(head)
+    if any(r["outcome"] == "not gated (only finalists are)" for r in rows):
+        print('     (gate "end": [gate] when = "final" gates the finalists only, when the study ends)')
     for r in rows:
         # A PRUNED trial carries its last intermediate value in Optuna: not a score.
         score = "/".join(f"{v:.1f}" for v in r["values"]) if r["values"] and r["state"] == "COMPLETE" else "-"
@@ -255,6 +257,11 @@ def _status(args: argparse.Namespace) -> int:
         if r["outcome"] == "not gated (behind the best)":
             notes.append(f"gate {gate}")
             gate = "skip"
+        elif r["outcome"] == "not gated (only finalists are)":
+            gate = "end"
+        elif gate.endswith(_AT_THE_END):
+            gate = gate.removesuffix(_AT_THE_END)
+            notes.append("gated at the end")
         if r["duplicate_of"] is not None:
             notes.append(f"repeat of #{r['duplicate_of']}")
         if r["client_bound"]:
@@ -273,6 +280,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 _COL = 22
+_AT_THE_END = " at the end"
 
 
 def _scenario_cell(row: dict[str, Any], scenario: str) -> str:

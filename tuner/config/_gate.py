@@ -18,7 +18,7 @@ DEFAULT_PROMPT_TEMPLATE = (
 """``{prompt}`` is replaced by the problem's prompt verbatim, ``{entry_point}`` by the function's name."""
 
 SANDBOX_KINDS = ("auto", "namespace", "rlimit")
-GATE_WHEN = ("before", "after", "contenders")
+GATE_WHEN = ("before", "after", "contenders", "final")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,7 +35,9 @@ class GateSection:
     """Run the gate ``before`` the benchmark (fail fast), ``after`` it (regression-pruned and crashed configs
     never pay for it), or for ``contenders`` only: after it, and only for a config whose objective is within
     ``[search] prune_margin`` of the best feasible one so far (a config that cannot be recommended needs no
-    correctness verdict; on a real server the gate costs minutes)."""
+    correctness verdict; on a real server the gate costs minutes), or ``final``: no trial is gated while the
+    study runs; at the end the finalists (the configs the confirmation re-measures, or the best alone) are
+    gated during their re-measurement, and one that fails gives its place to the next best."""
     max_tokens: int = 4096
     temperature: float = 0.0
     concurrency: int = 5

@@ -19,7 +19,7 @@ from typing import Any
 import optuna
 
 from tuner.report._facts import best_feasible, feasibility_label
-from tuner.trials import attrs, trial_id
+from tuner.trials import attrs, gate_pending, study_trials, trial_id
 
 __all__ = ["DashboardServer", "dashboard_app", "refresh_notes", "serve_dashboard"]
 
@@ -35,6 +35,7 @@ def _constraint_list(t: optuna.trial.FrozenTrial) -> list[float]:
         t.state == optuna.trial.TrialState.COMPLETE
         and feasibility_label(t) != "feasible"
         and not t.user_attrs.get(attrs.GATE_SKIPPED)  # measured and unchecked, not wrong
+        and not gate_pending(t)
         and not any(v > 0 for v in values)
     ):
         values.append(1.0)  # infeasible by our gate verdict without a constraint row: still show it
@@ -73,7 +74,7 @@ class _FeasibilityMiddleware:
         data = json.loads(body)
         name = self._storage.get_study_name_from_id(study_id)
         study = optuna.load_study(study_name=name, storage=self._storage)
-        trials = {trial_id(t): t for t in study.get_trials(deepcopy=False)}
+        trials = {trial_id(t): t for t in study_trials(study)}
         for entry in data.get("trials", []):
             t = trials.get(entry.get("trial_id"))
             if t is not None:

@@ -15,7 +15,7 @@ from tuner.report._facts import baseline_trial, best_feasible, feasibility_label
 from tuner.space import render
 from tuner.spec import LaunchSpec
 from tuner.target import base_spec
-from tuner.trials import attrs, is_counted, is_feasible
+from tuner.trials import attrs, is_counted, is_feasible, study_trials
 
 __all__ = ["FORMATS", "choose_trial", "export_dropin", "export_json", "export_text", "launch_spec"]
 
@@ -36,7 +36,7 @@ def choose_trial(study: optuna.Study, number: int | None = None) -> FrozenTrial:
         if len(best) == 1:
             return recommended_trial(study) or best[0]  # the confirmed winner when the top was re-measured
         return max(best, key=lambda t: (rank_value(t), -t.number))
-    trials = study.get_trials(deepcopy=False)
+    trials = study_trials(study)
     if not 0 <= number < len(trials):
         raise TuneError(f"study {study.study_name!r} has no trial #{number} (it holds {len(trials)})")
     t = trials[number]

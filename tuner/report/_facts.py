@@ -18,7 +18,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.space import format_value
-from tuner.trials import attrs, best_trials, is_counted, is_feasible, scenario_repeats
+from tuner.trials import attrs, best_trials, gate_pending, is_counted, is_feasible, scenario_repeats, study_trials
 
 __all__ = [
     "OUTCOMES",
@@ -54,6 +54,8 @@ def feasibility_label(t: FrozenTrial) -> str:
     """``feasible``, or why not (``INFEASIBLE gate 3/5``), or the trial's state when it has no verdict."""
     if t.state == TrialState.COMPLETE and t.user_attrs.get(attrs.GATE_SKIPPED):
         return f"NOT GATED ({t.user_attrs.get(attrs.GATE)}): never eligible as best"
+    if gate_pending(t):
+        return "NOT GATED (only finalists are, at the end of the study)"
     if t.state == TrialState.COMPLETE:
         why = infeasibility(t.constraints, t.user_attrs)
         if why is None and is_feasible(t):
@@ -71,6 +73,7 @@ def feasibility_label(t: FrozenTrial) -> str:
 OUTCOMES = (
     "feasible",
     "not gated (behind the best)",
+    "not gated (only finalists are)",
     "infeasible (gate)",
     "regression-pruned",
     "failed to start",
@@ -87,6 +90,8 @@ def outcome(t: FrozenTrial) -> str:
     if t.state == TrialState.COMPLETE:
         if t.user_attrs.get(attrs.GATE_SKIPPED):
             return "not gated (behind the best)"
+        if gate_pending(t):
+            return "not gated (only finalists are)"
         return "feasible" if is_feasible(t) else "infeasible (gate)"
     if t.state != TrialState.PRUNED:
         return t.state.name
@@ -118,7 +123,7 @@ def rank_value(t: FrozenTrial) -> float:
 
 def ranked_feasible(study: optuna.Study) -> list[FrozenTrial]:
     """Counted, feasible, COMPLETE trials, best first (the same filter as :func:`tuner.study.best_trials`)."""
-    done = [t for t in study.get_trials(deepcopy=False) if is_counted(t) and is_feasible(t)]
+    done = [t for t in study_trials(study) if is_counted(t) and is_feasible(t)]
     return sorted(done, key=lambda t: (-rank_value(t), t.number))
 
 
@@ -126,7 +131,7 @@ def baseline_trial(study: optuna.Study) -> FrozenTrial | None:
     """The measured baseline (trial 0 normally); a retried baseline counts, a failed one is still returned."""
     candidates = [
         t
-        for t in study.get_trials(deepcopy=False)
+        for t in study_trials(study)
         if t.user_attrs.get(attrs.BASELINE) and t.state in (TrialState.COMPLETE, TrialState.PRUNED)
     ]
     complete = [t for t in candidates if t.state == TrialState.COMPLETE]
@@ -228,7 +233,7 @@ def failure_groups(study: optuna.Study) -> list[FailureGroup]:
     """Counted trials that failed or were infeasible, grouped by :func:`outcome` and reason (regression-pruned
     trials are no failure: they are left out)."""
     groups: dict[tuple[str, str], list[FrozenTrial]] = {}
-    for t in study.get_trials(deepcopy=False):
+    for t in study_trials(study):
         if not is_counted(t):
             continue
         if t.state == TrialState.PRUNED:

@@ -15,7 +15,16 @@ from tuner.config import StudyConfig
 from tuner.report._facts import best_feasible, feasibility_label, infeasibility
 from tuner.space import Param, format_value
 from tuner.target import base_spec
-from tuner.trials import attrs, client_bound_scenarios, current_trial, storage_of, study_id, trial_id
+from tuner.trials import (
+    attrs,
+    client_bound_scenarios,
+    current_trial,
+    gate_pending,
+    storage_of,
+    study_id,
+    study_trials,
+    trial_id,
+)
 
 __all__ = [
     "FEASIBLE_ATTR",
@@ -183,6 +192,8 @@ def trial_note_text(t: FrozenTrial, *, best_numbers: frozenset[int] = frozenset(
         head = "**BEST feasible trial** (as of the last `tune dashboard` refresh)."
     elif t.state == TrialState.COMPLETE and t.user_attrs.get(attrs.GATE_SKIPPED):
         head = f"**{feasibility_label(t)}**: measured, but too far behind the best to need a correctness verdict."
+    elif gate_pending(t):
+        head = f"**{feasibility_label(t)}**: measured; the correctness gate runs at the end for the finalists only."
     elif t.state == TrialState.COMPLETE and feasibility_label(t) != "feasible":
         head = f"**{feasibility_label(t)}**: fast or not, it is wrong; it is never eligible as best."
     elif t.state == TrialState.PRUNED and t.user_attrs.get(attrs.REJECTED):
@@ -212,7 +223,7 @@ def annotate_trials(study: optuna.Study) -> int:
     """Write verdict notes on every trial that needs one; returns how many notes changed."""
     best = frozenset(t.number for t in best_feasible(study))
     changed = 0
-    for t in study.get_trials(deepcopy=False):
+    for t in study_trials(study):
         if t.state == TrialState.RUNNING:
             continue
         # "" clears a note of ours that no longer applies (a trial that was best earlier but is not now).

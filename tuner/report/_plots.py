@@ -15,7 +15,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.report._facts import ScenarioComparison, feasibility_label
-from tuner.trials import attrs
+from tuner.trials import attrs, gate_pending
 
 __all__ = [
     "plot_history",
@@ -98,7 +98,10 @@ def plot_param_map(
     """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 5))
-    good = [t for t in trials if t.state == TrialState.COMPLETE and feasibility_label(t) == "feasible"]
+    # A `when = "final"` study gates its finalists only: the rest are measured and presumed correct.
+    good = [
+        t for t in trials if gate_pending(t) or (t.state == TrialState.COMPLETE and feasibility_label(t) == "feasible")
+    ]
     unchecked = [t for t in trials if t.state == TrialState.COMPLETE and t.user_attrs.get(attrs.GATE_SKIPPED)]
     wrong = [t for t in trials if t.state == TrialState.COMPLETE and t not in good and t not in unchecked]
     pruned = [t for t in trials if t.state == TrialState.PRUNED and t.user_attrs.get(attrs.PRUNED_SKIPPED) is not None]
@@ -110,7 +113,8 @@ def plot_param_map(
     if good:
         gx, gy = xy(good)
         values = [score(t) for t in good]
-        points = ax.scatter(gx, gy, c=values, cmap="viridis", s=90, edgecolors="black", label="feasible")
+        label = "feasible or not gated (final gate)" if any(gate_pending(t) for t in good) else "feasible"
+        points = ax.scatter(gx, gy, c=values, cmap="viridis", s=90, edgecolors="black", label=label)
         fig.colorbar(points, ax=ax, label=score_name)
         best = max(good, key=score)
         ax.annotate(

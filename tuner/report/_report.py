@@ -29,7 +29,15 @@ from tuner.report._facts import (
     scenario_figure,
 )
 from tuner.space import format_value
-from tuner.trials import attrs, client_bound_scenarios, confirmation_text, counted_trials, is_counted, is_feasible
+from tuner.trials import (
+    attrs,
+    client_bound_scenarios,
+    confirmation_text,
+    counted_trials,
+    is_counted,
+    is_feasible,
+    study_trials,
+)
 
 __all__ = ["MIN_IMPORTANCE_TRIALS", "Report", "build_report", "importances"]
 
@@ -55,7 +63,7 @@ def _feasible_study(study: optuna.Study) -> optuna.Study:
     Infeasible configs are fast because they are wrong, and repeats of a measured config would weigh it twice.
     """
     copy = optuna.create_study(directions=study.directions)
-    copy.add_trials([t for t in study.get_trials(deepcopy=False) if is_counted(t) and is_feasible(t)])
+    copy.add_trials([t for t in study_trials(study) if is_counted(t) and is_feasible(t)])
     return copy
 
 
@@ -151,7 +159,7 @@ class _ReportWriter:
         self.config = config
         self.out_dir = out_dir
         self.scenarios = [s.name for s in config.benchmark.scenarios]
-        self.trials = study.get_trials(deepcopy=False)
+        self.trials = study_trials(study)
         self.best_list = best_feasible(study)
         self.best = choose_trial(study) if self.best_list else None
         self.baseline = baseline_trial(study)
@@ -421,8 +429,9 @@ class _ReportWriter:
             return
         self.draw("map", lambda: _plot_map(mapped, self.out_dir, x, y, self.target_name, title))
         self.md += [
-            f"`{x}` × `{y}` over {len(mapped)} counted trials: colour = score of feasible trials, "
-            "olive □ = not gated (behind the best), red × = infeasible, blue ◇ = regression-pruned (slower than the "
+            f"`{x}` × `{y}` over {len(mapped)} counted trials: colour = score of feasible trials (and of ungated ones "
+            "where only finalists are gated), olive □ = not gated (behind the best), red × = infeasible, "
+            "blue ◇ = regression-pruned (slower than the "
             "best), grey ○ = failed.",
             "",
         ]

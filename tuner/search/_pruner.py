@@ -14,7 +14,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.bench import Noise, Reference, ReferenceLookup, is_slower, pooled_noise
-from tuner.trials import attrs, best_trials, is_feasible, scenario_repeats
+from tuner.trials import attrs, best_trials, is_feasible, scenario_repeats, study_trials
 
 __all__ = ["RegressionPruner", "pruning_savings"]
 
@@ -119,7 +119,7 @@ class RegressionPruner(optuna.pruners.BasePruner):
     def reference_trial(self, study: optuna.Study, *, exclude: int | None = None) -> FrozenTrial | None:
         """The trial a candidate is compared with (None: nothing to compare with yet)."""
         if self._reference == "baseline":
-            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            for t in study_trials(study, states=(TrialState.COMPLETE,)):
                 if t.user_attrs.get(attrs.BASELINE) and t.number != exclude and is_feasible(t):
                     return t
             return None

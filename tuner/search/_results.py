@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import optuna
 from optuna.trial import FrozenTrial
 
-from tuner.trials import is_counted, is_feasible
+from tuner.trials import is_counted, is_feasible, study_trials
 from tuner.trials.attrs import scenario_key
 
 __all__ = ["per_scenario_best"]
@@ -20,7 +20,7 @@ def per_scenario_best(study: optuna.Study, scenarios: Iterable[str]) -> dict[str
     any study. Only COMPLETE, feasible trials count (a pruned trial's partial figures are not evidence of a
     working config). Scenarios without any such trial are left out.
     """
-    done = [t for t in study.get_trials(deepcopy=False) if is_counted(t) and is_feasible(t)]
+    done = [t for t in study_trials(study) if is_counted(t) and is_feasible(t)]
     best: dict[str, FrozenTrial] = {}
     for name in scenarios:
         key = scenario_key(name, "tok_s")

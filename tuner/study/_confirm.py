@@ -28,20 +28,30 @@ from optuna.trial import FrozenTrial
 
 from tuner.bench import Noise, ScenarioResult, SequentialPolicy, pooled_noise
 from tuner.config import StudyConfig
+from tuner.endpoint import Endpoint
 from tuner.errors import TrialFailure
 from tuner.space import render
-from tuner.study._objective import BenchmarkOutcome, TrialParts, benchmark_server, score
+from tuner.spec import LaunchSpec
+from tuner.study._objective import BenchmarkOutcome, TrialParts, benchmark_server, gate_server, score
 from tuner.trials import (
     CONFIRMATION,
+    GateVerdict,
     attrs,
+    best_trials,
     confirmation_text,
+    gate_pending,
     is_counted,
     is_feasible,
     recommended_trial,
+    record_gate_verdict,
     scenario_repeats,
+    study_trials,
 )
 
-__all__ = ["CONFIRMATION", "Confirmation", "confirm_top", "recommended_trial"]
+__all__ = ["CONFIRMATION", "Confirmation", "confirm_top", "recommended_trial", "settle_final_gate"]
+
+Claim = Callable[[list[int]], bool]
+Check = Callable[[Endpoint], bool]
 
 ROUNDS = 2
 
@@ -55,15 +65,23 @@ class Confirmation:
     held: bool
 
 
-def top_trials(study: optuna.Study, k: int) -> list[FrozenTrial]:
-    """The ``k`` best feasible counted trials by their own measurement (single objective), distinct params."""
-    done = [t for t in study.get_trials(deepcopy=False) if is_counted(t) and is_feasible(t)]
+def ranked_candidates(study: optuna.Study) -> list[FrozenTrial]:
+    """Feasible counted trials by their own measurement (single objective), best first, distinct params.
+
+    End-of-study gate verdicts are applied: a config that failed is out, an ungated one is still a candidate.
+    """
+    done = [t for t in study_trials(study) if is_counted(t) and is_feasible(t)]
     done.sort(key=lambda t: t.values[0], reverse=True)
-    top: list[FrozenTrial] = []
+    ranked: list[FrozenTrial] = []
     for t in done:
-        if all(t.params != o.params for o in top):
-            top.append(t)
-    return top[:k]
+        if all(t.params != o.params for o in ranked):
+            ranked.append(t)
+    return ranked
+
+
+def top_trials(study: optuna.Study, k: int) -> list[FrozenTrial]:
+    """The ``k`` best feasible counted trials by their own measurement (see :func:`ranked_candidates`)."""
+    return ranked_candidates(study)[:k]
 
 
 def confirm_top(
@@ -76,45 +94,66 @@ def confirm_top(
 ) -> Confirmation | None:
     """Re-measure the top ``k`` configs interleaved over two rounds (see the module docstring).
 
-    Returns None (and measures nothing) for multi-objective studies or fewer than two feasible configs:
-    there is no ranking to confirm.
+    In a ``[gate] when = "final"`` study each finalist is gated on its first visit, before its benchmark; one
+    that fails is out and the next best takes its place in the same round. Returns None (and measures nothing)
+    for multi-objective studies or fewer than two feasible configs: there is no ranking to confirm.
     """
     if len(study.directions) > 1 or k < 2:
         return None
-    top = top_trials(study, k)
+    ranked = ranked_candidates(study)
+    top, reserve = ranked[:k], ranked[k:]
     if len(top) < 2:
         return None
     say = progress or (lambda text: None)
     say(f"confirming the top {len(top)}: " + " ".join(f"#{t.number}" for t in top) + f" ({ROUNDS} rounds)")
     noise = study_noise(study, config)
     policy = visit_policy(config, noise_known=all(n is not None for n in noise.values()))
-    samples: dict[int, dict[str, list[float]]] = {t.number: {} for t in top}
+    samples: dict[int, dict[str, list[float]]] = {}
     errors: dict[int, str] = {}
     for r in range(ROUNDS):
-        for t in top:
+        if len(top) < 2:
+            break  # finalists failed the gate and none was left to take their place: nothing to rank
+        i = 0
+        while i < len(top):  # grows while it is walked: a finalist that fails the gate hands over its place
+            t = top[i]
+            i += 1
             if t.number in errors:
                 continue
-            base = parts.target.base
-            spec = None if t.user_attrs.get(attrs.BASELINE) else render(config.space, base, t.params)
+            check = _finalist_check(study, config, parts, t, say) if r == 0 and gate_pending(t) else None
             try:
-                results = _measure(parts, config, spec, policy, label=f"confirm-{t.number:04d}-{r + 1}")
+                results = _measure(parts, config, t, policy, label=f"confirm-{t.number:04d}-{r + 1}", check=check)
             except TrialFailure as failure:
                 errors[t.number] = f"[{failure.phase}] {failure.reason}"[:500]
                 say(f"  #{t.number} failed on re-measurement: {errors[t.number]}")
                 continue
+            if results is None:
+                i -= 1
+                top.remove(t)
+                if reserve:
+                    top.append(reserve.pop(0))
+                    say(f"  #{top[-1].number} takes its place")
+                continue
             for res in results:
-                samples[t.number].setdefault(res.name, []).extend(res.repeats_tok_s)
-    values = {n: 0.0 if n in errors else _value(config, per, noise) for n, per in samples.items()}
+                samples.setdefault(t.number, {}).setdefault(res.name, []).extend(res.repeats_tok_s)
+    if len(top) < 2:
+        return None
+    values = {t.number: 0.0 if t.number in errors else _value(config, samples[t.number], noise) for t in top}
     return _record(study, top, values, errors, say)
 
 
 def _measure(
-    parts: TrialParts, config: StudyConfig, spec: Any, policy: SequentialPolicy, *, label: str
-) -> tuple[ScenarioResult, ...]:
-    """One visit: apply, restart, wait until the new process serves, benchmark every scenario."""
+    parts: TrialParts, config: StudyConfig, t: FrozenTrial, policy: SequentialPolicy, *, label: str, check: Check | None
+) -> tuple[ScenarioResult, ...] | None:
+    """One visit: apply, restart, wait until the new process serves, (gate,) benchmark every scenario.
+
+    None when ``check`` (the end-of-study gate) fails the config: it is not benchmarked.
+    """
     target = parts.target
-    up = target.bring_up(spec, label=label)
-    bench = parts.benchmark(up.ready.endpoint or target.endpoint)
+    up = target.bring_up(_spec(config, parts, t), label=label)
+    endpoint = up.ready.endpoint or target.endpoint
+    if check is not None and not check(endpoint):
+        return None
+    bench = parts.benchmark(endpoint)
     bench.policy = policy
     try:
         outcome = benchmark_server(
@@ -123,6 +162,69 @@ def _measure(
     finally:
         bench.close()
     return outcome.results
+
+
+def _spec(config: StudyConfig, parts: TrialParts, t: FrozenTrial) -> LaunchSpec | None:
+    """Trial ``t``'s launch spec (None: the baseline, the unmodified base command)."""
+    return None if t.user_attrs.get(attrs.BASELINE) else render(config.space, parts.target.base, t.params)
+
+
+def _finalist_check(
+    study: optuna.Study, config: StudyConfig, parts: TrialParts, t: FrozenTrial, say: Callable[[str], None]
+) -> Check:
+    """The end-of-study gate of finalist ``t`` against its running server: records the verdict, says it."""
+
+    def check(endpoint: Endpoint) -> bool:
+        assert parts.gate is not None and config.gate is not None
+        result = gate_server(parts.gate, endpoint)
+        correct = result.passed >= config.gate.min_passed
+        failures = tuple(f"{o.task_id}: {o.reason or 'failed'}"[:300] for o in result.failures[:5])
+        verdict = GateVerdict(
+            passed=result.passed, total=result.total, correct=correct, seconds=round(result.seconds, 3),
+            failures=failures,
+        )
+        record_gate_verdict(study, t.number, verdict)
+        if correct:
+            say(f"  #{t.number} gate {verdict.text}: passed")
+        else:
+            say(f"  #{t.number} gate {verdict.text}: FAILED (need {config.gate.min_passed}); never recommended")
+        return correct
+
+    return check
+
+
+def settle_final_gate(
+    study: optuna.Study,
+    config: StudyConfig,
+    *,
+    parts: TrialParts,
+    say: Callable[[str], None],
+    claim: Claim | None = None,
+) -> None:
+    """Gate the best config until one passes, when it has no end-of-study verdict (``when = "final"`` and no
+    confirmation gated it: ``confirm_top`` below 2, or a single candidate); in a multi-objective study, every
+    member of the Pareto front (one that fails leaves the front, and may let others in). ``claim``: as for the
+    confirmation, one worker of a fleet gates a given config."""
+    while parts.gate is not None:
+        pending = [t for t in best_trials(study) if gate_pending(t)]
+        if not pending:
+            return
+        t = pending[0]
+        if claim is not None and not claim([t.number]):
+            say(f"the gate of #{t.number} is run by another worker")
+            return
+        say(f"gating #{t.number} at the end of the study (a finalist)")
+        target = parts.target
+        try:
+            up = target.bring_up(_spec(config, parts, t), label=f"gate-{t.number:04d}")
+        except TrialFailure as failure:
+            say(f"  #{t.number} did not start again, so it has no gate verdict: [{failure.phase}] {failure.reason}")
+            return
+        _finalist_check(study, config, parts, t, say)(up.ready.endpoint or target.endpoint)
+
+
+def gates_at_the_end(config: StudyConfig, parts: TrialParts) -> bool:
+    return bool(config.gate and config.gate.enabled and config.gate.when == "final" and parts.gate is not None)
 
 
 def visit_policy(config: StudyConfig, *, noise_known: bool) -> SequentialPolicy:
@@ -204,13 +306,16 @@ def maybe_confirm(
     workers) lets one worker confirm a given top; the others leave it to that one.
     """
     k = config.search.confirm_top
-    if k < 2 and not force:
-        return None
+    settle = gates_at_the_end(config, parts)
+    result = None
     top = [t.number for t in top_trials(study, max(k, 2))]
     done = study.user_attrs.get(CONFIRMATION)
-    if not force and isinstance(done, dict) and done.get("trials") == top:
-        return None
-    if not force and claim is not None and len(top) >= 2 and not claim(top):
-        console.line(f"confirmation of the top {len(top)} is done by another worker")
-        return None
-    return confirm_top(study, config, parts=parts, k=max(k, 2), progress=console.line)
+    confirmed = isinstance(done, dict) and done.get("trials") == top
+    if force or (k >= 2 and not confirmed):
+        if not force and claim is not None and len(top) >= 2 and not claim(top):
+            console.line(f"confirmation of the top {len(top)} is done by another worker")
+            return None  # and so is its end-of-study gate
+        result = confirm_top(study, config, parts=parts, k=max(k, 2), progress=console.line)
+    if settle:
+        settle_final_gate(study, config, parts=parts, say=console.line, claim=claim)
+    return result

@@ -80,6 +80,15 @@ def benchmark_server(
     return BenchmarkOutcome(results=tuple(results), seconds=round(time.monotonic() - start, 3))
 
 
+def gate_server(gate_factory: GateFactory, endpoint: Endpoint) -> GateResult:
+    """Ask the correctness gate's problems of the server at ``endpoint`` and judge the answers."""
+    gate = gate_factory(endpoint)
+    try:
+        return gate.run()
+    finally:
+        gate.close()
+
+
 def scenario_metric(r: ScenarioResult, objective: ObjectiveSection) -> float:
     """The figure of one scenario the objective combines (its score, a lower bound)."""
     return objective_value(r, objective.metric)
@@ -201,7 +210,11 @@ class TrialRunner:
             trial.set_user_attr(attrs.BENCHMARK_S, outcome.seconds)
             self._evidence.attach_json(trial, "benchmark.json", {"scenarios": [r.to_dict() for r in outcome.results]})
             result = score(outcome, cfg.objective, cfg.benchmark.scenarios)
-            if gate_when in ("after", "contenders"):
+            if gate_when == "final":
+                # Gated at the end if it is a finalist (tuner.study._confirm); provisionally feasible until then.
+                trial.set_user_attr(attrs.GATE_DEFERRED, True)
+                trial.set_user_attr(attrs.GATE, "at the end, if a finalist")
+            elif gate_when in ("after", "contenders"):
                 behind = self._behind_the_best(trial, result) if gate_when == "contenders" else None
                 if behind is None:
                     self._gate(trial, endpoint)
@@ -259,13 +272,9 @@ class TrialRunner:
 
     def _gate(self, trial: optuna.Trial, endpoint: Endpoint) -> None:
         assert self._parts.gate is not None and self._config.gate is not None
-        gate = self._parts.gate(endpoint)
         start = time.monotonic()
         try:
-            try:
-                result = gate.run()
-            finally:
-                gate.close()
+            result = gate_server(self._parts.gate, endpoint)
             trial.set_user_attr(attrs.GATE_S, round(time.monotonic() - start, 3))
             trial.set_user_attr(attrs.GATE, f"{result.passed}/{result.total}")
             failing = [o for o in result.outcomes if not o.passed]

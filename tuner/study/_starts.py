@@ -12,7 +12,7 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.config import StudyConfig
 from tuner.space import Value
 from tuner.study._policy import ensure_baseline
-from tuner.trials import attrs, is_counted, is_feasible, storage_of
+from tuner.trials import attrs, is_counted, is_feasible, storage_of, study_trials
 
 __all__ = ["MAX_BRANCH_TRIES", "enqueue_branches", "enqueue_starting_points", "find_duplicate", "retry_branch"]
 
@@ -27,7 +27,7 @@ def enqueue_starting_points(study: optuna.Study, config: StudyConfig) -> None:
     if config.search.import_best_from:
         other = optuna.load_study(study_name=config.search.import_best_from, storage=storage_of(study))
         ranked = sorted(
-            (t for t in other.get_trials(deepcopy=False) if is_counted(t) and is_feasible(t)),
+            (t for t in study_trials(other) if is_counted(t) and is_feasible(t)),
             key=lambda t: t.values[0],
             reverse=True,
         )

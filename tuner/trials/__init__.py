@@ -14,23 +14,29 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.trials import attrs
 from tuner.trials._confirmed import CONFIRMATION, confirmation_text, recommended_trial
 from tuner.trials._optuna import current_trial, rdb_backend, set_trial_attr, storage_of, study_id, trial_id
+from tuner.trials._verdicts import GateVerdict, gate_verdicts, record_gate_verdict, study_trials
 
 __all__ = [
     "CONFIRMATION",
+    "GateVerdict",
     "attrs",
     "best_trials",
     "client_bound_scenarios",
     "confirmation_text",
     "counted_trials",
     "current_trial",
+    "gate_pending",
+    "gate_verdicts",
     "is_counted",
     "is_feasible",
     "rdb_backend",
     "recommended_trial",
+    "record_gate_verdict",
     "scenario_repeats",
     "set_trial_attr",
     "storage_of",
     "study_id",
+    "study_trials",
     "trial_id",
 ]
 
@@ -44,7 +50,11 @@ def is_counted(t: FrozenTrial) -> bool:
 
 def is_feasible(t: FrozenTrial) -> bool:
     """Eligible as the best: COMPLETE, no violated constraint, not failed by the gate, and gated when the study
-    skips the gate for configs behind the best (an unchecked config is never recommended)."""
+    skips the gate for configs behind the best (an unchecked config is never recommended).
+
+    A trial of a ``when = "final"`` study is provisionally feasible until its end-of-study verdict, which only
+    :func:`study_trials` applies: read a study's trials through it.
+    """
     return (
         t.state == TrialState.COMPLETE
         and all(v <= 0 for v in t.constraints.values())
@@ -53,13 +63,20 @@ def is_feasible(t: FrozenTrial) -> bool:
     )
 
 
+def gate_pending(t: FrozenTrial) -> bool:
+    """A COMPLETE trial of a ``when = "final"`` study that has no end-of-study verdict (yet, or ever: only the
+    finalists are gated)."""
+    user = t.user_attrs
+    return t.state == TrialState.COMPLETE and bool(user.get(attrs.GATE_DEFERRED)) and attrs.CORRECT not in user
+
+
 def counted_trials(study: optuna.Study) -> int:
     return sum(1 for t in study.get_trials(deepcopy=False) if is_counted(t))
 
 
 def best_trials(study: optuna.Study) -> list[FrozenTrial]:
     """Feasible, counted COMPLETE trials: the best one (single objective) or the Pareto front (multi)."""
-    done = [t for t in study.get_trials(deepcopy=False) if is_counted(t) and is_feasible(t)]
+    done = [t for t in study_trials(study) if is_counted(t) and is_feasible(t)]
     if not done:
         return []
     if len(study.directions) == 1:

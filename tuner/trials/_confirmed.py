@@ -29,10 +29,10 @@ def confirmation_text(study: optuna.Study) -> str | None:
 
 def recommended_trial(study: optuna.Study) -> FrozenTrial | None:
     """The confirmed winner when the study was confirmed, else the best trial by its own measurement."""
-    from tuner.trials import best_trials
+    from tuner.trials import best_trials, study_trials
 
     c = study.user_attrs.get(CONFIRMATION)
     if isinstance(c, dict) and isinstance(c.get("winner"), int) and len(study.directions) == 1:
-        return study.trials[c["winner"]]
+        return study_trials(study)[c["winner"]]
     best = best_trials(study)
     return best[0] if best else None

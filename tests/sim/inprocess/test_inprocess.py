@@ -17,7 +17,7 @@ from tuner.study._starts import MAX_BRANCH_TRIES
 from tuner.target import base_spec
 from tuner.trials import attrs, best_trials, counted_trials
 
-from .conftest import MakeConfig, seeds
+from .conftest import MakeConfig, gate_when, seeds
 
 BASE = {"block_size": 8, "draft_window": 2048, "max_running_requests": 64, "mem_fraction_static": 0.85}
 OOM_AT_START = {**BASE, "algorithm": "DDTREE", "budget": 32, "topk": 10, "max_running_requests": 128,
@@ -39,7 +39,7 @@ def test_failures_end_pruned_with_evidence_never_fail(make_config: MakeConfig) -
     # the demo's `when = "contenders"` would leave unchecked (see tests/study/test_gate_contenders.py).
     cfg = make_config(
         search=seeds(OOM_AT_START, DIES_UNDER_LOAD, CORRUPT) + "\npruning = false",
-        edit=lambda text: text.replace('when = "contenders"', 'when = "after"'),
+        edit=gate_when("after"),
     )
     run = run_inprocess(cfg, storage=cfg.study.storage, trials=4)
     study = study_of(run)

@@ -1,0 +1,101 @@
+"""``[gate] when = "final"``: no trial pays for the gate while the study runs; the finalists are gated at the end,
+and a finalist that fails gives its place to the next best."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+from tuner.report import feasibility_label
+from tuner.report._facts import outcome
+from tuner.sim.inprocess import run_inprocess
+from tuner.study import best_trials, recommended_trial
+from tuner.trials import CONFIRMATION, attrs, gate_pending, gate_verdicts, is_feasible, study_trials
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from fixtures_demo import MakeConfig, gate_when, make_config, seeds
+
+__all__ = ["make_config"]
+
+# Both slower than the baseline (~279 tok/s), so pruning is off for them to complete. FAST_WRONG (~231 tok/s
+# before its gate) is on the simulator's buggy kernel path (DDTREE top-k >= 9, budget >= 24: wrong code);
+# SLOW_RIGHT (~200 tok/s) is correct and clearly slower than FAST_WRONG, beyond the model's 2% noise.
+FAST_WRONG = {"algorithm": "DDTREE", "budget": 24, "topk": 9, "block_size": 12, "draft_window": 2048,
+              "max_running_requests": 16, "mem_fraction_static": 0.85}  # fmt: skip
+SLOW_RIGHT = {"algorithm": "DDTREE", "budget": 2, "topk": 8, "block_size": 16, "draft_window": 512,
+              "max_running_requests": 16, "mem_fraction_static": 0.85}  # fmt: skip
+
+
+def _study(make_config: MakeConfig, *trials: dict[str, object], confirm_top: int) -> tuple[Path, optuna.Study]:
+    cfg = make_config(
+        search=seeds(*trials) + f"\nconfirm_top = {confirm_top}\npruning = false",
+        edit=gate_when("final"),
+    )
+    assert cfg.gate is not None and cfg.gate.when == "final"
+    run = run_inprocess(cfg, storage=cfg.study.storage, trials=1 + len(trials))
+    return cfg.source, optuna.load_study(study_name=run.study_name, storage=run.storage)
+
+
+def test_a_finalist_that_fails_the_gate_hands_its_place_to_the_next_best(make_config: MakeConfig, capsys) -> None:  # type: ignore[no-untyped-def]
+    from tuner.cli import main
+
+    source, study = _study(make_config, FAST_WRONG, SLOW_RIGHT, confirm_top=2)
+    frozen = study.trials[:3]  # as Optuna holds them (a DFLASH branch trial waits after them): none was gated
+    assert [t.params for t in frozen[1:]] == [FAST_WRONG, SLOW_RIGHT]
+    assert all(t.state == TrialState.COMPLETE for t in frozen), [t.user_attrs.get(attrs.FAILURE_REASON) for t in frozen]
+    assert all(t.user_attrs[attrs.GATE_DEFERRED] is True and attrs.GATE_S not in t.user_attrs for t in frozen)
+    assert not any(t.constraints for t in frozen)  # TPE saw every measured config as correct
+    assert frozen[0].values[0] > frozen[1].values[0] > frozen[2].values[0]  # the finalists: #0 and #1
+
+    verdicts = gate_verdicts(study)
+    assert sorted(verdicts) == [0, 1, 2]  # #1 failed, #2 took its place
+    assert verdicts[0].correct and verdicts[2].correct and verdicts[0].passed == verdicts[0].total
+    assert not verdicts[1].correct and verdicts[1].passed < 4 and verdicts[1].failures
+    confirmation = study.user_attrs[CONFIRMATION]
+    assert confirmation["trials"] == [0, 2] and confirmation["winner"] == 0
+
+    base, wrong, right = study_trials(study)[:3]  # the verdicts applied
+    assert wrong.user_attrs[attrs.CORRECT] is False and not is_feasible(wrong)
+    assert wrong.user_attrs[attrs.GATE] == f"{verdicts[1].passed}/5 at the end"
+    assert outcome(wrong) == "infeasible (gate)" and feasibility_label(wrong).startswith("INFEASIBLE gate ")
+    assert is_feasible(base) and is_feasible(right) and outcome(right) == "feasible"
+    assert [t.number for t in best_trials(study)] == [0]
+    assert recommended_trial(study).number == 0  # type: ignore[union-attr]
+
+    capsys.readouterr()
+    assert main(["status", "--config", str(source)]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    row = next(line for line in rows if line.lstrip().startswith("1 COMPLETE"))
+    assert "INFEASIBLE gate 0/5 at the end" in row, row
+    assert "gated at the end" in row
+
+
+def test_without_a_confirmation_the_best_alone_is_gated(make_config: MakeConfig) -> None:
+    _, study = _study(make_config, SLOW_RIGHT, confirm_top=0)
+    assert sorted(gate_verdicts(study)) == [0]  # the best; #1 never paid for the gate
+    base, right = study_trials(study)[:2]
+    assert base.user_attrs[attrs.GATE] == "5/5 at the end" and is_feasible(base)
+    assert gate_pending(right) and is_feasible(right)  # measured, presumed correct, never recommended first
+    assert outcome(right) == "not gated (only finalists are)"
+    assert feasibility_label(right).startswith("NOT GATED (only finalists are")
+    assert CONFIRMATION not in study.user_attrs
+
+
+def test_a_multi_objective_study_gates_its_pareto_front(make_config: MakeConfig) -> None:
+    cfg = make_config(
+        search=seeds(FAST_WRONG, SLOW_RIGHT) + "\npruning = false",
+        edit=lambda text: gate_when("final")(text).replace(
+            'kind = "geomean"', 'kind = "multi"\nobjectives = ["c1-short", "c32-long"]'
+        ),
+    )
+    run = run_inprocess(cfg, storage=cfg.study.storage, trials=3)
+    study = optuna.load_study(study_name=run.study_name, storage=run.storage)
+    front = best_trials(study)
+    verdicts = gate_verdicts(study)
+    assert front and all(t.number in verdicts and verdicts[t.number].correct for t in front)
+    assert all(not gate_pending(t) for t in front)
+    # Whatever else was gated failed and left the front; what was never on it was never gated.
+    assert all(not v.correct for n, v in verdicts.items() if n not in {t.number for t in front})
