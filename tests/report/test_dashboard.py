@@ -18,6 +18,7 @@ from tuner.report import (
     write_study_note,
 )
 from tuner.study import best_trials
+from tuner.trials import CONFIRMATION, is_feasible, recommended_trial
 
 Case = Any  # tests/report/conftest.py's StudyCase (conftest modules are not importable by name)
 
@@ -50,8 +51,9 @@ def test_dashboard_serves_the_real_study_with_our_attrs_and_artifacts(sim_study:
     assert {"baseline", "command", "c2.tok_s", "c2.repeats", "c2.accept_length", "ready_s"} <= keys
     assert any(a["filename"] == "benchmark.json" for a in first["artifacts"])
     assert "## Search space" in detail["note"]["body"] and "budget" in detail["note"]["body"]
-    (best,) = best_trials(sim_study.study)
-    assert [t["number"] for t in detail["best_trials"]] == [best.number]
+    # What tune recommends: the confirmed winner when the top was re-measured (this study was).
+    winner = recommended_trial(sim_study.study)
+    assert winner is not None and [t["number"] for t in detail["best_trials"]] == [winner.number]
 
 
 def test_dashboard_best_is_never_an_infeasible_trial(synthetic_study: Case) -> None:
@@ -70,6 +72,25 @@ def test_dashboard_best_is_never_an_infeasible_trial(synthetic_study: Case) -> N
     assert "FAILED" in by_number[4]["note"]["body"] and "OutOfMemoryError" in by_number[4]["note"]["body"]
     assert "BEST feasible" in by_number[best_numbers[0]]["note"]["body"]
     assert any(a["filename"] == "server-log.txt" for a in by_number[4]["artifacts"])
+
+
+def test_dashboard_best_is_the_confirmed_winner(synthetic_study: Case) -> None:
+    study = synthetic_study.study
+    measured_best = best_trials(study)[0]
+    runner_up = next(
+        t for t in sorted(study.trials, key=lambda t: -(t.values or [0])[0])
+        if t.number != measured_best.number and is_feasible(t) and t.values
+    )
+    # The re-measurement of the top put the runner-up first: that is what tune recommends, and what the UI shows.
+    study.set_user_attr(CONFIRMATION, {"trials": [measured_best.number, runner_up.number], "winner": runner_up.number,
+                                       "best_before": measured_best.number, "held": False, "values": {}})
+    annotate_trials(study)
+    with _serve(synthetic_study) as server:
+        detail = _detail(server, "syn")
+    assert [t["number"] for t in detail["best_trials"]] == [runner_up.number]
+    by_number = {t["number"]: t for t in detail["trials"]}
+    assert "BEST feasible trial**: the recommendation" in by_number[runner_up.number]["note"]["body"]
+    assert "BEST" not in (by_number[measured_best.number].get("note") or {}).get("body", "")
 
 
 def test_notes_are_idempotent_and_a_human_edit_wins(synthetic_study: Case) -> None:

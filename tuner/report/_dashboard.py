@@ -18,7 +18,7 @@ from typing import Any
 
 import optuna
 
-from tuner.report._facts import best_feasible, feasibility_label
+from tuner.report._facts import feasibility_label, recommended
 from tuner.trials import attrs, gate_pending, study_trials, trial_id
 
 __all__ = ["DashboardServer", "dashboard_app", "refresh_notes", "serve_dashboard"]
@@ -81,7 +81,7 @@ class _FeasibilityMiddleware:
                 entry["constraints"] = _constraint_list(t)
         system_attrs = self._storage.get_study_system_attrs(study_id)
         best = []
-        for t in best_feasible(study):
+        for t in recommended(study):
             entry = serialize_frozen_trial(study_id, t, system_attrs)
             entry["constraints"] = _constraint_list(t)
             best.append(entry)

@@ -18,7 +18,16 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.space import format_value
-from tuner.trials import attrs, best_trials, gate_pending, is_counted, is_feasible, scenario_repeats, study_trials
+from tuner.trials import (
+    attrs,
+    best_trials,
+    gate_pending,
+    is_counted,
+    is_feasible,
+    recommended_trial,
+    scenario_repeats,
+    study_trials,
+)
 
 __all__ = [
     "OUTCOMES",
@@ -36,6 +45,7 @@ __all__ = [
     "rank_value",
     "ranked_feasible",
     "ratio_ci",
+    "recommended",
     "scenario_figure",
 ]
 
@@ -261,6 +271,15 @@ def failure_groups(study: optuna.Study) -> list[FailureGroup]:
 def best_feasible(study: optuna.Study) -> list[FrozenTrial]:
     """The loop's own definition (single best, or the feasible Pareto front)."""
     return best_trials(study)
+
+
+def recommended(study: optuna.Study) -> list[FrozenTrial]:
+    """What `tune` recommends: the confirmed winner when the top was re-measured (else the best by its own
+    measurement), or the feasible Pareto front of a multi-objective study."""
+    best = best_trials(study)
+    if len(best) == 1:
+        return [recommended_trial(study) or best[0]]
+    return best
 
 
 def params_text(params: Mapping[str, Any]) -> str:

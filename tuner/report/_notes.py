@@ -12,7 +12,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import StudyConfig
-from tuner.report._facts import best_feasible, feasibility_label, infeasibility
+from tuner.report._facts import feasibility_label, infeasibility, recommended
 from tuner.space import Param, format_value
 from tuner.target import base_spec
 from tuner.trials import (
@@ -189,7 +189,10 @@ def trial_note_text(t: FrozenTrial, *, best_numbers: frozenset[int] = frozenset(
     head: str | None = None
     body: list[str] = []
     if t.state == TrialState.COMPLETE and t.number in best_numbers:
-        head = "**BEST feasible trial** (as of the last `tune dashboard` refresh)."
+        head = (
+            "**BEST feasible trial**: the recommendation (the confirmed winner when the top was re-measured), as "
+            "of the last `tune dashboard` refresh."
+        )
     elif t.state == TrialState.COMPLETE and t.user_attrs.get(attrs.GATE_SKIPPED):
         head = f"**{feasibility_label(t)}**: measured, but too far behind the best to need a correctness verdict."
     elif gate_pending(t):
@@ -221,7 +224,7 @@ def trial_note_text(t: FrozenTrial, *, best_numbers: frozenset[int] = frozenset(
 
 def annotate_trials(study: optuna.Study) -> int:
     """Write verdict notes on every trial that needs one; returns how many notes changed."""
-    best = frozenset(t.number for t in best_feasible(study))
+    best = frozenset(t.number for t in recommended(study))
     changed = 0
     for t in study_trials(study):
         if t.state == TrialState.RUNNING:
