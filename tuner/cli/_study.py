@@ -332,6 +332,8 @@ def _best(args: argparse.Namespace) -> int:
         print(f"  trial #{r['number']}: values {r['values']}")
         print("    params: " + " ".join(f"{k}={format_value(v)}" for k, v in r["params"].items()))
         print("    tok/s:  " + " ".join(f"{k}={v}" for k, v in r["tok_s"].items()))
+        if r["gate"]:
+            print(f"    gate:   {r['gate']}")
         print(f"    launch: {r['launch']}")
         if r["client_bound"]:
             print(
