@@ -317,5 +317,5 @@ def maybe_confirm(
             return None  # and so is its end-of-study gate
         result = confirm_top(study, config, parts=parts, k=max(k, 2), progress=console.line)
     if settle:
-        settle_final_gate(study, config, parts=parts, say=console.line, claim=claim)
+        settle_final_gate(study, config, parts=parts, say=console.line, claim=None if force else claim)
     return result
