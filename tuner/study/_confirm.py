@@ -110,6 +110,7 @@ def confirm_top(
     policy = visit_policy(config, noise_known=all(n is not None for n in noise.values()))
     samples: dict[int, dict[str, list[float]]] = {}
     errors: dict[int, str] = {}
+    gating = gates_at_the_end(config, parts)
     for r in range(ROUNDS):
         if len(top) < 2:
             break  # finalists failed the gate and none was left to take their place: nothing to rank
@@ -119,7 +120,7 @@ def confirm_top(
             i += 1
             if t.number in errors:
                 continue
-            check = _finalist_check(study, config, parts, t, say) if r == 0 and gate_pending(t) else None
+            check = _finalist_check(study, config, parts, t, say) if gating and r == 0 and gate_pending(t) else None
             try:
                 results = _measure(parts, config, t, policy, label=f"confirm-{t.number:04d}-{r + 1}", check=check)
             except TrialFailure as failure:
@@ -205,7 +206,7 @@ def settle_final_gate(
     confirmation gated it: ``confirm_top`` below 2, or a single candidate); in a multi-objective study, every
     member of the Pareto front (one that fails leaves the front, and may let others in). ``claim``: as for the
     confirmation, one worker of a fleet gates a given config."""
-    while parts.gate is not None:
+    while gates_at_the_end(config, parts):
         pending = [t for t in best_trials(study) if gate_pending(t)]
         if not pending:
             return
@@ -306,7 +307,6 @@ def maybe_confirm(
     workers) lets one worker confirm a given top; the others leave it to that one.
     """
     k = config.search.confirm_top
-    settle = gates_at_the_end(config, parts)
     result = None
     top = [t.number for t in top_trials(study, max(k, 2))]
     done = study.user_attrs.get(CONFIRMATION)
@@ -316,6 +316,6 @@ def maybe_confirm(
             console.line(f"confirmation of the top {len(top)} is done by another worker")
             return None  # and so is its end-of-study gate
         result = confirm_top(study, config, parts=parts, k=max(k, 2), progress=console.line)
-    if settle:
+    if gates_at_the_end(config, parts):
         settle_final_gate(study, config, parts=parts, say=console.line, claim=None if force else claim)
     return result
