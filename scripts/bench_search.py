@@ -52,13 +52,17 @@ TARGET = 0.98
 GRID = ((8, 4, "none"), (16, 4, 2048), (4, 4, 2048), (12, 6, 2048))
 
 
-def repeats_config(config: Any, mode: str, fixed: int) -> Any:
-    """``fixed``: ``fixed`` repeats per scenario, no early stop (main before sequential repeats);
-    ``sequential``: the study file's min_repeats..max_repeats policy (defaults 2..6, +-2%);
-    ``sequential:0.03``: the same with another ``precision``."""
+def repeats_config(config: Any, mode: str, fixed: int, warmup_requests: int = 1) -> Any:
+    """``fixed``: ``fixed`` repeats per scenario, no early stop, ``warmup_requests`` warm-up requests before
+    every scenario (main before sequential repeats); ``sequential``: the study file's min_repeats..max_repeats
+    policy (defaults 2..6, +-2%) and its warm-up; ``sequential:0.03``: the same with another ``precision``;
+    ``sequential-always``: sequential repeats with the fixed mode's warm-ups."""
+    always = dataclasses.replace(config.benchmark, warmup="always", warmup_requests=warmup_requests)
     if mode == "fixed":
-        return dataclasses.replace(config, benchmark=dataclasses.replace(config.benchmark, repeats=fixed))
+        return dataclasses.replace(config, benchmark=dataclasses.replace(always, repeats=fixed))
     name, _, precision = mode.partition(":")
+    if name == "sequential-always":
+        name, config = "sequential", dataclasses.replace(config, benchmark=always)
     if name == "sequential":
         bench = config.benchmark
         if bench.min_repeats == bench.max_repeats:
@@ -101,12 +105,16 @@ def run_one(task: tuple[str, str, str, int, int, float, float, dict[str, Any]]) 
     config_path, strategy, mode, seed, trials, optimum, noise, search = task
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # TPE's group=True
-    base = repeats_config(load_config(config_path), mode, search.pop("fixed_repeats", 2))
+    fixed_repeats, fixed_warmup = search.pop("fixed_repeats", 2), search.pop("fixed_warmup_requests", 1)
+    base = repeats_config(load_config(config_path), mode, fixed_repeats, fixed_warmup)
+    cold_start = search.pop("cold_start", 0.0)
     config, fixed = strategy_config(base, strategy, seed, **search)
     n = fixed or trials
     with tempfile.TemporaryDirectory(prefix="bench-search-", dir=_fast_tmp()) as tmp:
         t0 = time.monotonic()
-        run = run_inprocess(config, storage=f"sqlite:///{tmp}/study.db", trials=n, noise=noise, seed=seed)
+        run = run_inprocess(
+            config, storage=f"sqlite:///{tmp}/study.db", trials=n, noise=noise, seed=seed, cold_start=cold_start
+        )
         wall = time.monotonic() - t0
         study = optuna.load_study(study_name=run.study_name, storage=run.storage)
         counted = [t for t in study.get_trials(deepcopy=False) if is_counted(t)]
@@ -199,6 +207,19 @@ def main() -> int:
         "(the study file's policy), sequential:P (the same with precision P, e.g. sequential:0.03)",
     )
     parser.add_argument("--fixed-repeats", type=int, default=2, help="repeats per scenario of the fixed mode")
+    parser.add_argument(
+        "--fixed-warmup-requests",
+        type=int,
+        default=1,
+        help="warm-up requests before every scenario in the fixed and sequential-always modes (the study "
+        "files had 1 before warmup = \"auto\")",
+    )
+    parser.add_argument(
+        "--cold-start",
+        type=float,
+        default=0.0,
+        help="the model server's first pass at each batch size is this fraction slower (0: warm once ready)",
+    )
     args = parser.parse_args()
 
     from tuner.config import load_config
@@ -217,6 +238,8 @@ def main() -> int:
     if args.prune_against is not None:
         search["prune_against"] = args.prune_against
     search["fixed_repeats"] = args.fixed_repeats
+    search["fixed_warmup_requests"] = args.fixed_warmup_requests
+    search["cold_start"] = args.cold_start
     modes = [m for m in args.repeats.split(",") if m]
     strategies = [f"{s} ({m})" for s in args.strategies.split(",") if s for m in modes]
     tasks = [
@@ -237,19 +260,22 @@ def main() -> int:
         + " | ".join(f"median @{k}" for k in checkpoints)
         + f" | worst @{args.trials} | median trials to {TARGET:.0%} | seeds reaching {TARGET:.0%} "
         + "| failed/pruned trials (median) | benchmark time saved by pruning (modelled) "
-        + "| benchmark time (modelled, all seeds) | repeats per scenario (mean) "
+        + f"| benchmark time (modelled, all seeds; share of {modes[0]}) | repeats per scenario (mean) "
         + f"| confirmed best @{args.trials}: median / worst | confirmation time (modelled) |"
     )
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
+    first_mode_bench: dict[str, float] = {}
     for s in strategies:
         rows = [r for r in results if r["strategy"] == s]
+        strategy = s.partition(" (")[0]
         fr = [r["fractions"] for r in rows]
         reach = [first_reaching(f, TARGET) for f in fr]
         med_reach = statistics.median(reach)
         reached = sum(1 for x in reach if math.isfinite(x))
         saved = sum(r["saved_s"] for r in rows)
         bench = sum(r["bench_s"] for r in rows)
+        first = first_mode_bench.setdefault(strategy, bench)
         # The share of what the benchmark would have cost without pruning (spent + saved), so it stays <= 100%.
         share = f"{saved:.0f} s ({saved / (bench + saved):.0%})" if bench + saved else "-"
         cells = [f"{statistics.median(at(f, k) for f in fr):.1%}" for k in checkpoints]
@@ -262,7 +288,7 @@ def main() -> int:
             + f" | {statistics.median(r['failed'] for r in rows):.0f}"
             + f"/{statistics.median(r['pruned'] for r in rows):.0f}"
             + f" | {share}"
-            + f" | {bench / 3600:.2f} h | {statistics.fmean(r['repeats'] for r in rows):.2f}"
+            + f" | {bench / 3600:.3f} h ({bench / first:.0%}) | {statistics.fmean(r['repeats'] for r in rows):.2f}"
             + f" | {statistics.median(r['confirmed'] for r in rows):.1%} / {min(r['confirmed'] for r in rows):.1%}"
             + f" | {sum(r['confirm_s'] for r in rows) / 3600:.2f} h |"
         )

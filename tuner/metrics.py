@@ -21,6 +21,8 @@ __all__ = [
     "STATUS_METRICS",
     "Metric",
     "by_key",
+    "objective_point",
+    "objective_point_key",
     "objective_value",
     "scenario_attrs",
     "scenario_key",
@@ -39,6 +41,8 @@ class Metric:
     """The name ``[objective] metric`` uses for it, when a study may optimise it."""
     score_field: str | None = None
     """The robust figure the objective takes (falls back to ``field`` when the result has none)."""
+    point_field: str | None = None
+    """The point estimate ``score_field`` is the lower bound of (falls back to ``field``)."""
     status: bool = False
     """Shown per scenario in ``tune status``."""
 
@@ -57,7 +61,13 @@ class Metric:
 
 METRICS: tuple[Metric, ...] = (
     Metric(
-        key="tok_s", field="output_tok_s", label="tok/s", objective="output_tok_s", score_field="score", status=True
+        key="tok_s",
+        field="output_tok_s",
+        label="tok/s",
+        objective="output_tok_s",
+        score_field="score",
+        point_field="point",
+        status=True,
     ),
     Metric(
         key="per_stream_tok_s",
@@ -84,6 +94,9 @@ METRICS: tuple[Metric, ...] = (
     Metric(key="point", field="point", label="point estimate tok/s"),
     Metric(key="half_width", field="half_width", label="± half-width tok/s"),
     Metric(key="stopped", field="stopped", label="repeats stopped"),
+    Metric(key="warmup", field="warmup", label="warm-up"),
+    Metric(key="first_pass_tok_s", field="first_pass_tok_s", label="first pass tok/s"),
+    Metric(key="warmup_s", field="warmup_s", label="warm-up s", digits=2),
 )
 
 OBJECTIVE_METRICS: tuple[str, ...] = tuple(m.objective for m in METRICS if m.objective)
@@ -118,6 +131,20 @@ def objective_value(result: Any, metric: str) -> float:
     m = _by_objective(metric)
     score = getattr(result, m.score_field, None) if m.score_field else None
     return float(score if score is not None else getattr(result, m.field))
+
+
+def objective_point(result: Any, metric: str) -> float:
+    """The point estimate of :func:`objective_value`'s figure (the figure itself when it has no interval)."""
+    m = _by_objective(metric)
+    point = getattr(result, m.point_field, None) if m.point_field else None
+    return float(point if point is not None else objective_value(result, metric))
+
+
+def objective_point_key(metric: str) -> str:
+    """The user attr suffix under which a trial stores :func:`objective_point` per scenario."""
+    m = _by_objective(metric)
+    field = m.point_field or m.field
+    return next(x.key for x in METRICS if x.field == field)
 
 
 def _round(v: Any) -> Any:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -110,12 +111,33 @@ def test_fingerprint_changes_with_the_space_not_with_study_settings(tmp_path: Pa
     assert a.fingerprint() != c.fingerprint()
 
 
-def with_repeats(keys: str) -> str:
-    """The demo study with its [benchmark] repeat keys (everything before the scenarios) replaced by ``keys``."""
+def with_repeats(keys: str, *, warmup: str = "warmup_requests = 1\n") -> str:
+    """The demo study with its [benchmark] keys (everything before the scenarios) replaced by ``warmup + keys``."""
     head, rest = DEMO.split("[benchmark]\n", 1)
-    return head + "[benchmark]\nwarmup_requests = 1\n" + keys + "\n\n[[benchmark.scenarios]]" + rest.split(
+    return head + "[benchmark]\n" + warmup + keys + "\n\n[[benchmark.scenarios]]" + rest.split(
         "[[benchmark.scenarios]]", 1
     )[1]
+
+
+def test_warmup_modes(tmp_path: Path) -> None:
+    assert load_config(ROOT / "studies" / "demo.toml").benchmark.warmup == "auto"
+    auto = load_config(write(tmp_path, with_repeats('warmup = "auto"', warmup=""))).benchmark
+    assert auto.warmup == "auto"
+    always = load_config(write(tmp_path, with_repeats("", warmup="warmup_requests = 3\n"))).benchmark
+    assert (always.warmup, always.warmup_requests) == ("always", 3)
+
+
+@pytest.mark.parametrize(
+    ("keys", "key", "expected"),
+    [
+        ('warmup = "auto"\nwarmup_requests = 0', "benchmark.warmup_requests", 'at least 1 with warmup = "auto"'),
+        ('warmup = "sometimes"', "benchmark.warmup", "one of 'always', 'auto'"),
+    ],
+)
+def test_bad_warmup_settings_name_key_and_expectation(tmp_path: Path, keys: str, key: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, with_repeats(keys, warmup="")))
+    assert info.value.key == key and expected in str(info.value)
 
 
 def test_sequential_repeats_keys_and_the_fixed_repeats_alias(tmp_path: Path) -> None:
@@ -144,3 +166,11 @@ def test_bad_repeat_settings_name_key_and_expectation(tmp_path: Path, new: str, 
     with pytest.raises(ConfigError) as info:
         load_config(write(tmp_path, with_repeats(new)))
     assert info.value.key == key and expected in str(info.value)
+
+
+def test_each_scenario_gets_its_share_of_the_objectives_precision() -> None:
+    cfg = load_config(ROOT / "studies" / "demo.toml")
+    b = cfg.benchmark
+    weights = b.objective_weights()
+    assert weights == {"c1-short": 0.5, "c8-short": 0.25, "c32-long": 0.25}
+    assert b.scenario_precision == pytest.approx(b.precision / math.sqrt(0.375))

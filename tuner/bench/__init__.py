@@ -21,14 +21,25 @@ from tuner.bench._stats import (
     pooled_noise,
     robust_score,
 )
+from tuner.bench._warmup import (
+    WARMUP_KINDS,
+    FirstPasses,
+    Slowdown,
+    WarmupLookup,
+    WarmupPlan,
+    WarmupPolicy,
+    first_pass_slowdown,
+)
 from tuner.bench._workers import InProcessRunner, LoadRunner, ProcessRunner, choose_processes
 
 __all__ = [
     "MAD_TO_SIGMA",
     "VERDICTS",
+    "WARMUP_KINDS",
     "BaseBenchmark",
     "ClientLoad",
     "Estimate",
+    "FirstPasses",
     "HttpBenchmark",
     "InProcessRunner",
     "LoadResult",
@@ -47,6 +58,10 @@ __all__ = [
     "SequentialPolicy",
     "ServerProbe",
     "ServerSnapshot",
+    "Slowdown",
+    "WarmupLookup",
+    "WarmupPlan",
+    "WarmupPolicy",
     "acceptance_between",
     "bootstrap_ci",
     "build_body",
@@ -54,6 +69,7 @@ __all__ = [
     "choose_processes",
     "client_load",
     "estimate",
+    "first_pass_slowdown",
     "is_slower",
     "mad",
     "make_client",

@@ -9,6 +9,7 @@ from typing import Any
 
 from tuner.bench._sequential import Reference, ReferenceLookup, RepeatDecision, SequentialPolicy
 from tuner.bench._stats import Noise, estimate
+from tuner.bench._warmup import WarmupLookup, WarmupPlan, WarmupPolicy
 from tuner.config import Scenario
 
 
@@ -56,6 +57,13 @@ class ScenarioResult:
     prompt_tokens: float | None = None
     """Mean prompt tokens the server reported (checks the prompt builder against the server's tokenizer)."""
     warmup_requests: int = 0
+    """Requests sent before the counted repeats: the warm-up's, or a probe pass's (``warmup``)."""
+    warmup: str | None = None
+    """What ran before the counted repeats (:data:`tuner.bench.WARMUP_KINDS`): ``requests``, ``probe``, ``none``."""
+    first_pass_tok_s: float | None = None
+    """A probe's aggregate tok/s: the first pass after the start, measured but never counted as a repeat."""
+    warmup_s: float | None = None
+    """Seconds the warm-up or probe took (part of ``seconds``)."""
     cache_flushed: bool | None = None
     """Whether ``/flush_cache`` succeeded before each repeat (None: not asked; False: server lacks it)."""
     client_bound: bool = False
@@ -146,15 +154,26 @@ class BaseBenchmark(abc.ABC):
 
     policy: SequentialPolicy = SequentialPolicy()
     """When to stop repeating a scenario; implementations set it from their ``[benchmark]`` section."""
+    warmup_policy: WarmupPolicy = WarmupPolicy()
+    """Whether a scenario gets a warm-up; implementations set it from their ``[benchmark]`` section."""
     _reference: ReferenceLookup | None = None
+    _first_passes: WarmupLookup | None = None
 
     @abc.abstractmethod
     def run_scenario(self, scenario: Scenario) -> ScenarioResult:
-        """Warm up, run the scenario's repeats until :meth:`next_repeat` says stop, and summarise them."""
+        """Warm up as :meth:`warmup_plan` says, run the repeats until :meth:`next_repeat` says stop, summarise."""
 
     def use_reference(self, reference: ReferenceLookup | None) -> None:
         """The reference trial's repeats per scenario (from the regression pruner), for worse/better stops."""
         self._reference = reference
+
+    def use_first_passes(self, lookup: WarmupLookup | None) -> None:
+        """The study's evidence about each scenario's first pass after a start (for ``warmup = "auto"``)."""
+        self._first_passes = lookup
+
+    def warmup_plan(self, scenario: Scenario) -> WarmupPlan:
+        """What runs before ``scenario``'s counted repeats: a warm-up, a probe pass, or nothing."""
+        return self.warmup_policy.plan(self._first_passes(scenario.name) if self._first_passes else None)
 
     def next_repeat(self, scenario: Scenario, samples: Sequence[float]) -> RepeatDecision:
         """Whether to run another repeat of ``scenario`` after ``samples`` (aggregate tok/s per repeat)."""

@@ -1,7 +1,8 @@
 """The HTTP benchmark: OpenAI-compatible streaming load against the live server, one scenario at a time.
 
 A scenario runs as: clients (and client processes, ``[benchmark] client_processes``) started -> warm-up
-(``warmup_requests``, awaited to completion so it cannot overlap the window) -> counters snapshot ->
+(``warmup_requests``, or with ``warmup = "auto"`` a measured probe pass or nothing, see
+:mod:`tuner.bench._warmup`; awaited to completion so it cannot overlap the window) -> counters snapshot ->
 ``min_repeats``..``max_repeats`` x (``/flush_cache``, measured run; after each, the sequential policy says whether
 another repeat is worth it) -> counters snapshot -> summary, with the client-bound check
 (:mod:`tuner.bench._alarm`). The sync :meth:`HttpBenchmark.run_scenario` runs the whole scenario in one
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import math
 import statistics
 import time
@@ -33,6 +35,7 @@ from tuner.bench._request import RequestRecord, RequestSpec, recount
 from tuner.bench._sequential import RepeatDecision, SequentialPolicy
 from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between
 from tuner.bench._stats import percentile
+from tuner.bench._warmup import WarmupPolicy
 from tuner.bench._workers import LoadPlan, LoadRunner, choose_processes, make_runner
 from tuner.config import BenchmarkSection, Scenario, chat_text, sample_chat
 from tuner.dialects import BaseServerDialect, SGLangDialect
@@ -82,6 +85,7 @@ class HttpBenchmark(BaseBenchmark):
         self._cpu_budget = cpu_budget_cores
         self._min_delay = min_start_delay_s
         self.policy = SequentialPolicy.from_section(config)
+        self.warmup_policy = WarmupPolicy.from_section(config)
         self._dialect = dialect or SGLangDialect()
         # Text is kept only where it will be counted: a server without stream usage but with a tokenizer.
         self._count_text = not self._dialect.stream_usage and self._dialect.tokenize_path is not None
@@ -162,11 +166,17 @@ class HttpBenchmark(BaseBenchmark):
             control = make_client(timeout_s=min(30.0, cfg.request_timeout_s), connections=2)
             stack.push_async_callback(control.aclose)
             probe = ServerProbe(client=control, base_url=ep.base_url, headers=ep.headers, dialect=self._dialect)
-            if cfg.warmup_requests > 0:
+            plan = self.warmup_plan(scenario)
+            first_pass: float | None = None
+            t_warm = time.monotonic()
+            if plan.kind == "requests":
                 warm = self._specs(scenario, phase="warmup", repeat=0, count=cfg.warmup_requests)
                 res = await runner.run(warm, concurrency=min(scenario.concurrency, len(warm)), seed=cfg.seed)
                 if res.failures or res.cancelled:
                     raise await self._died(scenario, res, probe, during="warm-up")
+            elif plan.kind == "probe":
+                first_pass = await self._probe(scenario, runner, probe, control)
+            warmup_s = time.monotonic() - t_warm
             before = await probe.snapshot()
             runs, flushed, decision = await self._repeats(scenario, runner, probe, control)
             after = await probe.snapshot()
@@ -174,7 +184,25 @@ class HttpBenchmark(BaseBenchmark):
             runs, processes=runner.processes, cpu_budget_cores=self._cpu_budget, min_delay_s=self._min_delay
         )
         result = self._summarise(scenario, runs, before, after, flushed, client, seconds=time.monotonic() - t0)
-        return result.stopped_by(decision)
+        warmed = {"requests": cfg.warmup_requests, "probe": scenario.requests}.get(plan.kind, 0)
+        return dataclasses.replace(
+            result, warmup=plan.kind, first_pass_tok_s=first_pass, warmup_requests=warmed, warmup_s=warmup_s
+        ).stopped_by(decision)
+
+    async def _probe(
+        self, scenario: Scenario, runner: LoadRunner, probe: ServerProbe, control: httpx.AsyncClient
+    ) -> float:
+        """One pass shaped like a repeat (its own prompts), measured as the warm-up probe, never counted."""
+        cfg = self._config
+        if cfg.flush_cache:
+            await probe.flush_cache()
+        specs = self._specs(scenario, phase="warmup", repeat=0, count=scenario.requests)
+        res = await runner.run(specs, concurrency=scenario.concurrency, seed=cfg.seed)
+        if res.failures or res.cancelled or len(res.records) != len(specs):
+            raise await self._died(scenario, res, probe, during="warm-up")
+        if self._count_text:
+            await self._count_tokens(control, res.records)
+        return _aggregate_tok_s(res.records)
 
     async def _repeats(
         self, scenario: Scenario, runner: LoadRunner, probe: ServerProbe, control: httpx.AsyncClient
@@ -248,7 +276,6 @@ class HttpBenchmark(BaseBenchmark):
             tokens_from_usage=all(rec.tokens_from_usage for rec in records),
             short_requests=sum(1 for rec in records if rec.output_tokens < scenario.output_tokens),
             prompt_tokens=statistics.fmean(prompt_counts) if prompt_counts else None,
-            warmup_requests=cfg.warmup_requests,
             cache_flushed=flushed,
             client_bound=client.bound,
             client_bound_by=client.reason,

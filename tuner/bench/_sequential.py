@@ -95,11 +95,12 @@ class SequentialPolicy:
 
     @classmethod
     def from_section(cls, section: BenchmarkSection) -> SequentialPolicy:
-        """The policy a ``[benchmark]`` section asks for."""
+        """The policy a ``[benchmark]`` section asks for: each scenario to its share of the objective's
+        precision (``scenario_precision``, set with the objective)."""
         return cls(
             min_repeats=section.min_repeats,
             max_repeats=section.max_repeats,
-            precision=section.precision,
+            precision=section.scenario_precision or section.precision,
             confidence=section.confidence,
         )
 

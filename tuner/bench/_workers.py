@@ -53,6 +53,7 @@ from tuner.bench._load import (
     LoadTarget,
     close_stream_client,
     make_stream_client,
+    preconnect,
     release_schedule,
     run_load,
 )
@@ -152,6 +153,7 @@ class InProcessRunner(LoadRunner):
     async def start(self) -> None:
         t = self._target
         self._clients = [make_stream_client(library=t.library, timeout_s=t.timeout_s) for _ in range(self._streams)]
+        await asyncio.gather(*(preconnect(c, url=t.url, headers=t.headers) for c in self._clients))
 
     async def run(self, specs: Sequence[RequestSpec], *, concurrency: int, seed: int) -> LoadResult:
         plan = self._plan

@@ -145,10 +145,11 @@ def _split_env(argv: list[str]) -> tuple[list[str], dict[str, str]]:
 
 _SCENARIOS = """\
 [benchmark]
+warmup = "auto"           # warm up only until the study has shown the server's first pass is not slower
 warmup_requests = 2
 min_repeats = 1           # sequential repeats: once the study knows its noise, one repeat can settle a config
 max_repeats = 4
-precision = 0.02          # stop when the score's interval is within +-2%
+precision = 0.02          # stop when the objective's interval is within +-2%
 
 # Coding requests (HumanEval problems): speculative decoding accepts far more on code than on prose, so the
 # workload you tune on must look like the one you serve. The prompt length is each problem's own.

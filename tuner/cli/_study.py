@@ -193,6 +193,7 @@ def trial_row(t: Any, scenarios: list[str]) -> dict[str, Any]:
             for s in scenarios
         },
         "repeats": {s: len(t.user_attrs.get(attrs.scenario_key(s, "repeats")) or ()) for s in scenarios},
+        "warmup": {s: t.user_attrs.get(attrs.scenario_key(s, "warmup")) for s in scenarios},
         "accept_length": {s: t.user_attrs.get(attrs.scenario_key(s, "accept_length")) for s in scenarios},
         # Scenarios measured while the load generator was the bottleneck: their figures understate the server.
         "client_bound": client_bound_scenarios(t),
@@ -212,7 +213,7 @@ def trial_row(t: Any, scenarios: list[str]) -> dict[str, Any]:
 
 def _status(args: argparse.Namespace) -> int:
     from tuner.space import format_value
-    from tuner.study import counted_trials
+    from tuner.study import counted_trials, describe_warmups
     from tuner.trials import attrs, study_trials
 
     config, study = _load(args)
@@ -232,6 +233,9 @@ def _status(args: argparse.Namespace) -> int:
     if running:
         print("running now: " + ", ".join(running))
     print("per scenario: score (point ± half-width) tok/s ×repeats; score = lower bound of the interval")
+    warmups = describe_warmups(study, config)
+    if warmups:
+        print(warmups)
     head = (
         f"{'#':>4} {'state':<8} {'score':>8} {'gate':>5} "
         + " ".join(f"{s[:_COL]:>{_COL}}" for s in scenarios)

@@ -5,6 +5,7 @@ from tuner.config._gate import GateSection
 from tuner.config._load import StudyConfig, load_config, parse_config
 from tuner.config._search import SearchSection
 from tuner.config._sections import (
+    WARMUPS,
     BenchmarkSection,
     GpuWaitSection,
     ObjectiveSection,
@@ -18,6 +19,7 @@ from tuner.config._sections import (
 from tuner.config._workloads import chat_text, load_chats, sample_chat
 
 __all__ = [
+    "WARMUPS",
     "BenchmarkSection",
     "FleetHost",
     "GateSection",

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import math
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +12,8 @@ from tuner.dialects import SERVER_CHOICES, BaseServerDialect, SGLangDialect
 from tuner.metrics import OBJECTIVE_METRICS
 
 ON_EXIT = ("baseline", "best", "leave", "stop")
+#: ``[benchmark] warmup`` choices (:mod:`tuner.bench._warmup`).
+WARMUPS = ("always", "auto")
 
 DEFAULT_FATAL_PATTERNS = (
     r"Traceback \(most recent call last\)",
@@ -135,6 +138,9 @@ class Scenario:
 @dataclass(frozen=True, kw_only=True)
 class BenchmarkSection:
     scenarios: tuple[Scenario, ...]
+    warmup: str = "always"
+    """``always``: ``warmup_requests`` unmeasured requests before every scenario; ``auto``: a measured warm-up
+    pass (a probe) until the study has shown the server does not need one (:mod:`tuner.bench._warmup`)."""
     warmup_requests: int = 2
     min_repeats: int = 1
     max_repeats: int = 6
@@ -142,7 +148,10 @@ class BenchmarkSection:
     ``max_repeats``, stopping when the score is ``precision``-precise or confidently worse/better than the
     reference trial."""
     precision: float = 0.02
-    """Relative half-width of the score's interval that is precise enough (0.02 = +-2%)."""
+    """Relative half-width of the objective's interval that is precise enough (0.02 = +-2%)."""
+    scenario_precision: float | None = None
+    """What each scenario is measured to so the objective gets ``precision`` (set with the objective, see
+    :func:`scenario_precision`); None: ``precision`` itself."""
     confidence: float = 0.8
     """Two-sided level of the score's interval; the score is its lower end (:func:`tuner.bench.estimate`)."""
     repeats: int | None = None
@@ -163,6 +172,14 @@ class BenchmarkSection:
             # frozen: the alias is resolved once, here, so every reader sees plain min/max
             object.__setattr__(self, "min_repeats", self.repeats)
             object.__setattr__(self, "max_repeats", self.repeats)
+
+    def objective_weights(self) -> dict[str, float]:
+        """The geomean objective's weights, normalised to sum to 1 (all equal when none is > 0)."""
+        weights = {s.name: s.weight for s in self.scenarios if s.weight > 0}
+        if not weights:
+            weights = {s.name: 1.0 for s in self.scenarios}
+        total = sum(weights.values())
+        return {name: w / total for name, w in weights.items()}
 
     def in_run_order(self) -> tuple[Scenario, ...]:
         """Cheapest first, so a regression pruner can stop a slow config before the expensive scenarios."""
@@ -373,7 +390,7 @@ def parse_benchmark(t: Table, *, base_dir: Path = Path(".")) -> BenchmarkSection
         raise t.error("scenarios", "at least one [[benchmark.scenarios]] table", [])
     section = BenchmarkSection(
         scenarios=tuple(scenarios),
-        warmup_requests=t.int("warmup_requests", 2, min=0),
+        **_parse_warmup(t),
         **_parse_repeats(t),
         mad_k=t.float("mad_k", 1.0, min=0),
         request_timeout_s=t.float("request_timeout_s", 120.0, min=0.1),
@@ -392,6 +409,18 @@ def _client_processes(t: Table) -> int | str:
     if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 256):
         return value
     raise t.error("client_processes", '"auto" or a whole number of load-generator processes from 1 to 256', value)
+
+
+def _parse_warmup(t: Table) -> dict[str, Any]:
+    """``warmup`` ("always" or "auto") and the ``warmup_requests`` both use (auto times it once, then probes)."""
+    mode = t.choice("warmup", WARMUPS, "always")
+    requests = t.int("warmup_requests", 2, min=0)
+    if mode == "auto" and requests == 0:
+        expected = 'at least 1 with warmup = "auto" (it times that warm-up to know what a probe would cost)'
+        raise t.error("warmup_requests", expected, requests)
+    return {"warmup": mode, "warmup_requests": requests}
+
+
 def _parse_repeats(t: Table) -> dict[str, Any]:
     """``min_repeats``/``max_repeats``/``precision``/``confidence``, or the old fixed ``repeats`` alone."""
     d = BenchmarkSection(scenarios=())
@@ -437,6 +466,19 @@ def parse_objective(t: Table | None, bench: BenchmarkSection) -> ObjectiveSectio
     )
     t.finish()
     return section
+
+
+def scenario_precision(bench: BenchmarkSection, objective: ObjectiveSection) -> float:
+    """The precision each scenario needs for the objective's interval to be ``bench.precision`` wide.
+
+    The geomean objective's log is ``sum(w_i * log x_i)`` (weights normalised), so independent per-scenario
+    half-widths ``h_i`` add up to ``sqrt(sum(w_i**2 * h_i**2))``; every scenario at ``precision /
+    sqrt(sum(w_i**2))`` gives exactly ``precision``. Three scenarios weighted 2:1:1 need +-3.3% each for +-2%. A
+    multi-objective study ranks each scenario on its own: each gets ``precision``.
+    """
+    if objective.kind == "multi" or not bench.scenarios:
+        return bench.precision
+    return bench.precision / math.sqrt(sum(w * w for w in bench.objective_weights().values()))
 
 
 def parse_readiness(t: Table | None, dialect: BaseServerDialect) -> ReadinessSection:

@@ -140,8 +140,13 @@ def _objective_lines(config: StudyConfig) -> list[str]:
     else:
         lines.append(
             f"Maximise the weighted geometric mean of per-scenario `{obj.metric}` "
-            f"(score = lower end of the {config.benchmark.confidence:.0%} t interval on log throughput over "
-            f"{_repeats_text(config)})."
+            f"(score = lower end of its {config.benchmark.confidence:.0%} interval: per-scenario t intervals on log "
+            f"throughput over {_repeats_text(config)}, added in quadrature)."
+        )
+    if config.benchmark.warmup == "auto":
+        lines.append(
+            'Warm-up `auto`: a measured first pass (never counted) until the study has shown a first pass after a '
+            "start is no slower than the repeats; then none, re-checked every 10th trial."
         )
     lines += ["", "| scenario | concurrency | prompt | output | requests | weight |", "|---|---|---|---|---|---|"]
     for s in config.benchmark.scenarios:
@@ -240,4 +245,8 @@ def _repeats_text(config: StudyConfig) -> str:
     b = config.benchmark
     if b.min_repeats == b.max_repeats:
         return f"{b.max_repeats} repeats"
-    return f"{b.min_repeats}-{b.max_repeats} repeats, stopping at ±{b.precision:.0%} or a clear verdict"
+    each = b.scenario_precision or b.precision
+    return (
+        f"{b.min_repeats}-{b.max_repeats} repeats, stopping at ±{each:.1%} per scenario (±{b.precision:.0%} on the "
+        "objective) or a clear verdict"
+    )

@@ -206,8 +206,10 @@ class _ReportWriter:
             f"- Not counted: {rejected} samples rejected by constraints, {repeats} repeats of measured configs, "
             f"{states.get('FAIL', 0)} interrupted, {states.get('RUNNING', 0)} running.",
             f"- Objective: {', '.join(study.metric_names or ['score'])} (higher is better).",
-            "",
         ]
+        if isinstance(warmups := study.user_attrs.get(attrs.WARMUPS), str):
+            self.md.append(f"- {warmups[0].upper()}{warmups[1:]}.")
+        self.md.append("")
 
     def recommendation(self) -> None:
         self.md += ["## Recommendation", ""]

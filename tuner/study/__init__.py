@@ -23,6 +23,7 @@ from tuner.study._storage import (
     make_storage,
     open_study,
 )
+from tuner.study._warmups import describe_warmups, warmup_states
 from tuner.trials import best_trials, counted_trials, is_counted, is_feasible
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "confirm_top",
     "confirmation_text",
     "counted_trials",
+    "describe_warmups",
     "is_counted",
     "is_feasible",
     "load_existing",
@@ -54,4 +56,5 @@ __all__ = [
     "run_study",
     "score",
     "storage_faults",
+    "warmup_states",
 ]

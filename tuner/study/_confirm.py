@@ -26,13 +26,14 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
-from tuner.bench import Noise, ScenarioResult, SequentialPolicy, pooled_noise
+from tuner.bench import Noise, ScenarioResult, SequentialPolicy, WarmupLookup, pooled_noise
 from tuner.config import StudyConfig
 from tuner.endpoint import Endpoint
 from tuner.errors import TrialFailure
 from tuner.space import render
 from tuner.spec import LaunchSpec
 from tuner.study._objective import BenchmarkOutcome, TrialParts, benchmark_server, gate_server, score
+from tuner.study._warmups import first_passes_lookup
 from tuner.trials import (
     CONFIRMATION,
     GateVerdict,
@@ -108,6 +109,7 @@ def confirm_top(
     say(f"confirming the top {len(top)}: " + " ".join(f"#{t.number}" for t in top) + f" ({ROUNDS} rounds)")
     noise = study_noise(study, config)
     policy = visit_policy(config, noise_known=all(n is not None for n in noise.values()))
+    warmups = first_passes_lookup(study, config, trial_number=-1)
     samples: dict[int, dict[str, list[float]]] = {}
     errors: dict[int, str] = {}
     gating = gates_at_the_end(config, parts)
@@ -122,7 +124,8 @@ def confirm_top(
                 continue
             check = _finalist_check(study, config, parts, t, say) if gating and r == 0 and gate_pending(t) else None
             try:
-                results = _measure(parts, config, t, policy, label=f"confirm-{t.number:04d}-{r + 1}", check=check)
+                label = f"confirm-{t.number:04d}-{r + 1}"
+                results = _measure(parts, config, t, policy, label=label, check=check, warmups=warmups)
             except TrialFailure as failure:
                 errors[t.number] = f"[{failure.phase}] {failure.reason}"[:500]
                 say(f"  #{t.number} failed on re-measurement: {errors[t.number]}")
@@ -143,7 +146,14 @@ def confirm_top(
 
 
 def _measure(
-    parts: TrialParts, config: StudyConfig, t: FrozenTrial, policy: SequentialPolicy, *, label: str, check: Check | None
+    parts: TrialParts,
+    config: StudyConfig,
+    t: FrozenTrial,
+    policy: SequentialPolicy,
+    *,
+    label: str,
+    check: Check | None,
+    warmups: WarmupLookup | None,
 ) -> tuple[ScenarioResult, ...] | None:
     """One visit: apply, restart, wait until the new process serves, (gate,) benchmark every scenario.
 
@@ -156,6 +166,7 @@ def _measure(
         return None
     bench = parts.benchmark(endpoint)
     bench.policy = policy
+    bench.use_first_passes(warmups)
     try:
         outcome = benchmark_server(
             bench, config.benchmark, service=target.service, restarted=up.restarted, on_result=lambda step, r: None
@@ -261,7 +272,7 @@ def _value(config: StudyConfig, per: dict[str, list[float]], noise: dict[str, No
         )
         for name, repeats in per.items()
     )
-    return score(BenchmarkOutcome(results=results, seconds=0.0), config.objective, config.benchmark.scenarios).values[0]
+    return score(BenchmarkOutcome(results=results, seconds=0.0), config.objective, config.benchmark).values[0]
 
 
 def _record(

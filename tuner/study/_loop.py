@@ -38,6 +38,7 @@ from tuner.study._policy import ENVIRONMENT, FailurePolicy, ask_next, ensure_bas
 from tuner.study._recovery import Heartbeat, recover_stale_trials, requeue
 from tuner.study._starts import enqueue_starting_points, find_duplicate, retry_branch
 from tuner.study._storage import open_study
+from tuner.study._warmups import describe_warmups
 from tuner.target import Target, open_target
 from tuner.trials import attrs, best_trials, counted_trials, is_counted, set_trial_attr
 
@@ -139,7 +140,7 @@ def run_study(
         _run_locked(study, config, target, _Run(fleet=fleet, parts_factory=parts_factory, confirm=confirm,
                                                 deadline=deadline), console, goal, progress)
     with storage_faults(url):
-        summary = _summarise(study, goal=goal, ran=progress.ran, seconds=time.monotonic() - start)
+        summary = _summarise(study, config, goal=goal, ran=progress.ran, seconds=time.monotonic() - start)
     if progress.interrupted:
         raise Interrupted(
             f"stopped at {summary.counted}/{goal} trials. Resume with: tune start --trials {goal} "
@@ -254,9 +255,11 @@ def _retry_failed_baseline(study: optuna.Study, config: StudyConfig, fleet: _fle
         ensure_baseline(study, dict(config.baseline))
 
 
-def _summarise(study: optuna.Study, *, goal: int, ran: int, seconds: float) -> RunSummary:
+def _summarise(study: optuna.Study, config: StudyConfig, *, goal: int, ran: int, seconds: float) -> RunSummary:
     # The study-level figure of what regression pruning saved (each trial records its own share).
     study.set_user_attr(attrs.PRUNING_SAVED_S, round(pruning_savings(study), 3))
+    if warmups := describe_warmups(study, config):
+        study.set_user_attr(attrs.WARMUPS, warmups)  # for the report, which does not do statistics
     best = best_trials(study)
     best = [recommended_trial(study) or best[0]] if len(best) == 1 else best  # a confirmed winner first
     return RunSummary(

@@ -19,15 +19,16 @@ from typing import Any
 import optuna
 
 from tuner.bench import BaseBenchmark, ScenarioResult
-from tuner.config import BenchmarkSection, ObjectiveSection, Scenario, StudyConfig
+from tuner.config import BenchmarkSection, ObjectiveSection, StudyConfig
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, GateFailed, RegressionPruned, TrialFailure
 from tuner.gate import BaseGate, GateResult
-from tuner.metrics import objective_value, scenario_attrs
+from tuner.metrics import objective_point, objective_value, scenario_attrs
 from tuner.readiness import LogWatch
 from tuner.services import BaseService, Restarted
 from tuner.spec import LaunchSpec
 from tuner.study._partial import PartialObjective, projection_reference, reference_lookup
+from tuner.study._warmups import first_passes_lookup
 from tuner.target import Target
 from tuner.trials import attrs
 
@@ -94,22 +95,37 @@ def scenario_metric(r: ScenarioResult, objective: ObjectiveSection) -> float:
     return objective_value(r, objective.metric)
 
 
-def weighted_geomean(per: dict[str, float], scenarios: tuple[Scenario, ...]) -> float:
-    """Weighted geometric mean of ``per`` over the scenarios it holds (all weights equal if none is > 0)."""
-    weights = {s.name: s.weight for s in scenarios if s.weight > 0 and s.name in per}
+def scenario_point(r: ScenarioResult, objective: ObjectiveSection) -> float:
+    """The point estimate :func:`scenario_metric` is the lower bound of."""
+    return objective_point(r, objective.metric)
+
+
+def objective_bound(points: dict[str, float], scores: dict[str, float], section: BenchmarkSection) -> float:
+    """The lower end of the weighted geomean's interval, from per-scenario points and lower bounds.
+
+    With normalised weights ``w`` over the scenarios in ``points`` and per-scenario half-widths on logs
+    ``h = log(point / score)``: ``exp(sum(w * log point) - sqrt(sum(w**2 * h**2)))``. Scenario errors are
+    independent (different repeats at different times), so their half-widths add in quadrature; the geomean
+    of the per-scenario lower bounds would add them linearly, as if every scenario erred low at once.
+    """
+    weights = {k: w for k, w in section.objective_weights().items() if k in points}
     if not weights:
-        weights = dict.fromkeys(per, 1.0)
+        weights = dict.fromkeys(points, 1.0)
     total = sum(weights.values())
-    # A weighted geometric mean: a 10% gain counts the same in every scenario, whatever its absolute tok/s.
-    log_sum = sum(w * math.log(max(per[name], 1e-9)) for name, w in weights.items())
-    return math.exp(log_sum / total)
+    log_point = sum(w * math.log(max(points[k], 1e-9)) for k, w in weights.items()) / total
+    spread = sum(
+        (w / total * max(0.0, math.log(max(points[k], 1e-9)) - math.log(max(scores[k], 1e-9)))) ** 2
+        for k, w in weights.items()
+    )
+    return math.exp(log_point - math.sqrt(spread))
 
 
-def score(outcome: BenchmarkOutcome, objective: ObjectiveSection, scenarios: tuple[Scenario, ...]) -> Score:
+def score(outcome: BenchmarkOutcome, objective: ObjectiveSection, section: BenchmarkSection) -> Score:
     per = {r.name: scenario_metric(r, objective) for r in outcome.results}
     if objective.kind == "multi":
         return Score(values=tuple(per[name] for name in objective.objectives), per_scenario=per)
-    return Score(values=(weighted_geomean(per, scenarios),), per_scenario=per)
+    points = {r.name: scenario_point(r, objective) for r in outcome.results}
+    return Score(values=(objective_bound(points, per, section),), per_scenario=per)
 
 
 def describe_result(result: ScenarioResult) -> str:
@@ -118,9 +134,12 @@ def describe_result(result: ScenarioResult) -> str:
     point = result.point if result.point is not None else result.output_tok_s
     accept = f", accept {result.accept_length:.2f}" if result.accept_length else ""
     why = f", {result.stopped}" if result.stopped else ""
+    warm = {"none": ", no warm-up"}.get(result.warmup or "", "")
+    if result.first_pass_tok_s is not None:
+        warm = f", probe {result.first_pass_tok_s:.1f}"
     return (
         f"{result.name}: score {result.score:.1f} ({point:.1f}{hw}) tok/s, "
-        f"{len(result.repeats_tok_s)} repeats{why}{accept}"
+        f"{len(result.repeats_tok_s)} repeats{why}{accept}{warm}"
     )
 
 
@@ -196,6 +215,7 @@ class TrialRunner:
                 self._gate(trial, endpoint)
             bench = self._parts.benchmark(endpoint)
             bench.use_reference(reference_lookup(trial))
+            bench.use_first_passes(first_passes_lookup(trial.study, cfg, trial_number=trial.number))
             partial = PartialObjective(config=cfg, reference=projection_reference(trial.study, exclude=trial.number))
             try:
                 outcome = benchmark_server(
@@ -209,7 +229,7 @@ class TrialRunner:
                 bench.close()
             trial.set_user_attr(attrs.BENCHMARK_S, outcome.seconds)
             self._evidence.attach_json(trial, "benchmark.json", {"scenarios": [r.to_dict() for r in outcome.results]})
-            result = score(outcome, cfg.objective, cfg.benchmark.scenarios)
+            result = score(outcome, cfg.objective, cfg.benchmark)
             if gate_when == "final":
                 # Gated at the end if it is a finalist (tuner.study._confirm); provisionally feasible until then.
                 trial.set_user_attr(attrs.GATE_DEFERRED, True)

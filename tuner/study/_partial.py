@@ -3,10 +3,10 @@
 Optuna's dashboard plots intermediate values on the objective's axis and places a pruned trial at its last
 one. A per-scenario tok/s there (700 for c8-short beside objectives of ~300) made pruned configs look twice
 as good as the best. So after each scenario the trial reports a *partial objective* on the objective's
-scale: the reference trial's objective times the weighted geometric mean of this trial's per-scenario ratios
-to the reference over the scenarios measured so far ("if the rest goes as it went so far"). Without a
-reference (the first trial) it is the weighted geomean of the scenarios measured so far. After the last
-scenario both equal the trial's own objective.
+scale: the reference trial's objective times the ratio of this trial's objective to the reference's, both
+over the scenarios measured so far ("if the rest goes as it went so far"). Without a reference (the first
+trial) it is the objective of the scenarios measured so far. After the last scenario both are the trial's own
+objective.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from optuna.trial import FrozenTrial
 
 from tuner.bench import ReferenceLookup, ScenarioResult
 from tuner.config import StudyConfig
+from tuner.metrics import objective_point_key
 from tuner.trials import attrs, best_trials
 
 __all__ = ["PartialObjective", "measured_text", "reference_lookup"]
@@ -27,40 +28,48 @@ class PartialObjective:
     """The running objective of one trial (see the module docstring)."""
 
     def __init__(self, *, config: StudyConfig, reference: FrozenTrial | None) -> None:
-        from tuner.study._objective import scenario_metric
-
         self._config = config
-        self._metric = scenario_metric
         self._reference = reference
-        self._per: dict[str, float] = {}
+        self._scores: dict[str, float] = {}
+        self._points: dict[str, float] = {}
 
     @property
     def steps(self) -> list[str]:
-        return list(self._per)
+        return list(self._scores)
 
     def add(self, result: ScenarioResult) -> float:
         """Record one finished scenario; the partial objective after it."""
-        from tuner.study._objective import weighted_geomean
+        from tuner.study._objective import objective_bound, scenario_metric, scenario_point
 
-        self._per[result.name] = self._metric(result, self._config.objective)
-        scenarios = self._config.benchmark.scenarios
-        ratios = self._ratios()
-        if ratios is None or self._reference is None:
-            return weighted_geomean(self._per, scenarios)
-        return self._reference.values[0] * weighted_geomean(ratios, scenarios)
+        objective, section = self._config.objective, self._config.benchmark
+        self._scores[result.name] = scenario_metric(result, objective)
+        self._points[result.name] = scenario_point(result, objective)
+        mine = objective_bound(self._points, self._scores, section)
+        theirs = self._reference_bound()
+        if theirs is None or self._reference is None or len(self._scores) == len(section.scenarios):
+            return mine
+        return self._reference.values[0] * mine / theirs
 
-    def _ratios(self) -> dict[str, float] | None:
-        """Per-scenario score over the reference's, or None when the reference lacks a measured scenario."""
+    def _reference_bound(self) -> float | None:
+        """The reference's objective over the scenarios measured so far (None: no usable reference)."""
+        from tuner.study._objective import objective_bound
+
         ref = self._reference
         if ref is None or not ref.values or not math.isfinite(ref.values[0]):
             return None
-        out = {}
-        for name, value in self._per.items():
-            theirs = ref.user_attrs.get(attrs.scenario_key(name, "score"))
+        stored = ref.user_attrs.get(attrs.SCORE)
+        point_key = objective_point_key(self._config.objective.metric)
+        scores, points = {}, {}
+        for name in self._scores:
+            theirs = stored.get(name) if isinstance(stored, dict) else None
+            if not isinstance(theirs, int | float):
+                theirs = ref.user_attrs.get(attrs.scenario_key(name, "score"))
             if not isinstance(theirs, int | float) or theirs <= 0:
-                return None  # a reference from before scores were stored: fall back to the plain geomean
-            out[name] = value / float(theirs)
-        return out
+                return None  # a reference from before scores were stored: fall back to the plain objective
+            point = ref.user_attrs.get(attrs.scenario_key(name, point_key))
+            scores[name] = float(theirs)
+            points[name] = float(point) if isinstance(point, int | float) and point >= theirs else float(theirs)
+        return objective_bound(points, scores, self._config.benchmark)
 
 
 def projection_reference(study: optuna.Study, *, exclude: int) -> FrozenTrial | None:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner.bench import BaseBenchmark, ScenarioResult, SequentialPolicy
+from tuner.bench import BaseBenchmark, ScenarioResult, SequentialPolicy, WarmupPolicy
 from tuner.config import BenchmarkSection, GateSection, ReadinessSection, Scenario, StudyConfig
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, StartFailed
@@ -104,10 +104,25 @@ class ModelService(BaseService):
     or speculative buffers that do not fit die during CUDA-graph capture with a ``RuntimeError`` or a
     ``torch.OutOfMemoryError: CUDA out of memory`` traceback. Readiness reads that log exactly as it reads a
     real one (:func:`model_readiness` uses :class:`tuner.readiness.LogWatch` and the study's fatal patterns).
+
+    ``cold_start`` (default 0: the model's server is warm once ready) slows the first pass at each batch size a
+    process runs by that fraction, as kernels compiled or tuned on first use would; the start-up request
+    warms batch size 1. It is how tests check that ``warmup = "auto"`` notices a server that needs warm-ups.
     """
 
-    def __init__(self, *, base: LaunchSpec, clock: VirtualClock | None = None, load_time_s: float = REAL_LOAD_TIME_S):
+    def __init__(
+        self,
+        *,
+        base: LaunchSpec,
+        clock: VirtualClock | None = None,
+        load_time_s: float = REAL_LOAD_TIME_S,
+        cold_start: float = 0.0,
+    ):
+        if not 0.0 <= cold_start < 1.0:
+            raise ValueError(f"cold_start must be within [0, 1), got {cold_start}")
         self._base = base
+        self._cold_start = cold_start
+        self._warm_shapes: set[int] = set()
         self._staged = base
         self.clock = clock or VirtualClock()
         self._load_time = load_time_s
@@ -127,6 +142,14 @@ class ModelService(BaseService):
     def server_config(self) -> ServerConfig | None:
         """The model config of the live process, or None when nothing serves."""
         return self._cfg if self._alive else None
+
+    def first_pass(self, running: int) -> float:
+        """The speed factor of a pass that runs ``running`` requests at once: ``1 - cold_start`` the first time
+        this process runs that batch size (kernels compiled on first use), 1.0 after."""
+        if running in self._warm_shapes:
+            return 1.0
+        self._warm_shapes.add(running)
+        return 1.0 - self._cold_start
 
     def die(self, log_text: str) -> None:
         """The process crashes (e.g. a CUDA OOM under load): it is gone and its last words are in the log."""
@@ -188,6 +211,7 @@ class ModelService(BaseService):
 
     def _boot(self, spec: LaunchSpec) -> None:
         self._spec, self._cfg, self.phase_times = spec, None, {}
+        self._warm_shapes = {1}  # the server's own start-up request (and readiness's) ran one request alone
         try:
             cfg = parse_server_config(spec)
         except ValueError as exc:  # the parser's "error: unrecognized arguments: ..." (exit status 2)
@@ -297,6 +321,7 @@ class ModelBenchmark(BaseBenchmark):
         self._noise = noise
         self._rng = rng or random.Random(0)
         self.policy = SequentialPolicy.from_section(config)
+        self.warmup_policy = WarmupPolicy.from_section(config)
 
     def run_scenario(self, scenario: Scenario) -> ScenarioResult:
         cfg = self._service.server_config
@@ -315,17 +340,29 @@ class ModelBenchmark(BaseBenchmark):
                 evidence=m.died,
             )
         cfg_b = self._config
+        shape = min(scenario.concurrency, cfg.max_running_requests)
+        plan = self.warmup_plan(scenario)
+        seconds, first_pass, warmed = 0.0, None, 0
+        if plan.kind == "requests":
+            warmed = cfg_b.warmup_requests
+            # A warm-up is timed like the requests it sends: alone, one request takes about as long as a wave.
+            warm = dataclasses.replace(scenario, concurrency=min(scenario.concurrency, warmed), requests=warmed)
+            seconds += model_scenario(cfg, warm).seconds / self._service.first_pass(min(shape, warmed))
+        elif plan.kind == "probe":
+            warmed = scenario.requests
+            f = self._factor() * self._service.first_pass(shape)
+            first_pass, seconds = m.tok_s * f, seconds + m.seconds / f
+        warmup_s = seconds
         factors: list[float] = []
         tok_s: list[float] = []
         # The same sequential policy as the HTTP benchmark: one repeat at a time until it says stop.
         while True:
-            factors.append(math.exp(self._rng.gauss(0.0, self._noise)) if self._noise else 1.0)
+            factors.append(self._factor() * self._service.first_pass(shape))
             tok_s.append(m.tok_s * factors[-1])
             if (decision := self.next_repeat(scenario, tok_s)).stop:
                 break
         per_stream = [m.per_stream_tok_s * f for f in factors]
-        warmup_s = m.seconds * cfg_b.warmup_requests / scenario.requests
-        seconds = warmup_s + sum(m.seconds / f for f in factors)
+        seconds += sum(m.seconds / f for f in factors)
         self._service.clock.add("benchmark", seconds)
         return ScenarioResult.from_repeats(
             scenario=scenario,
@@ -338,8 +375,14 @@ class ModelBenchmark(BaseBenchmark):
             seconds=round(seconds, 3),
             accept_method="model",
             output_tokens=scenario.requests * scenario.output_tokens * len(factors),
-            warmup_requests=cfg_b.warmup_requests,
+            warmup_requests=warmed,
+            warmup=plan.kind,
+            first_pass_tok_s=first_pass,
+            warmup_s=round(warmup_s, 3),
         ).stopped_by(decision)
+
+    def _factor(self) -> float:
+        return math.exp(self._rng.gauss(0.0, self._noise)) if self._noise else 1.0
 
 
 class ModelGate(BaseGate):
@@ -451,10 +494,12 @@ def run_inprocess(
     load_time_s: float = REAL_LOAD_TIME_S,
     artifacts_dir: Path | None = None,
     console: Console | None = None,
+    cold_start: float = 0.0,
 ) -> InProcessRun:
     """Run a whole study through :func:`tuner.study.run_study` against the model.
 
-    ``storage`` is required so a model run never lands in the real study's database. Evidence files go to
+    ``storage`` is required so a model run never lands in the real study's database. ``cold_start``: see
+    :class:`ModelService`. Evidence files go to
     ``artifacts_dir`` (default: a temporary directory removed afterwards). ``on_exit`` is forced to "stop":
     there is no real server to leave in any state.
     """
@@ -463,7 +508,7 @@ def run_inprocess(
             config.study, on_exit="stop", artifacts_dir=artifacts_dir or Path(tmp) / "artifacts"
         )
         config = dataclasses.replace(config, study=study_section)
-        service = ModelService(base=base_spec(config.target), load_time_s=load_time_s)
+        service = ModelService(base=base_spec(config.target), load_time_s=load_time_s, cold_start=cold_start)
         summary = run_study(
             config,
             trials=trials,

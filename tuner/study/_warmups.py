@@ -1,0 +1,98 @@
+"""What a study knows about its scenarios' first passes: the evidence ``[benchmark] warmup = "auto"`` decides on.
+
+Every probe (a measured, uncounted first pass, :mod:`tuner.bench._warmup`) is stored on its trial as
+``<scenario>.first_pass_tok_s`` beside the counted ``<scenario>.repeats``. The evidence is re-read from the
+study's finished trials whenever a trial starts, so it survives a resume and is the same for every worker of a
+fleet; nothing else is stored.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.bench import (
+    FirstPasses,
+    Slowdown,
+    WarmupLookup,
+    WarmupPlan,
+    WarmupPolicy,
+    first_pass_slowdown,
+    pooled_noise,
+)
+from tuner.config import StudyConfig
+from tuner.trials import attrs, scenario_repeats
+
+__all__ = ["describe_warmups", "first_passes", "first_passes_lookup", "warmup_states"]
+
+_FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+def first_passes(trials: list[FrozenTrial], scenario: str, *, recheck: bool = False) -> FirstPasses:
+    """The probes of ``scenario`` in ``trials`` and the scenario's repeat noise pooled over them."""
+    probes = []
+    for t in trials:
+        probe = t.user_attrs.get(attrs.scenario_key(scenario, "first_pass_tok_s"))
+        repeats = scenario_repeats(t, scenario)
+        if isinstance(probe, int | float) and not isinstance(probe, bool) and math.isfinite(probe) and repeats:
+            probes.append((float(probe), tuple(repeats)))
+    noise = pooled_noise(scenario_repeats(t, scenario) for t in trials)
+    warmups, passes = [], []
+    for t in trials:
+        warm, total = _number(t, scenario, "warmup_s"), _number(t, scenario, "seconds")
+        n = len(scenario_repeats(t, scenario))
+        if warm is not None and t.user_attrs.get(attrs.scenario_key(scenario, "warmup")) == "requests":
+            warmups.append(warm)
+        if warm is not None and total is not None and n:
+            passes.append((total - warm) / n)
+    return FirstPasses(
+        probes=tuple(probes),
+        noise=noise,
+        recheck=recheck,
+        warmup_s=statistics.median(warmups) if warmups else None,
+        pass_s=statistics.median(passes) if passes else None,
+    )
+
+
+def _number(t: FrozenTrial, scenario: str, key: str) -> float | None:
+    value = t.user_attrs.get(attrs.scenario_key(scenario, key))
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def first_passes_lookup(study: optuna.Study, config: StudyConfig, *, trial_number: int) -> WarmupLookup | None:
+    """The evidence for trial ``trial_number``'s scenarios (None when the study always warms up)."""
+    if config.benchmark.warmup != "auto":
+        return None
+    policy = WarmupPolicy.from_section(config.benchmark)
+    trials = [t for t in study.get_trials(deepcopy=False, states=_FINISHED) if t.number != trial_number]
+    recheck = policy.is_recheck(trial_number)
+    cache: dict[str, FirstPasses] = {}
+
+    def lookup(scenario: str) -> FirstPasses:
+        if scenario not in cache:
+            cache[scenario] = first_passes(trials, scenario, recheck=recheck)
+        return cache[scenario]
+
+    return lookup
+
+
+def warmup_states(study: optuna.Study, config: StudyConfig) -> dict[str, tuple[WarmupPlan, Slowdown | None]]:
+    """Per scenario, in run order: what the next (non-re-check) trial runs before it, and the slowdown seen."""
+    policy = WarmupPolicy.from_section(config.benchmark)
+    trials = list(study.get_trials(deepcopy=False, states=_FINISHED))
+    out: dict[str, tuple[WarmupPlan, Slowdown | None]] = {}
+    for s in config.benchmark.in_run_order():
+        passes = first_passes(trials, s.name)
+        out[s.name] = (policy.plan(passes), first_pass_slowdown(passes, policy.confidence))
+    return out
+
+
+def describe_warmups(study: optuna.Study, config: StudyConfig) -> str | None:
+    """One line on what ``warmup = "auto"`` has concluded per scenario (None when the study always warms up)."""
+    if config.benchmark.warmup != "auto":
+        return None
+    states = warmup_states(study, config)
+    return 'warm-ups (warmup = "auto"): ' + "; ".join(f"{name} {plan.reason}" for name, (plan, _) in states.items())
