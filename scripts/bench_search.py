@@ -16,15 +16,19 @@ Two study files make two different tests: studies/demo.toml (the default) is eas
 within 2% of its optimum; studies/coding-agent.toml is the hard case, about 1% of its space is.
 
 ``--repeats fixed,sequential`` compares repeat modes with the same seeds: ``fixed`` runs ``--fixed-repeats`` (2)
-repeats per scenario with no early stop (what study files with ``repeats = N`` do), ``sequential`` the study
-file's ``min_repeats``..``max_repeats`` policy (``tuner.bench.SequentialPolicy``). The benchmark time column
-leaves out the end-of-study confirmation, which has its own column (and "confirmed best" its own quality).
+repeats per scenario with no early stop and ``--fixed-warmup-requests`` (1) warm-up requests before each scenario
+(what study files did before sequential repeats and ``warmup = "auto"``), ``sequential`` the study file's
+``min_repeats``..``max_repeats`` policy (``tuner.bench.SequentialPolicy``) and its warm-up setting,
+``sequential-always`` the same with the fixed mode's warm-ups. The benchmark time column leaves out the
+end-of-study confirmation, which has its own column (and "confirmed best" its own quality), and gives each mode's
+share of the first mode's time. ``--cold-start 0.2`` makes the model a server whose first pass at each batch size
+is 20% slower (one that needs its warm-ups).
 
 Usage::
 
     .venv/bin/python scripts/bench_search.py --seeds 20 --trials 30
     .venv/bin/python scripts/bench_search.py --config studies/coding-agent.toml
-    .venv/bin/python scripts/bench_search.py --strategies tune --repeats fixed,sequential --seeds 10
+    .venv/bin/python scripts/bench_search.py --strategies tune --repeats fixed,sequential-always,sequential --seeds 10
 """
 
 from __future__ import annotations

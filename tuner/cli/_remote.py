@@ -96,7 +96,7 @@ def _tiny_benchmark(config: StudyConfig, endpoint: Endpoint) -> None:
     from tuner.bench import HttpBenchmark
     from tuner.config import Scenario
 
-    section = replace(config.benchmark, warmup_requests=0, repeats=1)
+    section = replace(config.benchmark, warmup="always", warmup_requests=0, repeats=1)
     bench = HttpBenchmark(endpoint=endpoint, config=section, dialect=config.dialect)
     try:
         result = bench.run_scenario(
