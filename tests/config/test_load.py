@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,5 @@ def test_each_scenario_gets_its_share_of_the_objectives_precision() -> None:
     weights = b.objective_weights()
     assert weights == {"c1-short": 0.5, "c8-short": 0.25, "c32-long": 0.25}
     assert b.scenario_precision == pytest.approx(b.precision / math.sqrt(0.375))
+    # Derived, not stored: a changed precision changes every scenario's (bench_search's sequential:P relies on it).
+    assert replace(b, precision=0.01).scenario_precision == pytest.approx(0.01 / math.sqrt(0.375))

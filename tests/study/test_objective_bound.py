@@ -7,7 +7,7 @@ import math
 import pytest
 
 from tuner.config import BenchmarkSection, ObjectiveSection, Scenario
-from tuner.config._sections import scenario_precision
+from tuner.config._sections import precision_share
 from tuner.study._objective import objective_bound
 
 
@@ -42,11 +42,11 @@ def test_scenarios_without_an_interval_and_partial_sets() -> None:
 
 def test_scenario_precision_gives_the_objective_its_precision() -> None:
     section = _section(2.0, 1.0, 1.0, precision=0.02)
-    each = scenario_precision(section, ObjectiveSection())
+    each = 0.02 * precision_share(section, ObjectiveSection())
     assert each == pytest.approx(0.02 / math.sqrt(0.375))  # +-3.27% per scenario for +-2% overall
     points = {"s0": 100.0, "s1": 100.0, "s2": 100.0}
     scores = {k: v * math.exp(-each) for k, v in points.items()}
     assert objective_bound(points, scores, section) == pytest.approx(100.0 * math.exp(-0.02))
     multi = ObjectiveSection(kind="multi", objectives=("s0", "s1"))
-    assert scenario_precision(section, multi) == 0.02  # each objective is ranked on its own
-    assert scenario_precision(_section(1.0), ObjectiveSection()) == 0.02  # one scenario: the objective itself
+    assert precision_share(section, multi) == 1.0  # each objective is ranked on its own
+    assert precision_share(_section(1.0), ObjectiveSection()) == 1.0  # one scenario: the objective itself

@@ -100,7 +100,7 @@ class SequentialPolicy:
         return cls(
             min_repeats=section.min_repeats,
             max_repeats=section.max_repeats,
-            precision=section.scenario_precision or section.precision,
+            precision=section.scenario_precision,
             confidence=section.confidence,
         )
 

@@ -156,7 +156,7 @@ class WarmupPolicy:
         return cls(
             mode=section.warmup,
             warmup_requests=section.warmup_requests,
-            tolerance=section.scenario_precision or section.precision,
+            tolerance=section.scenario_precision,
             confidence=section.confidence,
         )
 

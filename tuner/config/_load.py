@@ -21,7 +21,7 @@ from tuner.config._sections import (
     parse_readiness,
     parse_study,
     parse_target,
-    scenario_precision,
+    precision_share,
 )
 from tuner.config._space import parse_space
 from tuner.dialects import BaseServerDialect, get_dialect
@@ -94,7 +94,7 @@ def parse_config(text: str, *, source: str, base_dir: Path, default_name: str | 
     space = replace(parse_space(_required(top, "space"), top.tables("constraints")), bool_style=dialect.bool_style)
     benchmark = parse_benchmark(_required(top, "benchmark"), base_dir=base_dir)
     objective = parse_objective(top.table("objective"), benchmark)
-    benchmark = replace(benchmark, scenario_precision=scenario_precision(benchmark, objective))
+    benchmark = replace(benchmark, precision_share=precision_share(benchmark, objective))
     readiness = parse_readiness(top.table("readiness"), dialect)
     gate = parse_gate(top.table("gate"), base_dir=base_dir)
     search = parse_search(top.table("search"))

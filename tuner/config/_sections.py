@@ -149,9 +149,9 @@ class BenchmarkSection:
     reference trial."""
     precision: float = 0.02
     """Relative half-width of the objective's interval that is precise enough (0.02 = +-2%)."""
-    scenario_precision: float | None = None
-    """What each scenario is measured to so the objective gets ``precision`` (set with the objective, see
-    :func:`scenario_precision`); None: ``precision`` itself."""
+    precision_share: float = 1.0
+    """How much wider a scenario's interval may be than the objective's (set with the objective, see
+    :func:`precision_share`): ``1 / sqrt(sum of squared normalised weights)`` for a geomean objective."""
     confidence: float = 0.8
     """Two-sided level of the score's interval; the score is its lower end (:func:`tuner.bench.estimate`)."""
     repeats: int | None = None
@@ -172,6 +172,11 @@ class BenchmarkSection:
             # frozen: the alias is resolved once, here, so every reader sees plain min/max
             object.__setattr__(self, "min_repeats", self.repeats)
             object.__setattr__(self, "max_repeats", self.repeats)
+
+    @property
+    def scenario_precision(self) -> float:
+        """What each scenario is measured to, so that the objective's interval is ``precision`` wide."""
+        return self.precision * self.precision_share
 
     def objective_weights(self) -> dict[str, float]:
         """The geomean objective's weights, normalised to sum to 1 (all equal when none is > 0)."""
@@ -468,8 +473,8 @@ def parse_objective(t: Table | None, bench: BenchmarkSection) -> ObjectiveSectio
     return section
 
 
-def scenario_precision(bench: BenchmarkSection, objective: ObjectiveSection) -> float:
-    """The precision each scenario needs for the objective's interval to be ``bench.precision`` wide.
+def precision_share(bench: BenchmarkSection, objective: ObjectiveSection) -> float:
+    """How much of the objective's ``precision`` each scenario may use (``scenario_precision`` = the product).
 
     The geomean objective's log is ``sum(w_i * log x_i)`` (weights normalised), so independent per-scenario
     half-widths ``h_i`` add up to ``sqrt(sum(w_i**2 * h_i**2))``; every scenario at ``precision /
@@ -477,8 +482,8 @@ def scenario_precision(bench: BenchmarkSection, objective: ObjectiveSection) -> 
     multi-objective study ranks each scenario on its own: each gets ``precision``.
     """
     if objective.kind == "multi" or not bench.scenarios:
-        return bench.precision
-    return bench.precision / math.sqrt(sum(w * w for w in bench.objective_weights().values()))
+        return 1.0
+    return 1.0 / math.sqrt(sum(w * w for w in bench.objective_weights().values()))
 
 
 def parse_readiness(t: Table | None, dialect: BaseServerDialect) -> ReadinessSection:

@@ -245,7 +245,7 @@ def _repeats_text(config: StudyConfig) -> str:
     b = config.benchmark
     if b.min_repeats == b.max_repeats:
         return f"{b.max_repeats} repeats"
-    each = b.scenario_precision or b.precision
+    each = b.scenario_precision
     return (
         f"{b.min_repeats}-{b.max_repeats} repeats, stopping at ±{each:.1%} per scenario (±{b.precision:.0%} on the "
         "objective) or a clear verdict"
