@@ -193,15 +193,9 @@ class HttpBenchmark(BaseBenchmark):
         self, scenario: Scenario, runner: LoadRunner, probe: ServerProbe, control: httpx.AsyncClient
     ) -> float:
         """One pass shaped like a repeat (its own prompts), measured as the warm-up probe, never counted."""
-        cfg = self._config
-        if cfg.flush_cache:
+        if self._config.flush_cache:
             await probe.flush_cache()
-        specs = self._specs(scenario, phase="warmup", repeat=0, count=scenario.requests)
-        res = await runner.run(specs, concurrency=scenario.concurrency, seed=cfg.seed)
-        if res.failures or res.cancelled or len(res.records) != len(specs):
-            raise await self._died(scenario, res, probe, during="warm-up")
-        if self._count_text:
-            await self._count_tokens(control, res.records)
+        res = await self._pass(scenario, runner, probe, control, phase="warmup", repeat=0, during="warm-up")
         return _aggregate_tok_s(res.records)
 
     async def _repeats(
@@ -217,12 +211,8 @@ class HttpBenchmark(BaseBenchmark):
             if cfg.flush_cache:
                 ok = await probe.flush_cache()
                 flushed = ok if flushed is None else (flushed and ok)
-            specs = self._specs(scenario, phase="measure", repeat=r, count=scenario.requests)
-            res = await runner.run(specs, concurrency=scenario.concurrency, seed=cfg.seed + r)
-            if res.failures or res.cancelled or len(res.records) != len(specs):
-                raise await self._died(scenario, res, probe, during=f"repeat {r + 1}/{cfg.max_repeats}")
-            if self._count_text:
-                await self._count_tokens(control, res.records)
+            during = f"repeat {r + 1}/{cfg.max_repeats}"
+            res = await self._pass(scenario, runner, probe, control, phase="measure", repeat=r, during=during)
             runs.append(res)
             repeats_tok_s.append(_aggregate_tok_s(res.records))
             if self._on_repeat is not None:
@@ -230,6 +220,27 @@ class HttpBenchmark(BaseBenchmark):
             if (decision := self.next_repeat(scenario, repeats_tok_s)).stop:
                 break
         return runs, flushed, decision
+
+    async def _pass(
+        self,
+        scenario: Scenario,
+        runner: LoadRunner,
+        probe: ServerProbe,
+        control: httpx.AsyncClient,
+        *,
+        phase: str,
+        repeat: int,
+        during: str,
+    ) -> LoadResult:
+        """One full pass of the scenario (its requests at its concurrency), every request accounted for."""
+        cfg = self._config
+        specs = self._specs(scenario, phase=phase, repeat=repeat, count=scenario.requests)
+        res = await runner.run(specs, concurrency=scenario.concurrency, seed=cfg.seed + repeat)
+        if res.failures or res.cancelled or len(res.records) != len(specs):
+            raise await self._died(scenario, res, probe, during=during)
+        if self._count_text:
+            await self._count_tokens(control, res.records)
+        return res
 
     def _summarise(
         self,
