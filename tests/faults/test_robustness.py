@@ -142,7 +142,7 @@ def test_a_start_refused_by_the_lock_creates_nothing(case: Case, tmp_path: Path)
         assert not other.storage.exists() and not (tmp_path / "second" / "runs").exists()
     os.kill(first.pid, signal.SIGTERM)
     _, err = finish(first)
-    assert "Resume with: tune start --trials 6" in err  # the first run was interrupted, not broken
+    assert "Resume with: tune start --trials 6" in err, err  # the first run was interrupted, not broken
     assert_clean(case)
 
 

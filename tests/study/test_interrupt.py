@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import socket
@@ -11,10 +12,11 @@ import time
 from pathlib import Path
 
 import optuna
+import pytest
 from fixtures_study import running_trials
 from optuna.trial import TrialState
 
-from tuner.study import counted_trials
+from tuner.study import Console, Interrupted, counted_trials, run_study
 from tuner.trials import attrs
 
 
@@ -80,3 +82,28 @@ def test_kill_9_then_start_again_reaches_the_total(make_config, port, tmp_path: 
     assert counted_trials(study) == 3
     reasons = [t.user_attrs.get(attrs.FAILURE_REASON, "") for t in study.trials]
     assert not any("address already in use" in r.lower() for r in reasons), reasons
+
+
+class _StopAfterTheVerdict(Console):
+    """Sends this process SIGTERM when trial #1's score is printed: its verdict is already stored."""
+
+    def line(self, text: str) -> None:
+        super().line(text)
+        if text.startswith("  score") and "best #" in text and self.scored == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.5)  # the handler raises here, in the main thread
+        self.scored += text.startswith("  score")
+
+    scored = 0
+
+
+def test_a_stop_just_after_a_verdict_keeps_the_verdict(make_config) -> None:  # type: ignore[no-untyped-def]
+    cfg = make_config(name="after")
+    with pytest.raises(Interrupted, match="stopped at 2/4 trials. Resume with"):
+        run_study(cfg, trials=4, console=_StopAfterTheVerdict(stream=io.StringIO()))
+    study = optuna.load_study(study_name=cfg.study.name, storage=cfg.study.storage)
+    states = [t.state for t in study.trials]
+    # Trial #1 stands as measured: not marked FAIL, not queued again (before, the stop's own bookkeeping tried to
+    # update the finished trial and the run ended on UpdateFinishedTrialError).
+    assert states == [TrialState.COMPLETE, TrialState.COMPLETE], states
+    assert not any(attrs.INTERRUPTED in t.user_attrs for t in study.trials)

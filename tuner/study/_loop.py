@@ -11,13 +11,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import shlex
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
-from types import FrameType
 from typing import Any
 
 import optuna
@@ -36,11 +32,12 @@ from tuner.study._objective import Evidence, TrialParts, TrialRunner
 from tuner.study._partial import measured_text
 from tuner.study._policy import ENVIRONMENT, FailurePolicy, ask_next, ensure_baseline
 from tuner.study._recovery import Heartbeat, recover_stale_trials, requeue
+from tuner.study._signals import stop_signals
 from tuner.study._starts import enqueue_starting_points, find_duplicate, retry_branch
 from tuner.study._storage import open_study
 from tuner.study._warmups import describe_warmups
 from tuner.target import Target, open_target
-from tuner.trials import attrs, best_trials, counted_trials, is_counted, set_trial_attr
+from tuner.trials import attrs, best_trials, counted_trials, current_trial, is_counted, set_trial_attr
 
 Progress = Callable[[str], None]
 PartsFactory = Callable[[StudyConfig, Target], TrialParts]
@@ -62,25 +59,6 @@ class RunSummary:
     best_number: int | None
     best_values: tuple[float, ...] | None
     seconds: float
-
-
-@contextmanager
-def _signals_raise() -> Iterator[None]:
-    """SIGTERM and SIGHUP (the SSH session running tune dropped) behave like Ctrl-C: the loop gets to mark the
-    trial and restore the server."""
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 def run_study(
@@ -176,7 +154,7 @@ def _run_locked(
     runner = TrialRunner(config=config, parts=parts, evidence=evidence, progress=console.status)
     budget = TimeBudget(deadline=run.deadline, config=config)
     policy = FailurePolicy(study=study, max_same_failures=config.search.max_same_failures)
-    with _signals_raise():  # also while putting the server back: a second signal must not kill tune mid-restore
+    with stop_signals():  # also while putting the server back: a second signal must not kill tune mid-restore
         try:
             _drive(study, config, runner, target.base, console, goal, progress, (run.fleet, policy, budget))
             if budget.remaining_s() > 0:
@@ -324,9 +302,13 @@ def _drive(
             console.line(str(stop))
             return
         except KeyboardInterrupt:
-            set_trial_attr(study, trial, attrs.INTERRUPTED, "Ctrl-C or SIGTERM")
-            study.tell(trial, state=TrialState.FAIL)
-            requeue(study, study.trials[trial.number])
+            stored = current_trial(trial)
+            if stored.state.is_finished():  # the stop came just after the verdict was stored: the verdict stands
+                counted = is_counted(stored)
+            else:
+                set_trial_attr(study, trial, attrs.INTERRUPTED, "Ctrl-C or SIGTERM")
+                study.tell(trial, state=TrialState.FAIL)
+                requeue(study, study.trials[trial.number])
             raise
         except (_LostSlot, _TakenElsewhere):
             continue

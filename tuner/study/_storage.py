@@ -11,6 +11,7 @@ import sqlalchemy.exc
 from tuner.config import StudyConfig, parse_config
 from tuner.errors import ConfigError, TuneError
 from tuner.study._faults import watch_busy
+from tuner.study._signals import defer_during_connections
 
 ATTR_CONFIG_TEXT = "config_toml"
 ATTR_CONFIG_SOURCE = "config_source"
@@ -45,6 +46,7 @@ def make_storage(url: str, *, busy_s: float = 60.0, create: bool = True) -> optu
     for attempt in range(attempts):
         try:
             storage = optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+            defer_during_connections(storage.engine)
             if url.startswith("sqlite:///"):
                 watch_busy(storage.engine, label=url.removeprefix("sqlite:///"), limit_s=busy_s)
             return storage
