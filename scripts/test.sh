@@ -20,4 +20,5 @@ fi
 export TUNE_REQUIRE_LLAMA=1
 .venv/bin/ruff check tuner tests scripts
 .venv/bin/mypy
-.venv/bin/python -m pytest "$@"
+# Most tests wait on real servers and processes rather than compute: 3 workers on 2 cores (see README).
+.venv/bin/python -m pytest -n "${TUNE_TEST_WORKERS:-3}" --dist loadgroup "$@"

@@ -53,3 +53,15 @@ def process_service(tmp_path: Path) -> Iterator[Callable[[LaunchSpec], ProcessSe
     yield make
     for svc in made:
         svc.stop()
+
+
+# Under pytest-xdist (`-n`, --dist loadgroup): the tests of one expensive session fixture run on one worker, so
+# each worker does not start its own llama.cpp server or run its own 6-trial report study.
+_GROUPS = {"real": "llama", "report": "report-study"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = Path(str(item.path)).relative_to(ROOT / "tests").parts
+        if len(parts) > 1 and parts[0] in _GROUPS:
+            item.add_marker(pytest.mark.xdist_group(_GROUPS[parts[0]]))
