@@ -99,7 +99,7 @@ class _StopAfterTheVerdict(Console):
 
 def test_a_stop_just_after_a_verdict_keeps_the_verdict(make_config) -> None:  # type: ignore[no-untyped-def]
     cfg = make_config(name="after")
-    with pytest.raises(Interrupted, match="stopped at 2/4 trials. Resume with"):
+    with pytest.raises(Interrupted, match=r"stopped at 2/4 trials\. Resume with"):
         run_study(cfg, trials=4, console=_StopAfterTheVerdict(stream=io.StringIO()))
     study = optuna.load_study(study_name=cfg.study.name, storage=cfg.study.storage)
     states = [t.state for t in study.trials]

@@ -74,13 +74,12 @@ def test_a_signal_waits_until_the_connection_is_back_in_the_pool(engine) -> None
 
 
 def test_ctrl_c_behaves_like_sigterm(engine) -> None:  # type: ignore[no-untyped-def]
-    with stop_signals():
-        with pytest.raises(KeyboardInterrupt):
-            with engine.connect() as conn:
-                os.kill(os.getpid(), signal.SIGINT)
-                conn.execute(text("SELECT 1")).fetchall()
-                time.sleep(0.05)
-            wait_for_stop()
+    with stop_signals(), pytest.raises(KeyboardInterrupt):
+        with engine.connect() as conn:
+            os.kill(os.getpid(), signal.SIGINT)
+            conn.execute(text("SELECT 1")).fetchall()
+            time.sleep(0.05)
+        wait_for_stop()
 
 
 def test_a_connection_held_too_long_no_longer_delays_the_stop(engine, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -136,3 +135,31 @@ def test_outside_the_main_thread_signals_are_left_alone() -> None:
     thread.start()
     thread.join()
     assert seen == [before] and signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_connection_returned_by_another_thread_releases_the_stop(engine) -> None:  # type: ignore[no-untyped-def]
+    """The garbage collector may close the main thread's forgotten connection from any thread."""
+    with stop_signals():
+        conn = engine.connect()
+        conn.execute(text("SELECT 1")).fetchall()
+        with pytest.raises(Stop):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+            closer = threading.Thread(target=conn.close)
+            closer.start()
+            closer.join()
+            wait_for_stop()
+        no_second_stop()
+
+
+def test_a_stop_held_back_to_the_end_of_the_block_is_raised_there(engine) -> None:  # type: ignore[no-untyped-def]
+    conn = engine.connect()
+    try:
+        with pytest.raises(Stop):
+            with stop_signals():
+                conn.execute(text("SELECT 1")).fetchall()
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)
+            raise AssertionError("the block ended without the stop")
+    finally:
+        conn.close()

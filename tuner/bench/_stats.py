@@ -19,6 +19,7 @@ __all__ = [
     "Noise",
     "bootstrap_ci",
     "estimate",
+    "import_statistics",
     "is_slower",
     "mad",
     "percentile",
@@ -35,6 +36,12 @@ def _scipy_stats() -> Any:
     from scipy import stats
 
     return stats
+
+
+def import_statistics() -> None:
+    """Import ``scipy.stats`` now. A study run does so before it arms its stop signals: a signal that lands
+    while a compiled extension initialises comes out as ``ImportError: initialization failed``, not a stop."""
+    _scipy_stats()
 
 
 def _finite(samples: Sequence[float]) -> np.ndarray:

@@ -19,6 +19,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
+from tuner.bench import import_statistics
 from tuner.config import StudyConfig
 from tuner.errors import HostError, TrialFailure, TuneError
 from tuner.search import make_pruner, make_sampler, pruning_savings
@@ -154,21 +155,26 @@ def _run_locked(
     runner = TrialRunner(config=config, parts=parts, evidence=evidence, progress=console.status)
     budget = TimeBudget(deadline=run.deadline, config=config)
     policy = FailurePolicy(study=study, max_same_failures=config.search.max_same_failures)
-    with stop_signals():  # also while putting the server back: a second signal must not kill tune mid-restore
-        try:
-            _drive(study, config, runner, target.base, console, goal, progress, (run.fleet, policy, budget))
-            if budget.remaining_s() > 0:
-                policy.release()
-                maybe_confirm(
-                    study, config, parts=parts, console=console, force=run.confirm, claim=run.fleet.claim_confirmation
-                )
-        except KeyboardInterrupt:
-            progress.interrupted = True
-            console.line("interrupted: the running trial is marked FAIL and will be retried on resume")
-        finally:
-            with contextlib.suppress(Exception):  # a storage fault must not hide the run's own error
-                policy.release()
-            _put_back(config, study, target, console, progress)
+    import_statistics()  # before the signals are armed (see import_statistics)
+    try:
+        with stop_signals():  # also while putting the server back: a second signal must not kill tune mid-restore
+            try:
+                _drive(study, config, runner, target.base, console, goal, progress, (run.fleet, policy, budget))
+                if budget.remaining_s() > 0:
+                    policy.release()
+                    maybe_confirm(
+                        study, config, parts=parts, console=console, force=run.confirm,
+                        claim=run.fleet.claim_confirmation,
+                    )
+            except KeyboardInterrupt:
+                progress.interrupted = True
+                console.line("interrupted: the running trial is marked FAIL and will be retried on resume")
+            finally:
+                with contextlib.suppress(Exception):  # a storage fault must not hide the run's own error
+                    policy.release()
+                _put_back(config, study, target, console, progress)
+    except KeyboardInterrupt:  # held back by the run's last storage write until the run had ended
+        progress.interrupted = True
 
 
 def _put_back(config: StudyConfig, study: optuna.Study, target: Target, console: Console, progress: _Progress) -> None:

@@ -65,8 +65,8 @@ class _Guard:
             self.held.add(id(record))
 
     def checkin(self, record: object) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
+        # From any thread: a connection the main thread dropped unclosed is checked in by whichever thread runs
+        # the garbage collector.
         self.held.discard(id(record))
         if not self.held and self.pending is not None:
             self._redeliver(after_s=_REDELIVER_AFTER_S)
@@ -149,8 +149,11 @@ def stop_signals() -> Iterator[None]:
     _guard.reset(active=True)
     try:
         yield
+        late = _guard.pending
     finally:
         _guard.reset(active=False)
         sys.unraisablehook = previous_hook
         for sig, old in previous.items():
             signal.signal(sig, old)
+    if late is not None:  # deferred past the block's end (its last storage write): still a stop, not lost
+        raise Stop(late)
