@@ -141,10 +141,15 @@ def test_ctrl_c_stops_every_worker_cleanly(sshd: Sshd, tmp_path: Path) -> None:
         assert proc.poll() is None, proc.communicate()
         running = [t for t in running_study_trials(config.study.storage, "fleet") if attrs.WORKER_NAME in t.user_attrs]
         time.sleep(0.05)
-    status = subprocess.run(
-        [sys.executable, "-m", "tuner", "status", "--config", str(path)], capture_output=True, text=True, timeout=60
-    )
-    assert "running now: #" in status.stdout
+    # `tune status` reads the study a second or more later (longer on a loaded machine), when both workers may be
+    # between trials: ask again until it catches trials running, as it does on nearly every look.
+    while "running now: #" not in (
+        status := subprocess.run(
+            [sys.executable, "-m", "tuner", "status", "--config", str(path)], capture_output=True, text=True, timeout=60
+        )
+    ).stdout:
+        assert time.monotonic() < deadline, f"`tune status` never showed a running trial:\n{status.stdout}"
+        assert proc.poll() is None, proc.communicate()
     # `tune status` took a while: a worker may be between trials now. Interrupt right after seeing what runs.
     running = _running_trials(config, proc)
     os.kill(proc.pid, signal.SIGINT)  # what the terminal's Ctrl-C sends to the launcher
