@@ -188,3 +188,24 @@ def test_target_fingerprint_names_the_models_served(make_config) -> None:  # typ
         name="fp", edit=lambda text: text.replace('"tuner.sim",', '"tuner.sim", "--model-path", "/m/k",')
     )
     assert target_fingerprint(config, None) == {"model-path": "/m/k"}
+
+
+def test_a_new_sqlite_file_locked_by_another_starter_is_waited_for(tmp_path: Path) -> None:
+    """A worker starting beside another that is writing the new file: SQLite answers the journal-mode switch
+    "database is locked" at once (no busy wait), so make_storage waits for it (8 workers hit this in CI)."""
+    import sqlite3
+
+    path = tmp_path / "shared.db"
+    writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    writer.execute("CREATE TABLE other_starter (x INTEGER)")
+    writer.execute("BEGIN IMMEDIATE")  # the other starter is writing (Optuna's schema, say)
+    finished = threading.Timer(0.5, writer.execute, ("COMMIT",))
+    finished.start()
+    try:
+        storage = make_storage(f"sqlite:///{path}", busy_s=30)
+    finally:
+        finished.join()
+        writer.close()
+    assert isinstance(storage, optuna.storages.RDBStorage)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)

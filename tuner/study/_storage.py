@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
 import warnings
@@ -39,8 +40,7 @@ def make_storage(url: str, *, busy_s: float = 60.0, create: bool = True) -> optu
         if not create and not path.exists():
             raise NoSuchStudy(f"no study database at {path}: run `tune start` first")
         path.parent.mkdir(parents=True, exist_ok=True)
-        with sqlite3.connect(path, timeout=busy_s) as conn:
-            conn.execute("PRAGMA journal_mode=WAL")
+        _use_wal(path, busy_s=busy_s)
         kwargs = {"connect_args": {"timeout": busy_s}}
     attempts = 8
     for attempt in range(attempts):
@@ -59,6 +59,22 @@ def make_storage(url: str, *, busy_s: float = 60.0, create: bool = True) -> optu
                 raise
             time.sleep(0.25 * (attempt + 1))
     raise AssertionError("unreachable")
+
+
+def _use_wal(path: Path, *, busy_s: float) -> None:
+    """Switch the file to WAL. Workers starting together on a new file race to do it, and SQLite may answer a
+    loser "database is locked" at once rather than through its busy handler (seen with eight workers): wait
+    here, up to the same limit."""
+    deadline = time.monotonic() + busy_s
+    while True:
+        try:
+            with contextlib.closing(sqlite3.connect(path, timeout=busy_s)) as conn:
+                conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)
 
 
 def directions(config: StudyConfig) -> list[optuna.study.StudyDirection]:
