@@ -93,6 +93,8 @@ class _Guard:
         # raised in this hook would be dropped too, so the handler waits until it has returned.
         self.in_hook = True
         try:
+            if self.pending is None:
+                self.deferred_since = time.monotonic()
             self.pending = unraisable.exc_value.signum
             self._redeliver(after_s=_REDELIVER_AFTER_S)
         finally:
