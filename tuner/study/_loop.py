@@ -175,6 +175,7 @@ def _run_locked(
                 _put_back(config, study, target, console, progress)
     except KeyboardInterrupt:  # held back by the run's last storage write until the run had ended
         progress.interrupted = True
+        console.line("interrupted as the run ended: every trial kept its verdict")
 
 
 def _put_back(config: StudyConfig, study: optuna.Study, target: Target, console: Console, progress: _Progress) -> None:

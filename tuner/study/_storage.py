@@ -13,6 +13,7 @@ from tuner.config import StudyConfig, parse_config
 from tuner.errors import ConfigError, TuneError
 from tuner.study._faults import watch_busy
 from tuner.study._signals import defer_during_connections
+from tuner.wait import wait_until
 
 ATTR_CONFIG_TEXT = "config_toml"
 ATTR_CONFIG_SOURCE = "config_source"
@@ -65,16 +66,21 @@ def _use_wal(path: Path, *, busy_s: float) -> None:
     """Switch the file to WAL. Workers starting together on a new file race to do it, and SQLite may answer a
     loser "database is locked" at once rather than through its busy handler (seen with eight workers): wait
     here, up to the same limit."""
-    deadline = time.monotonic() + busy_s
-    while True:
+    locked: list[sqlite3.OperationalError] = []
+
+    def switched(_elapsed: float) -> bool | None:
         try:
             with contextlib.closing(sqlite3.connect(path, timeout=busy_s)) as conn:
                 conn.execute("PRAGMA journal_mode=WAL")
-            return
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() >= deadline:
+            if "locked" not in str(exc):
                 raise
-            time.sleep(0.05)
+            locked[:] = [exc]  # the last one, for the error at the limit
+            return None
+        return True
+
+    if wait_until(switched, timeout=busy_s, interval=0.05) is None:
+        raise locked[-1]
 
 
 def directions(config: StudyConfig) -> list[optuna.study.StudyDirection]:
