@@ -134,13 +134,18 @@ def test_sequential_repeats_stop_early_and_intermediates_are_on_the_objective_sc
     assert measured
     for t in measured:
         repeats = t.user_attrs["c2.repeats"]
-        assert 1 <= len(repeats) < 6
-        assert t.user_attrs["c2.stopped"] in ("precise", "worse", "better")
+        assert 1 <= len(repeats) <= 6
+        # Where the load generator kept up. A starved client (a loaded machine: tune warns "requests went out
+        # late" and marks the scenario client-bound) can measure one repeat at a tenth of the rest, and then the
+        # scenario rightly takes all 6.
+        if not t.user_attrs.get("c2.client_bound"):
+            assert len(repeats) < 6 and t.user_attrs["c2.stopped"] in ("precise", "worse", "better"), t.user_attrs
         assert t.user_attrs[attrs.STEPS] == ["c2"]
         point, score = t.user_attrs["c2.point"], t.user_attrs["c2.score"]
         assert 0 < score <= point and (len(repeats) == 1 or t.user_attrs["c2.half_width"] > 0)
     baseline = study.trials[0]
-    assert baseline.user_attrs["c2.stopped"] == "precise" and len(baseline.user_attrs["c2.repeats"]) == 2
+    if not baseline.user_attrs.get("c2.client_bound"):
+        assert baseline.user_attrs["c2.stopped"] == "precise" and len(baseline.user_attrs["c2.repeats"]) == 2
     for t in measured:
         if t.state == TrialState.COMPLETE:
             # The last intermediate value is the trial's objective, not a per-scenario tok/s.
