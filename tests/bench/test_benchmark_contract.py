@@ -16,7 +16,15 @@ from pathlib import Path
 import pytest
 
 from tests.bench.conftest import DDTREE, FAST
-from tuner.bench import BaseBenchmark, FirstPasses, HttpBenchmark, Noise, ScenarioResult, WarmupPolicy
+from tuner.bench import (
+    BaseBenchmark,
+    FirstPasses,
+    HttpBenchmark,
+    Noise,
+    RepeatDecision,
+    ScenarioResult,
+    WarmupPolicy,
+)
 from tuner.config import BenchmarkSection, ReadinessSection, Scenario
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, Phase
@@ -168,3 +176,31 @@ def test_auto_warmup_probes_until_the_study_shows_no_warmup_is_needed(subject: S
     bench.use_first_passes(lambda name: _settled(0.2))
     kept = bench.run_scenario(LIGHT)
     assert kept.warmup == "probe" and kept.first_pass_tok_s is not None
+
+
+def test_extend_scenario_adds_one_counted_repeat_to_the_summary(subject: Subject) -> None:
+    bench = subject.benchmark
+    first = bench.run_scenario(LIGHT).stopped_by(RepeatDecision(verdict="objective", reason="test"))
+    _check_result(first, LIGHT)
+    bench.run_scenario(OTHER)  # another scenario in between, as the objective's repeats come after the first pass
+    more = bench.extend_scenario(LIGHT, first)
+    n = SECTION.repeats + 1
+    assert more.name == LIGHT.name and more.repeats_tok_s[: n - 1] == first.repeats_tok_s
+    assert len(more.repeats_tok_s) == n and all(x > 0 for x in more.repeats_tok_s)
+    assert len(more.repeats_per_stream_tok_s) == n
+    assert more.requests == LIGHT.requests * n and more.output_tokens == LIGHT.requests * LIGHT.output_tokens * n
+    assert more.seconds > first.seconds
+    assert more.half_width is not None and more.score <= more.point  # re-summarised over every repeat
+    # What ran before the counted repeats is the first pass's, and so is why the scenario stopped.
+    assert (more.warmup, more.warmup_requests, more.warmup_s) == (first.warmup, first.warmup_requests, first.warmup_s)
+    assert more.stopped == "objective"
+    assert more.accept_length is not None and more.accept_length > 1.0
+
+
+def test_extend_scenario_of_a_dead_server_raises_died_under_load(subject: Subject) -> None:
+    first = subject.benchmark.run_scenario(LIGHT)
+    subject.kill()
+    assert subject.exited(30.0)
+    with pytest.raises(DiedUnderLoad) as info:
+        subject.benchmark.extend_scenario(LIGHT, first)
+    assert info.value.phase is Phase.BENCHMARK

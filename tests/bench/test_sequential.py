@@ -6,7 +6,15 @@ import math
 
 import pytest
 
-from tuner.bench import Noise, Reference, SequentialPolicy, estimate, pooled_noise
+from tuner.bench import (
+    Noise,
+    ObjectiveDecision,
+    Reference,
+    SequentialPolicy,
+    decide_objective,
+    estimate,
+    pooled_noise,
+)
 
 POLICY = SequentialPolicy(min_repeats=2, max_repeats=6, precision=0.02, confidence=0.8)
 #: A reference measured four times, ~1% noise around 100 tok/s.
@@ -140,3 +148,66 @@ def test_the_pool_gives_one_repeat_an_interval_and_a_score_below_its_point() -> 
     assert est.half_width is not None and est.score < est.point == pytest.approx(100.0)
     assert est.relative_half_width == pytest.approx(1.303 * 0.01, rel=0.01)  # t(0.9, 40) * sigma / sqrt(1)
     assert estimate([100.0, 100.0], 0.8, NOISE).score > est.score  # two repeats: a tighter bound
+
+
+# -- repeats decided on the objective ----------------------------------------------------------------------------
+
+#: Two scenarios weighted 1:3, the study's noise ~2% per repeat (many df), each reference measured twice at 100.
+STUDY_NOISE = Noise(ss=0.02**2 * 40, df=40)
+OBJ_POLICY = SequentialPolicy(min_repeats=1, max_repeats=4, precision=0.03, confidence=0.8, objective_precision=0.015)
+WEIGHTS = {"cheap": 0.25, "heavy": 0.75}
+REFS = {
+    name: Reference(samples=(100.0, 100.0), margin=0.05, confidence=0.9, noise=STUDY_NOISE) for name in WEIGHTS
+}
+
+
+def _decide(samples: dict[str, list[float]], costs: dict[str, float] | None = None) -> ObjectiveDecision:
+    return decide_objective(
+        samples, references=REFS, weights=WEIGHTS, costs=costs or {"cheap": 1.0, "heavy": 1.0}, policy=OBJ_POLICY
+    )
+
+
+def test_on_the_objective_a_scenario_stops_after_min_repeats_unless_worse() -> None:
+    ref = REFS["cheap"]
+    assert OBJ_POLICY.on_objective(ref)
+    d = OBJ_POLICY.decide([100.5], ref, objective=True)  # a tie: per scenario it would need more repeats
+    assert d.stop and d.verdict == "objective"
+    assert OBJ_POLICY.decide([50.0], ref, objective=True).verdict == "worse"  # the pruner's test stays
+    assert not OBJ_POLICY.on_objective(None)
+    assert not OBJ_POLICY.on_objective(Reference(samples=(100.0, 100.0)))  # no study noise yet
+    assert not SequentialPolicy(min_repeats=2, max_repeats=2, objective_precision=0.01).on_objective(ref)
+
+
+def test_objective_behind_or_ahead_stops_though_one_scenario_is_a_tie() -> None:
+    # cheap ties the reference, heavy is 6% slower: the objective is ~4.5% behind, settled after one repeat each.
+    d = _decide({"cheap": [100.0], "heavy": [94.0]})
+    assert d.stop and d.verdict == "behind" and d.reason.startswith("-4.6% against the reference, confidently")
+    d = _decide({"cheap": [101.0], "heavy": [106.0]})
+    assert d.stop and d.verdict == "better"
+
+
+def test_a_close_objective_is_repeated_where_a_repeat_narrows_it_most_per_second() -> None:
+    close = {"cheap": [100.0], "heavy": [100.5]}
+    d = _decide(close)
+    assert d.verdict == "more" and d.repeat == "heavy"  # same cost: the heavier weight first
+    d = _decide(close, costs={"cheap": 1.0, "heavy": 20.0})
+    assert d.verdict == "more" and d.repeat == "cheap"  # a heavy repeat 20x dearer: the cheap one first
+    d = _decide({"cheap": [100.0, 100.2, 99.9, 100.1], "heavy": [100.5]}, costs={"cheap": 1.0, "heavy": 20.0})
+    assert d.repeat == "heavy"  # the cheap one is at max_repeats
+
+
+def test_a_tie_stops_when_the_objective_is_precise_or_at_max_repeats() -> None:
+    tie = [100.0, 100.1, 99.9, 100.0]
+    d = _decide({"cheap": tie[:2], "heavy": tie})
+    assert d.stop and d.verdict == "precise" and d.reason.startswith("+-")
+    loose = SequentialPolicy(min_repeats=1, max_repeats=2, objective_precision=0.001)
+    d = decide_objective(
+        {"cheap": [100.0, 100.0], "heavy": [100.0, 100.0]},
+        references=REFS, weights=WEIGHTS, costs={}, policy=loose,
+    )
+    assert d.stop and d.verdict == "max_repeats"
+
+
+def test_deciding_on_the_objective_needs_its_precision() -> None:
+    with pytest.raises(ValueError, match="objective_precision"):
+        decide_objective({"cheap": [100.0]}, references=REFS, weights=WEIGHTS, costs={}, policy=POLICY)

@@ -139,7 +139,7 @@ def test_sequential_repeats_stop_early_and_intermediates_are_on_the_objective_sc
         # late" and marks the scenario client-bound) can measure one repeat at a tenth of the rest, and then the
         # scenario rightly takes all 6.
         if not t.user_attrs.get("c2.client_bound"):
-            assert len(repeats) < 6 and t.user_attrs["c2.stopped"] in ("precise", "worse", "better"), t.user_attrs
+            assert len(repeats) < 6 and t.user_attrs["c2.stopped"] in ("precise", "worse", "better", "behind")
         assert t.user_attrs[attrs.STEPS] == ["c2"]
         point, score = t.user_attrs["c2.point"], t.user_attrs["c2.score"]
         assert 0 < score <= point and (len(repeats) == 1 or t.user_attrs["c2.half_width"] > 0)

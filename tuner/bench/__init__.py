@@ -6,7 +6,15 @@ from tuner.bench._http import HttpBenchmark, RepeatCallback
 from tuner.bench._load import LoadResult, LoadTarget, make_client, run_load
 from tuner.bench._prompts import build_prompt
 from tuner.bench._request import RequestRecord, RequestSpec, build_body, stream_request
-from tuner.bench._sequential import VERDICTS, Reference, ReferenceLookup, RepeatDecision, SequentialPolicy
+from tuner.bench._sequential import (
+    VERDICTS,
+    ObjectiveDecision,
+    Reference,
+    ReferenceLookup,
+    RepeatDecision,
+    SequentialPolicy,
+    decide_objective,
+)
 from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between, parse_prometheus
 from tuner.bench._sse import SSEDecoder
 from tuner.bench._stats import (
@@ -47,6 +55,7 @@ __all__ = [
     "LoadRunner",
     "LoadTarget",
     "Noise",
+    "ObjectiveDecision",
     "ProcessRunner",
     "Reference",
     "ReferenceLookup",
@@ -69,6 +78,7 @@ __all__ = [
     "build_prompt",
     "choose_processes",
     "client_load",
+    "decide_objective",
     "estimate",
     "first_pass_slowdown",
     "import_statistics",

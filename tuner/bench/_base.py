@@ -157,15 +157,26 @@ class BaseBenchmark(abc.ABC):
     warmup_policy: WarmupPolicy = WarmupPolicy()
     """Whether a scenario gets a warm-up; implementations set it from their ``[benchmark]`` section."""
     _reference: ReferenceLookup | None = None
+    _on_objective: bool = False
     _first_passes: WarmupLookup | None = None
 
     @abc.abstractmethod
     def run_scenario(self, scenario: Scenario) -> ScenarioResult:
         """Warm up as :meth:`warmup_plan` says, run the repeats until :meth:`next_repeat` says stop, summarise."""
 
-    def use_reference(self, reference: ReferenceLookup | None) -> None:
-        """The reference trial's repeats per scenario (from the regression pruner), for worse/better stops."""
+    @abc.abstractmethod
+    def extend_scenario(self, scenario: Scenario, result: ScenarioResult) -> ScenarioResult:
+        """One more counted repeat of a scenario this benchmark measured (``result``), no warm-up: the server
+        has served the scenario's shape since its start. The result summarises every repeat."""
+
+    def use_reference(self, reference: ReferenceLookup | None, *, on_objective: bool = False) -> None:
+        """The reference trial's repeats per scenario (from the regression pruner), for worse/better stops.
+
+        ``on_objective``: repeats beyond ``min_repeats`` are decided on the whole objective
+        (:func:`tuner.bench.decide_objective`, by the caller), not per scenario.
+        """
         self._reference = reference
+        self._on_objective = on_objective
 
     def use_first_passes(self, lookup: WarmupLookup | None) -> None:
         """The study's evidence about each scenario's first pass after a start (for ``warmup = "auto"``)."""
@@ -177,7 +188,7 @@ class BaseBenchmark(abc.ABC):
 
     def next_repeat(self, scenario: Scenario, samples: Sequence[float]) -> RepeatDecision:
         """Whether to run another repeat of ``scenario`` after ``samples`` (aggregate tok/s per repeat)."""
-        return self.policy.decide(samples, self._reference_of(scenario))
+        return self.policy.decide(samples, self._reference_of(scenario), objective=self._on_objective)
 
     def noise(self, scenario: Scenario) -> Noise | None:
         """The study's pooled repeat noise for ``scenario`` (None: no study, or no config measured twice yet)."""

@@ -7,7 +7,10 @@ A scenario runs as: clients (and client processes, ``[benchmark] client_processe
 another repeat is worth it) -> counters snapshot -> summary, with the client-bound check
 (:mod:`tuner.bench._alarm`). The sync :meth:`HttpBenchmark.run_scenario` runs the whole scenario in one
 ``asyncio.run``, so its connections (and processes) live for the scenario (the warm-up opens them; measured
-requests reuse them) and nothing leaks between scenarios.
+requests reuse them) and nothing leaks between scenarios. :meth:`HttpBenchmark.extend_scenario` adds one counted
+repeat to a scenario measured earlier (its own prompts, fresh clients, no warm-up: the server has served the
+shape since its start) and summarises it with the earlier repeats; acceptance is then the token-weighted mean of
+the windows' counters.
 
 Any failed request (HTTP error, cut or malformed stream, timeout, a server that dies) raises
 :class:`~tuner.errors.DiedUnderLoad`: a config that cannot survive its own benchmark is a failed config, never
@@ -23,7 +26,8 @@ import math
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
 import httpx
 
@@ -90,6 +94,7 @@ class HttpBenchmark(BaseBenchmark):
         # Text is kept only where it will be counted: a server without stream usage but with a tokenizer.
         self._count_text = not self._dialect.stream_usage and self._dialect.tokenize_path is not None
         self._token_overhead: int | None = None
+        self._measured: dict[str, _Measured] = {}
 
     @property
     def endpoint(self) -> Endpoint:
@@ -100,6 +105,10 @@ class HttpBenchmark(BaseBenchmark):
     def run_scenario(self, scenario: Scenario) -> ScenarioResult:
         self._resolve_model(scenario)
         return asyncio.run(self._scenario(scenario))
+
+    def extend_scenario(self, scenario: Scenario, result: ScenarioResult) -> ScenarioResult:
+        self._resolve_model(scenario)
+        return asyncio.run(self._extend(scenario, result.stopped))
 
     # -- internals ------------------------------------------------------------------------------------------
 
@@ -142,7 +151,9 @@ class HttpBenchmark(BaseBenchmark):
             for i in range(count)
         ]
 
-    async def _scenario(self, scenario: Scenario) -> ScenarioResult:
+    @contextlib.asynccontextmanager
+    async def _session(self, scenario: Scenario) -> AsyncIterator[_Session]:
+        """Clients (and client processes) for one scenario, started before anything is measured."""
         cfg = self._config
         ep = self._endpoint
         assert ep.model is not None
@@ -157,15 +168,20 @@ class HttpBenchmark(BaseBenchmark):
             keep_text=self._count_text,
         )
         processes = choose_processes(cfg.client_processes, concurrency=scenario.concurrency)
-        t0 = time.monotonic()
         async with contextlib.AsyncExitStack() as stack:
-            # Clients (and client processes) exist before the warm-up: their start cost is never measured.
             runner = make_runner(target=target, plan=self._plan, streams=scenario.concurrency, processes=processes)
             stack.push_async_callback(runner.aclose)
             await runner.start()
             control = make_client(timeout_s=min(30.0, cfg.request_timeout_s), connections=2)
             stack.push_async_callback(control.aclose)
             probe = ServerProbe(client=control, base_url=ep.base_url, headers=ep.headers, dialect=self._dialect)
+            yield _Session(runner=runner, control=control, probe=probe)
+
+    async def _scenario(self, scenario: Scenario) -> ScenarioResult:
+        cfg = self._config
+        t0 = time.monotonic()
+        async with self._session(scenario) as session:
+            runner, control, probe = session.runner, session.control, session.probe
             plan = self.warmup_plan(scenario)
             first_pass: float | None = None
             t_warm = time.monotonic()
@@ -180,14 +196,48 @@ class HttpBenchmark(BaseBenchmark):
             before = await probe.snapshot()
             runs, flushed, decision = await self._repeats(scenario, runner, probe, control)
             after = await probe.snapshot()
-        client = client_load(
-            runs, processes=runner.processes, cpu_budget_cores=self._cpu_budget, min_delay_s=self._min_delay
-        )
-        result = self._summarise(scenario, runs, before, after, flushed, client, seconds=time.monotonic() - t0)
+            processes = runner.processes
         warmed = {"requests": cfg.warmup_requests, "probe": scenario.requests}.get(plan.kind, 0)
-        return dataclasses.replace(
-            result, warmup=plan.kind, first_pass_tok_s=first_pass, warmup_requests=warmed, warmup_s=warmup_s
-        ).stopped_by(decision)
+        measured = _Measured(
+            runs=runs,
+            windows=[_Window(before=before, after=after, runs=len(runs))],
+            flushed=flushed,
+            processes=processes,
+            seconds=time.monotonic() - t0,
+            warmup=dict(warmup=plan.kind, first_pass_tok_s=first_pass, warmup_requests=warmed, warmup_s=warmup_s),
+        )
+        self._measured[scenario.name] = measured
+        return self._result(scenario, measured).stopped_by(decision)
+
+    async def _extend(self, scenario: Scenario, stopped: str | None) -> ScenarioResult:
+        measured = self._measured.get(scenario.name)
+        if measured is None:
+            raise ValueError(f"scenario {scenario.name} was not measured by this benchmark: nothing to extend")
+        t0 = time.monotonic()
+        r = len(measured.runs)
+        async with self._session(scenario) as session:
+            if self._config.flush_cache:
+                ok = await session.probe.flush_cache()
+                measured.flushed = ok if measured.flushed is None else (measured.flushed and ok)
+            before = await session.probe.snapshot()
+            res = await self._pass(
+                scenario, session.runner, session.probe, session.control, phase="measure", repeat=r,
+                during=f"repeat {r + 1} (for the objective)",
+            )
+            after = await session.probe.snapshot()
+        measured.runs.append(res)
+        measured.windows.append(_Window(before=before, after=after, runs=1))
+        measured.seconds += time.monotonic() - t0
+        if self._on_repeat is not None:
+            self._on_repeat(scenario, r, tuple(_aggregate_tok_s(run.records) for run in measured.runs))
+        return dataclasses.replace(self._result(scenario, measured), stopped=stopped)
+
+    def _result(self, scenario: Scenario, measured: _Measured) -> ScenarioResult:
+        client = client_load(
+            measured.runs, processes=measured.processes, cpu_budget_cores=self._cpu_budget, min_delay_s=self._min_delay
+        )
+        result = self._summarise(scenario, measured, client)
+        return dataclasses.replace(result, **measured.warmup)
 
     async def _probe(
         self, scenario: Scenario, runner: LoadRunner, probe: ServerProbe, control: httpx.AsyncClient
@@ -242,18 +292,9 @@ class HttpBenchmark(BaseBenchmark):
             await self._count_tokens(control, res.records)
         return res
 
-    def _summarise(
-        self,
-        scenario: Scenario,
-        runs: list[LoadResult],
-        before: ServerSnapshot,
-        after: ServerSnapshot,
-        flushed: bool | None,
-        client: ClientLoad,
-        *,
-        seconds: float,
-    ) -> ScenarioResult:
+    def _summarise(self, scenario: Scenario, measured: _Measured, client: ClientLoad) -> ScenarioResult:
         cfg = self._config
+        runs = measured.runs
         records = [rec for run in runs for rec in run.records]
         repeats_tok_s = [_aggregate_tok_s(run.records) for run in runs]
         per_stream = []
@@ -264,7 +305,7 @@ class HttpBenchmark(BaseBenchmark):
         ttfts = [x for x in (rec.ttft_s for rec in records) if x is not None]
         itls = [gap for rec in records for gap in rec.itls()]
         latencies = [rec.latency_s for rec in records]
-        accept, method = acceptance_between(before, after)
+        accept, method = measured.acceptance()
         prompt_counts = [rec.prompt_tokens for rec in records if rec.prompt_tokens is not None]
         return ScenarioResult.from_repeats(
             scenario=scenario,
@@ -279,7 +320,7 @@ class HttpBenchmark(BaseBenchmark):
             accept_length=accept,
             requests=len(records),
             errors=0,
-            seconds=seconds,
+            seconds=measured.seconds,
             accept_method=method,
             latency_p50_s=percentile(latencies, 50),
             latency_p99_s=percentile(latencies, 99),
@@ -287,7 +328,7 @@ class HttpBenchmark(BaseBenchmark):
             tokens_from_usage=all(rec.tokens_from_usage for rec in records),
             short_requests=sum(1 for rec in records if rec.output_tokens < scenario.output_tokens),
             prompt_tokens=statistics.fmean(prompt_counts) if prompt_counts else None,
-            cache_flushed=flushed,
+            cache_flushed=measured.flushed,
             client_bound=client.bound,
             client_bound_by=client.reason,
             client_cpu_cores=client.cpu_cores,
@@ -344,6 +385,49 @@ class HttpBenchmark(BaseBenchmark):
             )
         lines.append(f"{probe.alive_path} after the failures: {'200' if alive else 'no answer'}")
         return DiedUnderLoad(reason, evidence="\n".join(lines))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Session:
+    runner: LoadRunner
+    control: httpx.AsyncClient
+    probe: ServerProbe
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Window:
+    """Counters around measured runs (the first window holds the scenario's repeats, each later one one more)."""
+
+    before: ServerSnapshot
+    after: ServerSnapshot
+    runs: int
+
+
+@dataclasses.dataclass(kw_only=True)
+class _Measured:
+    """Everything measured of one scenario so far, so a later repeat can join its summary."""
+
+    runs: list[LoadResult]
+    windows: list[_Window]
+    flushed: bool | None
+    processes: int
+    seconds: float
+    warmup: dict[str, Any]
+
+    def acceptance(self) -> tuple[float | None, str | None]:
+        """Acceptance length over every window, weighted by the output tokens measured in each."""
+        found: list[tuple[float, int, str]] = []
+        start = 0
+        for window in self.windows:
+            tokens = sum(rec.output_tokens for run in self.runs[start : start + window.runs] for rec in run.records)
+            start += window.runs
+            accept, method = acceptance_between(window.before, window.after)
+            if accept is not None and method is not None:
+                found.append((accept, max(tokens, 1), method))
+        if not found:
+            return None, None
+        total = sum(tokens for _, tokens, _ in found)
+        return sum(a * tokens for a, tokens, _ in found) / total, found[0][2]
 
 
 def _aggregate_tok_s(records: Sequence[RequestRecord]) -> float:

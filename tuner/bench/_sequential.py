@@ -19,22 +19,43 @@ repeats of the scenario and carried by the :class:`Reference`), so one repeat ca
 configs were measured twice. Before that (the baseline, or a study without a reference) a scenario is repeated
 until its own repeats estimate the noise: one repeat alone never stops as ``precise``.
 
+**On the objective** (:func:`decide_objective`): what a single-objective study ranks is the weighted geomean of the
+scenarios, not any one of them. When every scenario has a reference with the study's noise, the benchmark
+measures each scenario ``min_repeats`` times (stopping early only for ``worse``: verdict ``objective``), and the
+rest is decided on the whole objective: stop when it is confidently behind or ahead of the reference's
+objective, or precise to the objective's ``precision``; otherwise repeat the scenario whose next repeat narrows
+the objective's interval most per second. A config that is clearly not the best then costs one repeat of each
+scenario, however close it is on one of them, and the repeats of a contender go where they buy the most
+precision (a cheap, heavily weighted scenario before an expensive one).
+
 ``min_repeats == max_repeats`` is the fixed-repeats mode (the ``repeats`` key of old study files): exactly that
 many repeats, no early stop of any kind, as before sequential repeats existed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tuner.bench._stats import Noise, estimate, is_slower
+import numpy as np
+
+from tuner.bench._stats import Noise, estimate, is_slower, student_t
 from tuner.config import BenchmarkSection
 
-__all__ = ["VERDICTS", "Reference", "ReferenceLookup", "RepeatDecision", "SequentialPolicy"]
+__all__ = [
+    "VERDICTS",
+    "ObjectiveDecision",
+    "Reference",
+    "ReferenceLookup",
+    "RepeatDecision",
+    "SequentialPolicy",
+    "decide_objective",
+]
 
-#: Why a scenario stopped: ``more`` is the only verdict that asks for another repeat.
-VERDICTS = ("more", "precise", "worse", "behind", "better", "max_repeats")
+#: Why a scenario stopped: ``more`` is the only verdict that asks for another repeat; ``objective`` hands the
+#: decision to :func:`decide_objective`.
+VERDICTS = ("more", "precise", "worse", "behind", "better", "max_repeats", "objective")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,6 +103,9 @@ class SequentialPolicy:
     max_repeats: int = 6
     precision: float = 0.02
     confidence: float = 0.8
+    objective_precision: float | None = None
+    """The objective's own ``precision`` (None: every scenario is decided on its own, as in a multi-objective
+    study). ``precision`` is then each scenario's share, used while the study's noise is still unknown."""
 
     def __post_init__(self) -> None:
         if self.min_repeats < 1:
@@ -102,14 +126,31 @@ class SequentialPolicy:
             max_repeats=section.max_repeats,
             precision=section.scenario_precision,
             confidence=section.confidence,
+            objective_precision=section.precision,
         )
 
     @property
     def fixed(self) -> bool:
         return self.min_repeats == self.max_repeats
 
-    def decide(self, samples: Sequence[float], reference: Reference | None = None) -> RepeatDecision:
-        """Stop (and why) or ``more``, given the repeats so far and the reference's repeats of the scenario."""
+    def on_objective(self, reference: Reference | None) -> bool:
+        """Whether a scenario with this reference leaves its repeats to :func:`decide_objective`."""
+        return (
+            self.objective_precision is not None
+            and not self.fixed
+            and reference is not None
+            and reference.noise is not None
+            and reference.comparable
+        )
+
+    def decide(
+        self, samples: Sequence[float], reference: Reference | None = None, *, objective: bool = False
+    ) -> RepeatDecision:
+        """Stop (and why) or ``more``, given the repeats so far and the reference's repeats of the scenario.
+
+        ``objective``: the trial's objective decides the repeats beyond ``min_repeats``
+        (:meth:`on_objective` held for every scenario); only ``worse`` is tested here.
+        """
         n = len(samples)
         if n >= self.max_repeats:
             return RepeatDecision(verdict="max_repeats", reason=f"{n} repeats (the maximum)")
@@ -124,6 +165,10 @@ class SequentialPolicy:
                     reason=f"confidently more than {reference.margin:.0%} slower than the reference "
                     f"after {n} repeat(s)",
                 )
+            if objective:
+                if n >= self.min_repeats:
+                    return RepeatDecision(verdict="objective", reason=f"{n} repeat(s); the objective decides more")
+                return RepeatDecision(verdict="more", reason=f"{n} of at least {self.min_repeats} repeats")
             if n >= self.min_repeats and is_slower(
                 ref, samples, margin=0.0, confidence=reference.confidence, noise=noise
             ):
@@ -140,3 +185,108 @@ class SequentialPolicy:
         if h <= self.precision:
             return RepeatDecision(verdict="precise", reason=f"+-{h:.1%} after {n} repeats")
         return RepeatDecision(verdict="more", reason=f"+-{h:.1%} after {n} repeats, want +-{self.precision:.1%}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObjectiveDecision:
+    """What :func:`decide_objective` says: stop (``verdict`` is not ``more``) or repeat ``repeat`` once more."""
+
+    verdict: str
+    reason: str
+    repeat: str | None = None
+    """The scenario to repeat next (only with ``more``)."""
+
+    @property
+    def stop(self) -> bool:
+        return self.verdict != "more"
+
+
+def decide_objective(
+    samples: Mapping[str, Sequence[float]],
+    *,
+    references: Mapping[str, Reference],
+    weights: Mapping[str, float],
+    costs: Mapping[str, float],
+    policy: SequentialPolicy,
+) -> ObjectiveDecision:
+    """Stop or repeat one scenario, judged on the weighted geomean of ``samples`` (see the module docstring).
+
+    ``samples``: each scenario's repeats (tok/s); ``references``: the reference trial's repeats and the study's
+    pooled noise per scenario; ``weights``: the objective's weights (normalised here over ``samples``);
+    ``costs``: seconds one more repeat of each scenario takes.
+
+    On logs the objective is ``L = sum(w_i * mean(log x_i))``, so with the pooled variance ``v_i`` of one
+    repeat (own and reference repeats included) the candidate's ``L`` has variance ``sum(w_i**2 * v_i / n_i)``,
+    and the difference to the reference's ``L`` adds ``sum(w_i**2 * v_i / k_i)``. ``behind`` / ``better``: the
+    difference is below / above 0 at the reference's one-sided confidence (a t test, Welch-Satterthwaite
+    degrees of freedom over the scenarios' pools); ``precise``: the candidate's interval at the policy's
+    confidence is within ``objective_precision``. Otherwise: repeat the scenario with the largest drop of
+    variance per second of a repeat.
+    """
+    if policy.objective_precision is None:
+        raise ValueError("decide_objective needs a policy with objective_precision")
+    names = [name for name in samples if samples[name]]
+    total = sum(weights.get(name, 0.0) for name in names)
+    w = {name: weights.get(name, 0.0) / total if total > 0 else 1.0 / len(names) for name in names}
+    var: dict[str, float] = {}  # w**2 * the variance of one repeat's log throughput, per scenario
+    df: dict[str, int] = {}
+    own: dict[str, float] = {}  # each scenario's share of the variance of this config's objective
+    both: dict[str, float] = {}  # ... of the difference to the reference's
+    diff = 0.0
+    confidence = 0.9
+    for name in names:
+        ref = references[name]
+        if ref.noise is None:
+            raise ValueError(f"decide_objective needs the study's noise for scenario {name}")
+        logs = np.log(np.maximum(np.asarray(samples[name], dtype=float), 1e-9))
+        ref_logs = np.log(np.maximum(np.asarray(ref.samples, dtype=float), 1e-9))
+        pool = ref.noise.with_samples(logs).with_samples(ref_logs)
+        var[name], df[name] = w[name] ** 2 * pool.var, pool.df
+        own[name] = var[name] / logs.size
+        both[name] = own[name] + var[name] / ref_logs.size
+        diff += w[name] * float(logs.mean() - ref_logs.mean())
+        confidence = ref.confidence
+    n_total = sum(len(samples[name]) for name in names)
+    if not names:
+        return ObjectiveDecision(verdict="precise", reason="nothing measured")
+    trial = next(iter(references.values())).trial
+    against = f"#{trial}" if trial is not None else "the reference"
+    se = math.sqrt(sum(both.values()))
+    if se > 0:
+        z = diff / se
+        t_one = student_t(confidence, _welch_df(both, df))
+        if z < -t_one:
+            return ObjectiveDecision(
+                verdict="behind",
+                reason=f"{diff:+.1%} against {against}, confidently, after {n_total} repeats",
+            )
+        if z > t_one:
+            return ObjectiveDecision(
+                verdict="better",
+                reason=f"{diff:+.1%} against {against}, confidently, after {n_total} repeats",
+            )
+    half = student_t(0.5 + policy.confidence / 2.0, _welch_df(own, df)) * math.sqrt(sum(own.values()))
+    if half <= policy.objective_precision:
+        return ObjectiveDecision(verdict="precise", reason=f"+-{half:.1%} after {n_total} repeats")
+    open_ = [name for name in names if len(samples[name]) < policy.max_repeats]
+    if not open_:
+        return ObjectiveDecision(verdict="max_repeats", reason=f"every scenario at {policy.max_repeats} repeats")
+
+    def gain(name: str) -> float:
+        n = len(samples[name])
+        return var[name] * (1.0 / n - 1.0 / (n + 1)) / max(costs.get(name, 1.0), 1e-6)
+
+    pick = max(open_, key=gain)
+    # (The degrees of freedom a repeat adds are left out of the choice: the pools have many once a study runs.)
+    return ObjectiveDecision(
+        verdict="more",
+        reason=f"+-{half:.1%} after {n_total} repeats, want +-{policy.objective_precision:.1%}",
+        repeat=pick,
+    )
+
+
+def _welch_df(parts: Mapping[str, float], df: Mapping[str, int]) -> float:
+    """Welch-Satterthwaite degrees of freedom of a sum of independent variance estimates ``parts``."""
+    total = sum(parts.values())
+    denominator = sum(v * v / df[name] for name, v in parts.items() if df[name] > 0)
+    return total * total / denominator if denominator > 0 else float(min(df.values(), default=1))

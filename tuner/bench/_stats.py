@@ -25,6 +25,7 @@ __all__ = [
     "percentile",
     "pooled_noise",
     "robust_score",
+    "student_t",
 ]
 
 #: Scale factor that turns a median absolute deviation into a normal standard deviation estimate.
@@ -42,6 +43,11 @@ def import_statistics() -> None:
     """Import ``scipy.stats`` now. A study run does so before it arms its stop signals: a signal that lands
     while a compiled extension initialises comes out as ``ImportError: initialization failed``, not a stop."""
     _scipy_stats()
+
+
+def student_t(q: float, df: float) -> float:
+    """The ``q`` quantile of Student's t with ``df`` degrees of freedom."""
+    return float(_scipy_stats().t.ppf(q, df))
 
 
 def _finite(samples: Sequence[float]) -> np.ndarray:
@@ -158,7 +164,7 @@ def estimate(samples: Sequence[float], confidence: float, noise: Noise | None = 
         return Estimate(point=point, score=point, low=point, high=point, half_width=None, relative_half_width=None, n=1)
     var, df = variance
     se = math.sqrt(var / arr.size)
-    h = float(_scipy_stats().t.ppf(0.5 + confidence / 2.0, df)) * se
+    h = student_t(0.5 + confidence / 2.0, df) * se
     low, high = point * math.exp(-h), point * math.exp(h)
     return Estimate(
         point=point,

@@ -1,6 +1,6 @@
 """The study: Optuna storage, the trial's story, and the tuning loop."""
 
-from tuner.study._confirm import Confirmation, confirm_top, confirmation_text, recommended_trial
+from tuner.study._confirm import Confirmation, confirm_top, confirmation_text, last_finalist, recommended_trial
 from tuner.study._console import Console
 from tuner.study._faults import storage_faults
 from tuner.study._fleet import MixedTargets
@@ -8,10 +8,14 @@ from tuner.study._loop import Interrupted, RunSummary, run_study
 from tuner.study._objective import (
     BenchmarkOutcome,
     Evidence,
+    Refined,
+    Refinement,
     Score,
     TrialParts,
     TrialRunner,
     benchmark_server,
+    objective_refinement,
+    refine_on_objective,
     score,
 )
 from tuner.study._recovery import recover_stale_trials
@@ -35,6 +39,8 @@ __all__ = [
     "Interrupted",
     "MixedTargets",
     "NoSuchStudy",
+    "Refined",
+    "Refinement",
     "RunSummary",
     "Score",
     "TrialParts",
@@ -48,11 +54,14 @@ __all__ = [
     "describe_warmups",
     "is_counted",
     "is_feasible",
+    "last_finalist",
     "load_existing",
     "make_storage",
+    "objective_refinement",
     "open_study",
     "recommended_trial",
     "recover_stale_trials",
+    "refine_on_objective",
     "run_study",
     "score",
     "storage_faults",

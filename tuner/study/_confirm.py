@@ -49,7 +49,7 @@ from tuner.trials import (
     study_trials,
 )
 
-__all__ = ["CONFIRMATION", "Confirmation", "confirm_top", "recommended_trial", "settle_final_gate"]
+__all__ = ["CONFIRMATION", "Confirmation", "confirm_top", "last_finalist", "recommended_trial", "settle_final_gate"]
 
 Claim = Callable[[list[int]], bool]
 Check = Callable[[Endpoint], bool]
@@ -83,6 +83,16 @@ def ranked_candidates(study: optuna.Study) -> list[FrozenTrial]:
 def top_trials(study: optuna.Study, k: int) -> list[FrozenTrial]:
     """The ``k`` best feasible counted trials by their own measurement (see :func:`ranked_candidates`)."""
     return ranked_candidates(study)[:k]
+
+
+def last_finalist(study: optuna.Study, config: StudyConfig, *, exclude: int) -> FrozenTrial | None:
+    """The last config the end-of-study confirmation would re-measure if the study ended now (the
+    ``confirm_top``-th best, ``exclude`` left out); None without a confirmation or with fewer candidates."""
+    k = config.search.confirm_top
+    if k < 2:
+        return None
+    ranked = [t for t in ranked_candidates(study) if t.number != exclude]
+    return ranked[k - 1] if len(ranked) >= k else None
 
 
 def confirm_top(

@@ -1,4 +1,4 @@
-"""One trial, told as a story: apply -> restart -> ready -> (gate) -> benchmark -> (gate) -> score.
+"""One trial, told as a story: apply -> restart -> ready -> (gate) -> benchmark -> refine -> (gate) -> score.
 
 Each step is a named function with a typed result. Any step may raise a
 :class:`~tuner.errors.TrialFailure`; :class:`TrialRunner` turns it into the trial's evidence (phase,
@@ -7,19 +7,29 @@ reason, log tail) and the loop ends the trial PRUNED, so TPE learns to stay away
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.trial import FrozenTrial
 
-from tuner.bench import BaseBenchmark, ScenarioResult
-from tuner.config import BenchmarkSection, ObjectiveSection, StudyConfig
+from tuner.bench import (
+    BaseBenchmark,
+    ObjectiveDecision,
+    Reference,
+    ReferenceLookup,
+    ScenarioResult,
+    SequentialPolicy,
+    decide_objective,
+)
+from tuner.config import BenchmarkSection, ObjectiveSection, Scenario, StudyConfig
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, GateFailed, RegressionPruned, TrialFailure
 from tuner.gate import BaseGate, GateResult
@@ -30,7 +40,7 @@ from tuner.spec import LaunchSpec
 from tuner.study._partial import PartialObjective, projection_reference, reference_lookup
 from tuner.study._warmups import first_passes_lookup
 from tuner.target import Target
-from tuner.trials import attrs
+from tuner.trials import attrs, scenario_repeats
 
 Progress = Callable[[str], None]
 BenchmarkFactory = Callable[[Endpoint], BaseBenchmark]
@@ -43,6 +53,28 @@ class BenchmarkOutcome:
     results: tuple[ScenarioResult, ...]
     seconds: float
     skipped: tuple[str, ...] = ()
+    refined: Refined | None = None
+    """What the objective-level repeats decided (None: each scenario decided its own repeats)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Refinement:
+    """What the objective-level repeat decision needs (:func:`tuner.bench.decide_objective`)."""
+
+    references: Mapping[str, Reference]
+    weights: Mapping[str, float]
+    policy: SequentialPolicy
+
+
+@dataclass(frozen=True, kw_only=True)
+class Refined:
+    decision: ObjectiveDecision
+    added: dict[str, int]
+    """Repeats added per scenario after the first pass."""
+
+    def describe(self) -> str:
+        added = ", ".join(f"{name} +{n}" for name, n in self.added.items() if n)
+        return f"objective {self.decision.verdict}: {self.decision.reason}" + (f" ({added})" if added else "")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,24 +93,105 @@ def benchmark_server(
     service: BaseService,
     restarted: Restarted,
     on_result: Callable[[int, ScenarioResult], None],
+    refinement: Refinement | None = None,
 ) -> BenchmarkOutcome:
-    """Run scenarios cheapest first, so a regression pruner can stop a slow config early."""
+    """Run scenarios cheapest first, so a regression pruner can stop a slow config early; then, with a
+    ``refinement``, the repeats the objective asks for (:func:`refine_on_objective`)."""
     ordered = section.in_run_order()
     start = time.monotonic()
     results: list[ScenarioResult] = []
     for step, scenario in enumerate(ordered):
         result = benchmark.run_scenario(scenario)
-        if not service.is_alive(restarted.new):
-            raise DiedUnderLoad(
-                f"server process exited during scenario {scenario.name}", evidence=f"{restarted.new} is gone"
-            )
+        _check_alive(service, restarted, scenario.name)
         results.append(result)
         try:
             on_result(step, result)
         except RegressionPruned as pruned:
             pruned.skipped = tuple(s.name for s in ordered[step + 1 :])
             raise
-    return BenchmarkOutcome(results=tuple(results), seconds=round(time.monotonic() - start, 3))
+    refined = None
+    if refinement is not None:
+        results, refined = refine_on_objective(
+            benchmark, ordered, results, refinement, service=service, restarted=restarted
+        )
+    return BenchmarkOutcome(results=tuple(results), seconds=round(time.monotonic() - start, 3), refined=refined)
+
+
+def refine_on_objective(
+    benchmark: BaseBenchmark,
+    scenarios: Sequence[Scenario],
+    results: Sequence[ScenarioResult],
+    refinement: Refinement,
+    *,
+    service: BaseService,
+    restarted: Restarted,
+) -> tuple[list[ScenarioResult], Refined]:
+    """Repeat scenarios one at a time until the objective is confidently behind or ahead of the reference's,
+    or precise (:func:`tuner.bench.decide_objective`); every result then records that verdict as ``stopped``."""
+    by_name = {r.name: r for r in results}
+    first = {r.name: len(r.repeats_tok_s) for r in results}
+    lookup = {s.name: s for s in scenarios}
+    while True:
+        decision = decide_objective(
+            {name: r.repeats_tok_s for name, r in by_name.items()},
+            references=refinement.references,
+            weights=refinement.weights,
+            costs={name: _repeat_seconds(r) for name, r in by_name.items()},
+            policy=refinement.policy,
+        )
+        if decision.stop or decision.repeat is None:
+            break
+        by_name[decision.repeat] = benchmark.extend_scenario(lookup[decision.repeat], by_name[decision.repeat])
+        _check_alive(service, restarted, decision.repeat)
+    final = [dataclasses.replace(by_name[r.name], stopped=decision.verdict) for r in results]
+    added = {r.name: len(r.repeats_tok_s) - first[r.name] for r in final}
+    return final, Refined(decision=decision, added=added)
+
+
+def _repeat_seconds(result: ScenarioResult) -> float:
+    """Seconds one counted repeat of the scenario took (its warm-up left out)."""
+    return max(result.seconds - (result.warmup_s or 0.0), 0.0) / max(len(result.repeats_tok_s), 1)
+
+
+def _check_alive(service: BaseService, restarted: Restarted, scenario: str) -> None:
+    if not service.is_alive(restarted.new):
+        raise DiedUnderLoad(f"server process exited during scenario {scenario}", evidence=f"{restarted.new} is gone")
+
+
+def objective_refinement(
+    config: StudyConfig,
+    policy: SequentialPolicy,
+    lookup: ReferenceLookup | None,
+    *,
+    finalist: FrozenTrial | None = None,
+) -> Refinement | None:
+    """The objective-level repeat decision for a trial, when it applies: a single (geomean) objective on
+    aggregate throughput, sequential repeats, and every scenario's reference carrying the study's noise.
+
+    The objective is compared with the pruner's reference, or with ``finalist``: the last config the
+    end-of-study confirmation would re-measure (:func:`tuner.study.last_finalist`).
+    """
+    if lookup is None or config.objective.kind != "geomean" or config.objective.metric != "output_tok_s":
+        return None
+    found = {s.name: lookup(s.name) for s in config.benchmark.scenarios}
+    references = {name: ref for name, ref in found.items() if ref is not None and policy.on_objective(ref)}
+    if len(references) != len(found):
+        return None
+    if finalist is not None:
+        # Repeats beyond the first pass only decide whether this config joins the finalists; the confirmation
+        # re-measures those, so it is compared with the last of them, not polished against the best.
+        swapped = {
+            name: dataclasses.replace(ref, samples=tuple(reps), trial=finalist.number)
+            for name, ref in references.items()
+            if (reps := scenario_repeats(finalist, name))
+        }
+        if len(swapped) == len(references):
+            references = swapped
+    return Refinement(
+        references=references,
+        weights=config.benchmark.objective_weights(),
+        policy=policy,
+    )
 
 
 def gate_server(gate_factory: GateFactory, endpoint: Endpoint) -> GateResult:
@@ -130,16 +243,18 @@ def score(outcome: BenchmarkOutcome, objective: ObjectiveSection, section: Bench
 
 def describe_result(result: ScenarioResult) -> str:
     """One scenario's line: score (point +- half-width), repeats taken and why they stopped."""
+    n = len(result.repeats_tok_s)
     hw = f" ± {result.half_width:.1f}" if result.half_width is not None else ""
     point = result.point if result.point is not None else result.output_tok_s
     accept = f", accept {result.accept_length:.2f}" if result.accept_length else ""
-    why = f", {result.stopped}" if result.stopped else ""
+    why = {"objective": ", more if the objective asks"}.get(result.stopped or "", f", {result.stopped}")
+    why = why if result.stopped else ""
     warm = {"none": ", no warm-up"}.get(result.warmup or "", "")
     if result.first_pass_tok_s is not None:
         warm = f", probe {result.first_pass_tok_s:.1f}"
     return (
         f"{result.name}: score {result.score:.1f} ({point:.1f}{hw}) tok/s, "
-        f"{len(result.repeats_tok_s)} repeats{why}{accept}{warm}"
+        f"{n} repeat{'s' if n != 1 else ''}{why}{accept}{warm}"
     )
 
 
@@ -199,6 +314,7 @@ class TrialRunner:
 
     def run(self, trial: optuna.Trial, spec: LaunchSpec, *, label: str) -> Score:
         """Run the whole story; raises TrialFailure with its evidence recorded on the trial."""
+        from tuner.study._confirm import last_finalist  # _confirm tells its visits through this module
         cfg = self._config
         target = self._parts.target
         trial.set_user_attr(attrs.COMMAND, " ".join(spec.argv))
@@ -214,7 +330,11 @@ class TrialRunner:
             if gate_when == "before":
                 self._gate(trial, endpoint)
             bench = self._parts.benchmark(endpoint)
-            bench.use_reference(reference_lookup(trial))
+            lookup = reference_lookup(trial)
+            refinement = objective_refinement(
+                cfg, bench.policy, lookup, finalist=last_finalist(trial.study, cfg, exclude=trial.number)
+            )
+            bench.use_reference(lookup, on_objective=refinement is not None)
             bench.use_first_passes(first_passes_lookup(trial.study, cfg, trial_number=trial.number))
             partial = PartialObjective(config=cfg, reference=projection_reference(trial.study, exclude=trial.number))
             try:
@@ -224,9 +344,12 @@ class TrialRunner:
                     service=target.service,
                     restarted=up.restarted,
                     on_result=lambda step, r: self._intermediate(trial, step, r, partial),
+                    refinement=refinement,
                 )
             finally:
                 bench.close()
+            if outcome.refined is not None:
+                self._refined(trial, outcome)
             trial.set_user_attr(attrs.BENCHMARK_S, outcome.seconds)
             self._evidence.attach_json(trial, "benchmark.json", {"scenarios": [r.to_dict() for r in outcome.results]})
             result = score(outcome, cfg.objective, cfg.benchmark)
@@ -270,6 +393,19 @@ class TrialRunner:
                 "than the reference",
                 evidence=json.dumps(result.to_dict(), default=str),
             )
+
+    def _refined(self, trial: optuna.Trial, outcome: BenchmarkOutcome) -> None:
+        """The scenarios' figures after the objective's repeats, and what decided them."""
+        assert outcome.refined is not None
+        for result in outcome.results:
+            for key, value in scenario_attrs(result).items():
+                trial.set_user_attr(key, value)
+        trial.set_user_attr(attrs.REPEATS_DECIDED, outcome.refined.describe())
+        if self._progress:
+            for result in outcome.results:
+                if outcome.refined.added.get(result.name):
+                    self._progress(describe_result(result))
+            self._progress(outcome.refined.describe())
 
     def _record_savings(self, trial: optuna.Trial, pruned: RegressionPruned) -> None:
         """Benchmark time the pruning saved, estimated from the baseline's timings of the skipped scenarios."""

@@ -41,6 +41,8 @@ WARMUPS = "warmups"
 """Study attr: what ``[benchmark] warmup = "auto"`` concluded per scenario when the study last stopped."""
 TARGET_TRIALS = "target_trials"
 STEPS = "steps"
+#: What decided the repeats beyond the first pass on the whole objective (tuner.bench.decide_objective).
+REPEATS_DECIDED = "repeats_decided"
 """The scenario measured at each intermediate step (``steps[i]`` for step ``i``)."""
 FAILURE_KIND = "failure_kind"
 """``config`` or ``environment`` (the world's fault, not the config's), when a part of `tune` tells."""

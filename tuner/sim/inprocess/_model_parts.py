@@ -381,6 +381,31 @@ class ModelBenchmark(BaseBenchmark):
             warmup_s=round(warmup_s, 3),
         ).stopped_by(decision)
 
+    def extend_scenario(self, scenario: Scenario, result: ScenarioResult) -> ScenarioResult:
+        cfg = self._service.server_config
+        if cfg is None:
+            raise DiedUnderLoad(f"no server answers for scenario {scenario.name}", evidence="the process is gone")
+        m = model_scenario(cfg, scenario)
+        f = self._factor() * self._service.first_pass(min(scenario.concurrency, cfg.max_running_requests))
+        seconds = m.seconds / f
+        self._service.clock.add("benchmark", seconds)
+        kept = {
+            k: getattr(result, k)
+            for k in ("accept_length", "accept_method", "warmup_requests", "warmup", "first_pass_tok_s", "warmup_s")
+        }
+        return ScenarioResult.from_repeats(
+            scenario=scenario,
+            repeats_tok_s=(*result.repeats_tok_s, m.tok_s * f),
+            repeats_per_stream_tok_s=(*result.repeats_per_stream_tok_s, m.per_stream_tok_s * f),
+            confidence=self._config.confidence,
+            noise=self.noise(scenario),
+            requests=result.requests + scenario.requests,
+            seconds=round(result.seconds + seconds, 3),
+            output_tokens=result.output_tokens + scenario.requests * scenario.output_tokens,
+            stopped=result.stopped,
+            **kept,
+        )
+
     def _factor(self) -> float:
         return math.exp(self._rng.gauss(0.0, self._noise)) if self._noise else 1.0
 
