@@ -11,6 +11,7 @@ from optuna.trial import TrialState
 
 from tuner.report import feasibility_label
 from tuner.report._facts import outcome
+from tuner.report._plots import gated_view, plot_history
 from tuner.sim.inprocess import run_inprocess
 from tuner.study import best_trials, recommended_trial
 from tuner.trials import CONFIRMATION, attrs, gate_pending, gate_verdicts, is_feasible, study_trials
@@ -64,6 +65,17 @@ def test_a_finalist_that_fails_the_gate_hands_its_place_to_the_next_best(make_co
     assert is_feasible(base) and is_feasible(right) and outcome(right) == "feasible"
     assert [t.number for t in best_trials(study)] == [0]
     assert recommended_trial(study).number == 0  # type: ignore[union-attr]
+
+    # Optuna's own plots (history.png) read the constraints frozen with each trial: the view they get draws the
+    # end-gate failure infeasible, and the study itself is left as it was.
+    view = gated_view(study)
+    finished = [t.number for t in study.trials if t.state.is_finished()]
+    assert view is not study and [t.number for t in view.trials] == finished
+    assert view.trials[1].constraints == {"correctness": 1.0}
+    assert not any(t.constraints for t in view.trials if t.number != 1)
+    assert not study.trials[1].constraints
+    png = plot_history(study, Path(source).parent / "history.png", target=None, target_name="objective")
+    assert png.stat().st_size > 0
 
     capsys.readouterr()
     assert main(["status", "--config", str(source)]) == 0

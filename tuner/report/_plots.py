@@ -6,6 +6,7 @@ and plain matplotlib write them directly.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -15,9 +16,10 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.report._facts import ScenarioComparison, feasibility_label
-from tuner.trials import attrs, gate_pending
+from tuner.trials import attrs, gate_pending, study_trials
 
 __all__ = [
+    "gated_view",
     "plot_history",
     "plot_importances",
     "plot_param_map",
@@ -49,20 +51,58 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
+def gated_view(study: optuna.Study) -> optuna.Study:
+    """``study`` as Optuna's own plots must see it: a trial that failed the end-of-study gate is infeasible.
+
+    Optuna reads feasibility from the constraints stored with a trial, and those are frozen when it finishes:
+    a finalist gated at the end (``[gate] when = "final"``) has none, so Optuna would draw a config that
+    failed its gate as feasible, even as the best value. The view is an in-memory copy of the finished trials
+    with those failures carrying a violated ``correctness`` constraint (the study itself is never changed).
+    """
+    trials = study_trials(study)
+    failed = {
+        t.number for t in trials if t.user_attrs.get(attrs.GATE_DEFERRED) and t.user_attrs.get(attrs.CORRECT) is False
+    }
+    if not failed:
+        return study
+    view = optuna.create_study(study_name=study.study_name, directions=study.directions)
+    for t in trials:
+        if not t.state.is_finished():
+            continue  # a running trial has no value to draw (and Optuna adds only finished ones)
+        if t.number in failed:
+            t = copy.deepcopy(t)
+            t.set_constraint("correctness", 1.0)
+        view.add_trial(t)
+    return view
+
+
 def plot_history(study: optuna.Study, path: Path, *, target: Target | None, target_name: str) -> Path:
-    """Objective per trial with the best-so-far line; Optuna draws infeasible trials apart (its constraints)."""
+    """Objective per trial with the best-so-far line; Optuna draws infeasible trials apart (its constraints,
+    with the end-of-study gate's verdicts: :func:`gated_view`)."""
     import warnings
 
     from optuna.visualization.matplotlib import plot_optimization_history
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "experimental" warnings from optuna.visualization.matplotlib
-        ax = plot_optimization_history(study, target=target, target_name=target_name)
+        ax = plot_optimization_history(gated_view(study), target=target, target_name=target_name)
     ax.set_title(f"Optimisation history: {study.study_name}")
-    # Optuna puts the legend beside the axes, where it takes half the figure: inside, small, is enough.
+    # Optuna puts the legend beside the axes, where it takes half the figure: inside, small, where it hides
+    # the fewest points, is enough. Its grey infeasible points have no legend entry: they get one.
     _resize(ax, 8, 4.5)
-    ax.legend(loc="lower right", fontsize=8, framealpha=0.8)
+    handles, labels = ax.get_legend_handles_labels()
+    if any(str(c.get_label()).startswith("_") and _is_grey(c) for c in ax.collections):
+        from matplotlib.lines import Line2D
+
+        grey = Line2D([], [], marker="o", linestyle="", color="#cccccc", label="infeasible (gate)")
+        handles, labels = [*handles, grey], [*labels, "infeasible (gate)"]
+    ax.legend(handles, labels, loc="best", fontsize=8, framealpha=0.8)
     return _save(ax.figure, path)
+
+
+def _is_grey(collection: Any) -> bool:
+    colours = collection.get_facecolor()
+    return len(colours) > 0 and all(abs(c[0] - 0.8) < 0.01 and abs(c[1] - 0.8) < 0.01 for c in colours)
 
 
 def plot_importances(
