@@ -6,11 +6,13 @@ import pytest
 
 from tuner.bench import HttpBenchmark, LoadResult, RequestRecord, ScenarioResult
 from tuner.bench._alarm import client_load
+from tuner.bench._http import MAX_CLIENT_RERUNS
 from tuner.cli._bench import format_table
 from tuner.config import BenchmarkSection, Scenario
 from tuner.endpoint import Endpoint
 from tuner.metrics import scenario_attrs
 from tuner.sim.testing import SimProcess
+from tuner.study._objective import describe_result
 
 SC = Scenario(name="c2", concurrency=2, prompt_tokens=32, output_tokens=48, requests=4)
 
@@ -29,6 +31,7 @@ def test_easy_load_is_not_client_bound(ddtree_sim: SimProcess) -> None:
     assert result.client_cpu_cores is not None and 0.0 < result.client_cpu_cores < 0.8
     assert result.client_busiest_process_cores is not None and result.client_busiest_process_cores < 0.8
     assert result.start_delay_p99_s is not None and result.start_delay_p99_s >= 0.0
+    assert result.client_reruns == 0  # every pass the client kept up with counts at once
 
 
 def test_client_over_its_cpu_budget_is_flagged_with_the_fix(ddtree_sim: SimProcess) -> None:
@@ -43,6 +46,11 @@ def test_client_over_its_cpu_budget_is_flagged_with_the_fix(ddtree_sim: SimProce
         flat = scenario_attrs(result)
         assert flat["c2.client_bound"] is True
         assert flat["c2.client_cpu_cores"] == round(result.client_cpu_cores or -1, 4)
+        # Each pass was run again (MAX_CLIENT_RERUNS times, never counted) before its last try was kept: a
+        # client that stays over budget does not make the scenario run forever, and no re-run is in the figures.
+        assert result.client_reruns == 2 * MAX_CLIENT_RERUNS == flat["c2.client_reruns"]
+        assert len(result.repeats_tok_s) == 2 and result.requests == 2 * SC.requests
+        assert "4 passes re-run (client-bound)" in describe_result(result)
 
 
 def _run(delays: list[float], *, latency: float = 2.0, cpu: float = 0.2) -> LoadResult:

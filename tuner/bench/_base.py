@@ -77,6 +77,8 @@ class ScenarioResult:
     start_delay_p99_s: float | None = None
     """p99 of the time from when a request was due to when it was sent."""
     client_processes: int | None = None
+    client_reruns: int = 0
+    """Passes measured and not counted because the load generator was the bottleneck (each was run again)."""
 
     def client_warning(self) -> str | None:
         """A one-line warning naming the cause and the fix when the scenario was client-bound, else None."""

@@ -56,6 +56,8 @@ propagates out of :meth:`HttpBenchmark.run_scenario` after connections are close
 """
 
 _MAX_EVIDENCE = 5
+#: Times a pass is run again when the load generator, not the server, set its pace (then the last try counts).
+MAX_CLIENT_RERUNS = 2
 
 
 class HttpBenchmark(BaseBenchmark):
@@ -193,19 +195,16 @@ class HttpBenchmark(BaseBenchmark):
             elif plan.kind == "probe":
                 first_pass = await self._probe(scenario, runner, probe, control)
             warmup_s = time.monotonic() - t_warm
+            warmed = {"requests": cfg.warmup_requests, "probe": scenario.requests}.get(plan.kind, 0)
+            measured = _Measured(
+                processes=runner.processes,
+                warmup=dict(warmup=plan.kind, first_pass_tok_s=first_pass, warmup_requests=warmed, warmup_s=warmup_s),
+            )
             before = await probe.snapshot()
-            runs, flushed, decision = await self._repeats(scenario, runner, probe, control)
+            decision = await self._repeats(scenario, session, measured)
             after = await probe.snapshot()
-            processes = runner.processes
-        warmed = {"requests": cfg.warmup_requests, "probe": scenario.requests}.get(plan.kind, 0)
-        measured = _Measured(
-            runs=runs,
-            windows=[_Window(before=before, after=after, runs=len(runs))],
-            flushed=flushed,
-            processes=processes,
-            seconds=time.monotonic() - t0,
-            warmup=dict(warmup=plan.kind, first_pass_tok_s=first_pass, warmup_requests=warmed, warmup_s=warmup_s),
-        )
+        measured.windows.append(_Window(before=before, after=after, runs=len(measured.runs)))
+        measured.seconds = time.monotonic() - t0
         self._measured[scenario.name] = measured
         return self._result(scenario, measured).stopped_by(decision)
 
@@ -216,16 +215,10 @@ class HttpBenchmark(BaseBenchmark):
         t0 = time.monotonic()
         r = len(measured.runs)
         async with self._session(scenario) as session:
-            if self._config.flush_cache:
-                ok = await session.probe.flush_cache()
-                measured.flushed = ok if measured.flushed is None else (measured.flushed and ok)
             before = await session.probe.snapshot()
-            res = await self._pass(
-                scenario, session.runner, session.probe, session.control, phase="measure", repeat=r,
-                during=f"repeat {r + 1} (for the objective)",
-            )
+            during = f"repeat {r + 1} (for the objective)"
+            await self._counted_pass(scenario, session, measured, repeat=r, during=during)
             after = await session.probe.snapshot()
-        measured.runs.append(res)
         measured.windows.append(_Window(before=before, after=after, runs=1))
         measured.seconds += time.monotonic() - t0
         if self._on_repeat is not None:
@@ -248,28 +241,45 @@ class HttpBenchmark(BaseBenchmark):
         res = await self._pass(scenario, runner, probe, control, phase="warmup", repeat=0, during="warm-up")
         return _aggregate_tok_s(res.records)
 
-    async def _repeats(
-        self, scenario: Scenario, runner: LoadRunner, probe: ServerProbe, control: httpx.AsyncClient
-    ) -> tuple[list[LoadResult], bool | None, RepeatDecision | None]:
-        """``min_repeats``..``max_repeats`` measured runs, as many as the sequential policy asks for."""
+    async def _repeats(self, scenario: Scenario, session: _Session, measured: _Measured) -> RepeatDecision | None:
+        """``min_repeats``..``max_repeats`` counted passes, as many as the sequential policy asks for."""
         cfg = self._config
-        runs: list[LoadResult] = []
-        repeats_tok_s: list[float] = []
-        flushed: bool | None = None
         decision: RepeatDecision | None = None
         for r in range(cfg.max_repeats):
-            if cfg.flush_cache:
-                ok = await probe.flush_cache()
-                flushed = ok if flushed is None else (flushed and ok)
-            during = f"repeat {r + 1}/{cfg.max_repeats}"
-            res = await self._pass(scenario, runner, probe, control, phase="measure", repeat=r, during=during)
-            runs.append(res)
-            repeats_tok_s.append(_aggregate_tok_s(res.records))
+            await self._counted_pass(scenario, session, measured, repeat=r, during=f"repeat {r + 1}/{cfg.max_repeats}")
+            repeats_tok_s = [_aggregate_tok_s(run.records) for run in measured.runs]
             if self._on_repeat is not None:
                 self._on_repeat(scenario, r, tuple(repeats_tok_s))
             if (decision := self.next_repeat(scenario, repeats_tok_s)).stop:
                 break
-        return runs, flushed, decision
+        return decision
+
+    async def _counted_pass(
+        self, scenario: Scenario, session: _Session, measured: _Measured, *, repeat: int, during: str
+    ) -> None:
+        """One counted repeat, added to ``measured``: a pass the load generator kept up with.
+
+        A pass whose pace the client set (its CPU over budget, or requests sent late: :mod:`tuner.bench._alarm`)
+        understates the server through no fault of the config, so it is run again with fresh prompts, up to
+        :data:`MAX_CLIENT_RERUNS` times; the last try counts either way, and the scenario is then marked
+        client-bound with its warning, as before.
+        """
+        for attempt in range(MAX_CLIENT_RERUNS + 1):
+            if self._config.flush_cache:
+                ok = await session.probe.flush_cache()
+                measured.flushed = ok if measured.flushed is None else (measured.flushed and ok)
+            phase = "measure" if attempt == 0 else f"rerun-{attempt}"
+            res = await self._pass(
+                scenario, session.runner, session.probe, session.control, phase=phase, repeat=repeat, during=during
+            )
+            bound = client_load(
+                [res], processes=session.runner.processes, cpu_budget_cores=self._cpu_budget,
+                min_delay_s=self._min_delay,
+            ).bound  # fmt: skip
+            if not bound or attempt == MAX_CLIENT_RERUNS:
+                measured.runs.append(res)
+                return
+            measured.client_reruns += 1
 
     async def _pass(
         self,
@@ -329,6 +339,7 @@ class HttpBenchmark(BaseBenchmark):
             short_requests=sum(1 for rec in records if rec.output_tokens < scenario.output_tokens),
             prompt_tokens=statistics.fmean(prompt_counts) if prompt_counts else None,
             cache_flushed=measured.flushed,
+            client_reruns=measured.client_reruns,
             client_bound=client.bound,
             client_bound_by=client.reason,
             client_cpu_cores=client.cpu_cores,
@@ -407,12 +418,13 @@ class _Window:
 class _Measured:
     """Everything measured of one scenario so far, so a later repeat can join its summary."""
 
-    runs: list[LoadResult]
-    windows: list[_Window]
-    flushed: bool | None
     processes: int
-    seconds: float
     warmup: dict[str, Any]
+    runs: list[LoadResult] = dataclasses.field(default_factory=list)
+    windows: list[_Window] = dataclasses.field(default_factory=list)
+    flushed: bool | None = None
+    seconds: float = 0.0
+    client_reruns: int = 0
 
     def acceptance(self) -> tuple[float | None, str | None]:
         """Acceptance length over every window, weighted by the output tokens measured in each."""

@@ -252,6 +252,8 @@ def describe_result(result: ScenarioResult) -> str:
     warm = {"none": ", no warm-up"}.get(result.warmup or "", "")
     if result.first_pass_tok_s is not None:
         warm = f", probe {result.first_pass_tok_s:.1f}"
+    if result.client_reruns:
+        warm += f", {result.client_reruns} pass{'es' if result.client_reruns != 1 else ''} re-run (client-bound)"
     return (
         f"{result.name}: score {result.score:.1f} ({point:.1f}{hw}) tok/s, "
         f"{n} repeat{'s' if n != 1 else ''}{why}{accept}{warm}"
