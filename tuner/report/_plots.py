@@ -101,8 +101,10 @@ def plot_history(study: optuna.Study, path: Path, *, target: Target | None, targ
 
 
 def _is_grey(collection: Any) -> bool:
+    """Optuna's infeasible points: unlabelled, #cccccc, and present (it draws the collection even when empty)."""
     colours = collection.get_facecolor()
-    return len(colours) > 0 and all(abs(c[0] - 0.8) < 0.01 and abs(c[1] - 0.8) < 0.01 for c in colours)
+    drawn = len(collection.get_offsets()) > 0
+    return drawn and len(colours) > 0 and all(abs(c[0] - 0.8) < 0.01 and abs(c[1] - 0.8) < 0.01 for c in colours)
 
 
 def plot_importances(
