@@ -142,3 +142,17 @@ def test_a_study_decides_repeats_on_the_objective_and_records_why(tmp_path: Path
         assert t.state == TrialState.COMPLETE
         assert t.values[0] == pytest.approx(objective_bound(points, scores, config.benchmark), rel=1e-6)
     assert cheap >= 1, "a config clearly behind or ahead settles on one repeat of each scenario"
+
+
+def test_the_dashboard_note_says_what_decided_the_repeats() -> None:
+    from optuna.distributions import IntDistribution
+
+    from tuner.report._notes import trial_note_text
+
+    decided = "objective behind: -2.8% against #20, confidently, after 3 repeats"
+    t = optuna.trial.create_trial(
+        values=[100.0], params={"budget": 8}, distributions={"budget": IntDistribution(4, 32)},
+        user_attrs={attrs.GATE_DEFERRED: True, attrs.REPEATS_DECIDED: decided},
+    )  # fmt: skip
+    note = trial_note_text(t)
+    assert note is not None and "NOT GATED" in note and f"Repeats beyond the first pass: {decided}." in note

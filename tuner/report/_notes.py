@@ -224,6 +224,8 @@ def trial_note_text(t: FrozenTrial, *, best_numbers: frozenset[int] = frozenset(
         head = mark if head is None else f"{head}\n\n{mark}"
     if head is None:
         return None
+    if decided := t.user_attrs.get(attrs.REPEATS_DECIDED):
+        body = ["", f"Repeats beyond the first pass: {decided}.", *body]
     return "\n".join([NOTE_MARKER, head, *body]) + "\n"
 
 
@@ -246,7 +248,10 @@ def _repeats_text(config: StudyConfig) -> str:
     if b.min_repeats == b.max_repeats:
         return f"{b.max_repeats} repeats"
     each = b.scenario_precision
+    if config.objective.kind == "multi":
+        return f"{b.min_repeats}-{b.max_repeats} repeats, stopping at ±{each:.1%} per scenario or a clear verdict"
     return (
-        f"{b.min_repeats}-{b.max_repeats} repeats, stopping at ±{each:.1%} per scenario (±{b.precision:.0%} on the "
-        "objective) or a clear verdict"
+        f"{b.min_repeats}-{b.max_repeats} repeats: {b.min_repeats} of each scenario, then more only while the "
+        f"objective is neither clearly behind nor ahead of the last finalist, until ±{b.precision:.2%} on the "
+        f"objective (±{each:.1%} per scenario while the study does not know its noise yet)"
     )
