@@ -23,7 +23,7 @@ from tuner.services import Restarted
 from tuner.sim.inprocess import ModelBenchmark, ModelService, model_readiness, run_inprocess
 from tuner.spec import LaunchSpec
 from tuner.study import Refinement, benchmark_server, objective_refinement, refine_on_objective
-from tuner.study._objective import objective_bound
+from tuner.study._objective import REFINE_STEP, objective_bound
 from tuner.trials import attrs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -123,12 +123,12 @@ def test_no_refinement_without_the_study_noise_or_for_fixed_repeats() -> None:
 
 def test_a_study_decides_repeats_on_the_objective_and_records_why(tmp_path: Path) -> None:
     config = load_config(REPO / "studies" / "coding-agent.toml")
-    run = run_inprocess(config, storage=f"sqlite:///{tmp_path}/study.db", trials=24, noise=0.02, seed=1)
+    run = run_inprocess(config, storage=f"sqlite:///{tmp_path}/study.db", trials=24, noise=0.02, seed=4)
     study = optuna.load_study(study_name=run.study_name, storage=run.storage)
     names = [s.name for s in config.benchmark.scenarios]
     decided = [t for t in study.trials if t.user_attrs.get(attrs.REPEATS_DECIDED)]
     assert len(decided) >= 3, [t.user_attrs.get(attrs.REPEATS_DECIDED) for t in study.trials]
-    cheap = 0
+    cheap = extra = 0
     for t in decided:
         verdict = t.user_attrs[attrs.REPEATS_DECIDED].split(":")[0].removeprefix("objective ")
         assert verdict in ("precise", "behind", "better", "max_repeats")
@@ -141,7 +141,14 @@ def test_a_study_decides_repeats_on_the_objective_and_records_why(tmp_path: Path
         scores = {n: t.user_attrs[attrs.scenario_key(n, "score")] for n in names}
         assert t.state == TrialState.COMPLETE
         assert t.values[0] == pytest.approx(objective_bound(points, scores, config.benchmark), rel=1e-6)
+        # The last intermediate value is the trial's objective: the extra repeats are one more step.
+        assert t.intermediate_values[max(t.intermediate_values)] == pytest.approx(t.values[0], rel=1e-6)
+        added = sum(repeats.values()) > len(names)
+        extra += added
+        assert (t.user_attrs[attrs.STEPS][-1] == REFINE_STEP) == added, t.user_attrs[attrs.STEPS]
+        assert ("(" in t.user_attrs[attrs.REPEATS_DECIDED]) == added  # "... (c1-agent +1)"
     assert cheap >= 1, "a config clearly behind or ahead settles on one repeat of each scenario"
+    assert extra >= 1, "a tie with the last finalist gets more repeats"
 
 
 def test_the_dashboard_note_says_what_decided_the_repeats() -> None:
