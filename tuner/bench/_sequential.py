@@ -226,6 +226,11 @@ def decide_objective(
     if policy.objective_precision is None:
         raise ValueError("decide_objective needs a policy with objective_precision")
     names = [name for name in samples if samples[name]]
+    if not names:
+        return ObjectiveDecision(verdict="precise", reason="nothing measured")
+    first = references[names[0]]
+    confidence = first.confidence  # one reference trial: every scenario's carries the pruner's confidence
+    against = f"#{first.trial}" if first.trial is not None else "the reference"
     total = sum(weights.get(name, 0.0) for name in names)
     w = {name: weights.get(name, 0.0) / total if total > 0 else 1.0 / len(names) for name in names}
     var: dict[str, float] = {}  # w**2 * the variance of one repeat's log throughput, per scenario
@@ -233,7 +238,6 @@ def decide_objective(
     own: dict[str, float] = {}  # each scenario's share of the variance of this config's objective
     both: dict[str, float] = {}  # ... of the difference to the reference's
     diff = 0.0
-    confidence = 0.9
     for name in names:
         ref = references[name]
         if ref.noise is None:
@@ -245,12 +249,7 @@ def decide_objective(
         own[name] = var[name] / logs.size
         both[name] = own[name] + var[name] / ref_logs.size
         diff += w[name] * float(logs.mean() - ref_logs.mean())
-        confidence = ref.confidence
     n_total = sum(len(samples[name]) for name in names)
-    if not names:
-        return ObjectiveDecision(verdict="precise", reason="nothing measured")
-    trial = next(iter(references.values())).trial
-    against = f"#{trial}" if trial is not None else "the reference"
     se = math.sqrt(sum(both.values()))
     if se > 0:
         z = diff / se
@@ -273,11 +272,11 @@ def decide_objective(
         return ObjectiveDecision(verdict="max_repeats", reason=f"every scenario at {policy.max_repeats} repeats")
 
     def gain(name: str) -> float:
+        # The degrees of freedom a repeat adds are left out: the pools have many once a study runs.
         n = len(samples[name])
         return var[name] * (1.0 / n - 1.0 / (n + 1)) / max(costs.get(name, 1.0), 1e-6)
 
     pick = max(open_, key=gain)
-    # (The degrees of freedom a repeat adds are left out of the choice: the pools have many once a study runs.)
     return ObjectiveDecision(
         verdict="more",
         reason=f"+-{half:.1%} after {n_total} repeats, want +-{policy.objective_precision:.1%}",
