@@ -183,7 +183,7 @@ class HttpBenchmark(BaseBenchmark):
         cfg = self._config
         t0 = time.monotonic()
         async with self._session(scenario) as session:
-            runner, control, probe = session.runner, session.control, session.probe
+            runner, probe = session.runner, session.probe
             plan = self.warmup_plan(scenario)
             first_pass: float | None = None
             t_warm = time.monotonic()
@@ -193,7 +193,7 @@ class HttpBenchmark(BaseBenchmark):
                 if res.failures or res.cancelled:
                     raise await self._died(scenario, res, probe, during="warm-up")
             elif plan.kind == "probe":
-                first_pass = await self._probe(scenario, runner, probe, control)
+                first_pass = await self._probe(scenario, session)
             warmup_s = time.monotonic() - t_warm
             warmed = {"requests": cfg.warmup_requests, "probe": scenario.requests}.get(plan.kind, 0)
             measured = _Measured(
@@ -226,19 +226,17 @@ class HttpBenchmark(BaseBenchmark):
         return dataclasses.replace(self._result(scenario, measured), stopped=stopped)
 
     def _result(self, scenario: Scenario, measured: _Measured) -> ScenarioResult:
-        client = client_load(
-            measured.runs, processes=measured.processes, cpu_budget_cores=self._cpu_budget, min_delay_s=self._min_delay
-        )
-        result = self._summarise(scenario, measured, client)
+        result = self._summarise(scenario, measured, self._client_load(measured.runs, measured.processes))
         return dataclasses.replace(result, **measured.warmup)
 
-    async def _probe(
-        self, scenario: Scenario, runner: LoadRunner, probe: ServerProbe, control: httpx.AsyncClient
-    ) -> float:
+    def _client_load(self, runs: Sequence[LoadResult], processes: int) -> ClientLoad:
+        return client_load(runs, processes=processes, cpu_budget_cores=self._cpu_budget, min_delay_s=self._min_delay)
+
+    async def _probe(self, scenario: Scenario, session: _Session) -> float:
         """One pass shaped like a repeat (its own prompts), measured as the warm-up probe, never counted."""
         if self._config.flush_cache:
-            await probe.flush_cache()
-        res = await self._pass(scenario, runner, probe, control, phase="warmup", repeat=0, during="warm-up")
+            await session.probe.flush_cache()
+        res = await self._pass(scenario, session, phase="warmup", repeat=0, during="warm-up")
         return _aggregate_tok_s(res.records)
 
     async def _repeats(self, scenario: Scenario, session: _Session, measured: _Measured) -> RepeatDecision | None:
@@ -269,37 +267,21 @@ class HttpBenchmark(BaseBenchmark):
                 ok = await session.probe.flush_cache()
                 measured.flushed = ok if measured.flushed is None else (measured.flushed and ok)
             phase = "measure" if attempt == 0 else f"rerun-{attempt}"
-            res = await self._pass(
-                scenario, session.runner, session.probe, session.control, phase=phase, repeat=repeat, during=during
-            )
-            bound = client_load(
-                [res], processes=session.runner.processes, cpu_budget_cores=self._cpu_budget,
-                min_delay_s=self._min_delay,
-            ).bound  # fmt: skip
-            if not bound or attempt == MAX_CLIENT_RERUNS:
+            res = await self._pass(scenario, session, phase=phase, repeat=repeat, during=during)
+            if attempt == MAX_CLIENT_RERUNS or not self._client_load([res], session.runner.processes).bound:
                 measured.runs.append(res)
                 return
             measured.client_reruns += 1
 
-    async def _pass(
-        self,
-        scenario: Scenario,
-        runner: LoadRunner,
-        probe: ServerProbe,
-        control: httpx.AsyncClient,
-        *,
-        phase: str,
-        repeat: int,
-        during: str,
-    ) -> LoadResult:
+    async def _pass(self, scenario: Scenario, session: _Session, *, phase: str, repeat: int, during: str) -> LoadResult:
         """One full pass of the scenario (its requests at its concurrency), every request accounted for."""
         cfg = self._config
         specs = self._specs(scenario, phase=phase, repeat=repeat, count=scenario.requests)
-        res = await runner.run(specs, concurrency=scenario.concurrency, seed=cfg.seed + repeat)
+        res = await session.runner.run(specs, concurrency=scenario.concurrency, seed=cfg.seed + repeat)
         if res.failures or res.cancelled or len(res.records) != len(specs):
-            raise await self._died(scenario, res, probe, during=during)
+            raise await self._died(scenario, res, session.probe, during=during)
         if self._count_text:
-            await self._count_tokens(control, res.records)
+            await self._count_tokens(session.control, res.records)
         return res
 
     def _summarise(self, scenario: Scenario, measured: _Measured, client: ClientLoad) -> ScenarioResult:
