@@ -154,12 +154,12 @@ def test_close_is_idempotent_and_leaves_the_server_alone(subject: Subject) -> No
 
 
 def _settled(slowdown: float) -> FirstPasses:
-    """Five probes whose first pass was ``slowdown`` slower than the repeats after it, with a 1% noise."""
-    probe = (100.0 * (1.0 - slowdown), (100.0, 100.0))
-    return FirstPasses(probes=(probe,) * 5, noise=Noise(ss=0.0001 * 20, df=20), warmup_s=1.0, pass_s=1.0)
+    """Five first passes ``slowdown`` slower than the repeats after them, with a 1% noise."""
+    pair = (100.0 * (1.0 - slowdown), (100.0, 100.0))
+    return FirstPasses(pairs=(pair,) * 5, noise=Noise(ss=0.0001 * 20, df=20), warmup_s=1.0, pass_s=1.0)
 
 
-def test_auto_warmup_probes_until_the_study_shows_no_warmup_is_needed(subject: Subject) -> None:
+def test_auto_warmup_runs_none_until_the_study_shows_first_passes_are_slower(subject: Subject) -> None:
     bench = subject.benchmark
     bench.warmup_policy = WarmupPolicy(mode="auto", tolerance=0.03)
     # No study: the warm-up is one measured pass, never counted.
@@ -167,12 +167,13 @@ def test_auto_warmup_probes_until_the_study_shows_no_warmup_is_needed(subject: S
     _check_result(dataclasses.replace(probed, warmup_requests=SECTION.warmup_requests), LIGHT)
     assert probed.warmup == "probe" and probed.warmup_requests == LIGHT.requests
     assert probed.first_pass_tok_s is not None and probed.first_pass_tok_s > 0
-    # A study that saw first passes as fast as the rest: no warm-up, the first pass counts.
-    bench.use_first_passes(lambda name: _settled(0.0))
-    skipped = bench.run_scenario(LIGHT)
-    _check_result(dataclasses.replace(skipped, warmup_requests=SECTION.warmup_requests), LIGHT)
-    assert skipped.warmup == "none" and skipped.warmup_requests == 0 and skipped.first_pass_tok_s is None
-    # One that saw them 20% slower keeps warming up (with the probe: sized like the scenario).
+    # A study that saw first passes as fast as the rest (or none yet): no warm-up, the first pass counts.
+    for seen in (_settled(0.0), FirstPasses()):
+        bench.use_first_passes(lambda name, seen=seen: seen)
+        skipped = bench.run_scenario(LIGHT)
+        _check_result(dataclasses.replace(skipped, warmup_requests=SECTION.warmup_requests), LIGHT)
+        assert skipped.warmup == "none" and skipped.warmup_requests == 0 and skipped.first_pass_tok_s is None
+    # One that saw them 20% slower warms up (with the probe: sized like the scenario).
     bench.use_first_passes(lambda name: _settled(0.2))
     kept = bench.run_scenario(LIGHT)
     assert kept.warmup == "probe" and kept.first_pass_tok_s is not None

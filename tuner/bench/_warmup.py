@@ -3,23 +3,26 @@
 ``always`` runs ``warmup_requests`` unmeasured requests before every scenario, as benchmarks traditionally do.
 They cost real time: for a concurrency-1 scenario of one request a warm-up is as long as a repeat, so with one
 repeat a scenario it is half the benchmark. Whether a server needs it is a fact about the server, and a study
-can measure it instead of assuming it:
+can measure it instead of assuming it, for free:
 
-``auto`` times the ``warmup_requests`` warm-up once (the study's first trial), then makes it a *probe* wherever
-a pass costs at most :attr:`WarmupPolicy.max_probe_cost` warm-ups: one pass of the scenario itself (same shape
-as a repeat), measured but not counted. (Where a pass costs more, e.g. one request before 32 long prompts, the
-warm-up is a sliver of the scenario and stays as it is.) Each probe is a paired observation of how much slower
-a first pass after a start is than the repeats after it (``1 - probe / geomean(repeats)``, on logs). Pooled
-over the study's probes of that scenario, with the study's repeat noise (:func:`tuner.bench.pooled_noise`), the
-slowdown gets a confidence interval. Once at least :attr:`WarmupPolicy.min_probes` probes bound it below the
-sequential policy's ``precision`` (a first pass at most that much slower cannot move a score by more than the
-precision asked for), the scenario runs without a warm-up and every pass counts; every ``recheck_every``-th
-trial probes again, so a server that starts to need a warm-up is noticed. While the slowdown is not bounded
-(too few probes, or a first pass that is really slower) the probe stays: it is then the warm-up, sized like the
-scenario itself rather than ``warmup_requests``, which can be too small to warm a concurrent scenario's batch
-shapes.
+``auto`` runs a scenario with no warm-up (its first pass counts) until the study shows that a first pass after a
+start is slower than the passes after it. The evidence costs nothing extra: every run of a scenario without a
+warm-up that counted two or more repeats (the study's first trial always does; so does every config whose
+objective asked for more) is a paired observation, its first repeat against the later ones (``1 - first /
+geomean(later)``, on logs). Pooled over the study's pairs with its repeat noise (:func:`tuner.bench.pooled_noise`),
+the slowdown gets a confidence interval. Once the interval is above zero and its point above the sequential
+policy's ``precision`` (a first pass slower by more than the precision asked for moves a score by more than
+that), the scenario gets a warm-up: a *probe*, one pass of the scenario itself, measured but not counted (sized
+like the scenario, where ``warmup_requests`` can be too small to warm a concurrent scenario's batch shapes), and
+each probe is one more pair. Where a pass costs more than :attr:`WarmupPolicy.max_probe_cost` warm-ups (one
+request before 32 long prompts), the warm-up is ``warmup_requests`` requests instead (timed the first time),
+and every ``recheck_every``-th trial probes, so the study sees when the server stops needing it. While pairs show
+no such slowdown, and once probes stop showing it, the scenario runs without a warm-up.
 
 A probe is never counted as a repeat, whatever it measured: keeping only the fast ones would bias the score.
+A run without a warm-up keeps its first pass whatever it measured, for the same reason. On a server whose first
+passes are slower, the runs before the study has seen it (the baseline's, which also show it) carry that
+slowdown once in their mean: a few trials, all measured alike.
 """
 
 from __future__ import annotations
@@ -50,14 +53,15 @@ WARMUP_KINDS = ("requests", "probe", "none")
 
 @dataclass(frozen=True, kw_only=True)
 class FirstPasses:
-    """What the study has seen of one scenario's first pass after a start: its probes and its noise."""
+    """What the study has seen of one scenario's first passes after a start, and its noise."""
 
-    probes: tuple[tuple[float, tuple[float, ...]], ...] = ()
-    """Per probe: its aggregate tok/s and the counted repeats (tok/s) of the same trial after it."""
+    pairs: tuple[tuple[float, tuple[float, ...]], ...] = ()
+    """Per first pass after a start: its aggregate tok/s and the counted repeats (tok/s) of the same run after it
+    (a probe and the run's repeats, or the first counted repeat of a run without a warm-up and the later ones)."""
     noise: Noise | None = None
     """The study's repeat-to-repeat noise for the scenario (None: not known yet)."""
     recheck: bool = False
-    """This trial is a scheduled re-check: probe even if the study has settled that no warm-up is needed."""
+    """This trial is a scheduled re-check: probe where the warm-up is requests (which show nothing)."""
     warmup_s: float | None = None
     """Typical seconds of the scenario's ``warmup_requests`` warm-up (None: never timed yet)."""
     pass_s: float | None = None
@@ -75,19 +79,19 @@ class Slowdown:
     point: float
     upper: float
     lower: float
-    probes: int
+    pairs: int
 
 
 def first_pass_slowdown(passes: FirstPasses, confidence: float) -> Slowdown | None:
-    """The pooled slowdown of ``passes.probes`` with a two-sided ``confidence`` interval (None: no probe).
+    """The pooled slowdown of ``passes.pairs`` with a two-sided ``confidence`` interval (None: no pair).
 
-    Each probe gives ``d = log(geomean(repeats)) - log(probe)`` with variance ``s2 * (1 + 1/m)`` for ``m``
+    Each pair gives ``d = log(geomean(repeats)) - log(probe)`` with variance ``s2 * (1 + 1/m)`` for ``m``
     repeats; the estimate is their inverse-variance weighted mean. ``s2`` is the study's pooled repeat variance
-    when it is known, else the probes' own scatter (which needs two probes).
+    when it is known, else the pairs' own scatter (which needs two pairs).
     """
     ds: list[float] = []
     ws: list[float] = []
-    for probe, repeats in passes.probes:
+    for probe, repeats in passes.pairs:
         reps = np.asarray([x for x in repeats if x > 0 and math.isfinite(x)], dtype=float)
         if probe <= 0 or not math.isfinite(probe) or reps.size == 0:
             continue
@@ -102,9 +106,13 @@ def first_pass_slowdown(passes: FirstPasses, confidence: float) -> Slowdown | No
     elif d.size >= 2:
         var, df = float((w * (d - mean) ** 2).sum() / (d.size - 1)), int(d.size) - 1
     else:
-        return Slowdown(point=_fraction(mean), upper=math.inf, lower=-math.inf, probes=1)
+        return Slowdown(point=_fraction(mean), upper=math.inf, lower=-math.inf, pairs=1)
     h = float(_scipy_stats().t.ppf(0.5 + confidence / 2.0, df)) * math.sqrt(var / w.sum())
-    return Slowdown(point=_fraction(mean), upper=_fraction(mean + h), lower=_fraction(mean - h), probes=int(d.size))
+    return Slowdown(point=_fraction(mean), upper=_fraction(mean + h), lower=_fraction(mean - h), pairs=int(d.size))
+
+
+def _bound(x: float) -> str:
+    return f"{x:+.1%}" if math.isfinite(x) else ("+inf" if x > 0 else "-inf")
 
 
 def _fraction(log_ratio: float) -> float:
@@ -127,28 +135,26 @@ class WarmupPolicy:
     """Whether a scenario gets a warm-up (see the module docstring).
 
     ``tolerance`` is the largest first-pass slowdown that may go unwarmed (the sequential policy's
-    ``precision``); ``confidence`` the two-sided level of the slowdown's interval (its upper end must be
-    below ``tolerance``, so 0.8 is a one-sided 90% bound).
+    ``precision``); ``confidence`` the two-sided level of the slowdown's interval (a warm-up is needed once its
+    lower end is above zero, so 0.8 is a one-sided 90% test, and its point above ``tolerance``).
     """
 
     mode: str = "always"
     warmup_requests: int = 2
     tolerance: float = 0.02
     confidence: float = 0.8
-    min_probes: int = 3
     recheck_every: int = 10
     max_probe_cost: float = 4.0
-    """A scenario is probed only while a pass costs at most this many warm-ups: learning takes a few probes
-    (each a pass instead of a warm-up) and re-checks, and skipping a warm-up that is a sliver of a pass (one
-    request before 32 long prompts) can never pay them back."""
+    """A needed warm-up is a probe only while a pass costs at most this many ``warmup_requests`` warm-ups: a pass
+    instead of a sliver of one (one request before 32 long prompts) costs more than the evidence is worth."""
 
     def __post_init__(self) -> None:
         if self.mode not in WARMUPS:
             raise ValueError(f"mode must be one of {WARMUPS}, got {self.mode!r}")
         if self.tolerance <= 0:
             raise ValueError(f"tolerance must be > 0, got {self.tolerance}")
-        if self.min_probes < 1 or self.recheck_every < 1:
-            raise ValueError("min_probes and recheck_every must be >= 1")
+        if self.recheck_every < 1:
+            raise ValueError(f"recheck_every must be >= 1, got {self.recheck_every}")
 
     @classmethod
     def from_section(cls, section: BenchmarkSection) -> WarmupPolicy:
@@ -167,25 +173,29 @@ class WarmupPolicy:
             return WarmupPlan(kind="requests", reason=f"{self.warmup_requests} warm-up request(s)")
         if passes is None:  # no study (`tune bench`): a probe is the warm-up, and says what it saw
             return WarmupPlan(kind="probe", reason="probe: no study to say whether a warm-up is needed")
-        requests = WarmupPlan(kind="requests", reason=f"{self.warmup_requests} warm-up request(s)")
+        slow = first_pass_slowdown(passes, self.confidence)
+        if slow is None:
+            return WarmupPlan(kind="none", reason="no warm-up: no first pass seen yet")
+        seen = (
+            f"first passes {slow.point:+.1%} slower ({_bound(slow.lower)} .. {_bound(slow.upper)}, "
+            f"{slow.pairs} pair{'s' if slow.pairs != 1 else ''})"
+        )
+        if not self.needs_warmup(slow):
+            return WarmupPlan(kind="none", reason=f"no warm-up: {seen}")
+        kept = f"{seen}, more than {self.tolerance:.1%}"
+        requests = WarmupPlan(kind="requests", reason=f"{self.warmup_requests} warm-up request(s): {kept}")
         if passes.warmup_s is None:
             return dataclasses.replace(requests, reason=requests.reason + " (timing the warm-up once)")
         if passes.pass_s is not None and passes.pass_s > self.max_probe_cost * passes.warmup_s:
+            if passes.recheck:
+                return WarmupPlan(kind="probe", reason=f"re-check (a probe): {kept}")
             ratio = passes.pass_s / max(passes.warmup_s, 1e-9)
-            return dataclasses.replace(
-                requests, reason=requests.reason + f": a probe would cost {ratio:.0f}x the warm-up it could save"
-            )
-        slow = first_pass_slowdown(passes, self.confidence)
-        if slow is None or slow.probes < self.min_probes:
-            n = slow.probes if slow is not None else 0
-            reason = f"probe {n + 1} of at least {self.min_probes}: is a first pass slower?"
-            return WarmupPlan(kind="probe", reason=reason)
-        seen = f"first passes {slow.point:+.1%} slower (up to {slow.upper:+.1%}, {slow.probes} probes)"
-        if slow.upper > self.tolerance:
-            return WarmupPlan(kind="probe", reason=f"warm-up kept (a probe): {seen}, more than {self.tolerance:.1%}")
-        if passes.recheck:
-            return WarmupPlan(kind="probe", reason=f"re-check: {seen}")
-        return WarmupPlan(kind="none", reason=f"no warm-up: {seen}")
+            return dataclasses.replace(requests, reason=requests.reason + f"; a probe would cost {ratio:.0f}x it")
+        return WarmupPlan(kind="probe", reason=f"warm-up (a probe): {kept}")
+
+    def needs_warmup(self, slow: Slowdown) -> bool:
+        """Whether a first pass is confidently slower, and by more than the tolerance."""
+        return slow.lower > 0.0 and slow.point > self.tolerance
 
     def is_recheck(self, trial_number: int) -> bool:
         """Whether trial ``trial_number`` is one of the periodic re-checks (never the first trials)."""

@@ -139,8 +139,9 @@ class Scenario:
 class BenchmarkSection:
     scenarios: tuple[Scenario, ...]
     warmup: str = "always"
-    """``always``: ``warmup_requests`` unmeasured requests before every scenario; ``auto``: a measured warm-up
-    pass (a probe) until the study has shown the server does not need one (:mod:`tuner.bench._warmup`)."""
+    """``always``: ``warmup_requests`` unmeasured requests before every scenario; ``auto``: none while the study's
+    first passes show the server does not need one, a measured warm-up pass (a probe) once they show it does
+    (:mod:`tuner.bench._warmup`)."""
     warmup_requests: int = 2
     min_repeats: int = 1
     max_repeats: int = 6

@@ -1,9 +1,10 @@
 """What a study knows about its scenarios' first passes: the evidence ``[benchmark] warmup = "auto"`` decides on.
 
-Every probe (a measured, uncounted first pass, :mod:`tuner.bench._warmup`) is stored on its trial as
-``<scenario>.first_pass_tok_s`` beside the counted ``<scenario>.repeats``. The evidence is re-read from the
-study's finished trials whenever a trial starts, so it survives a resume and is the same for every worker of a
-fleet; nothing else is stored.
+A first pass after a start is seen in two ways (:mod:`tuner.bench._warmup`): a probe (measured, uncounted) is
+stored on its trial as ``<scenario>.first_pass_tok_s`` beside the counted ``<scenario>.repeats``; a run without
+a warm-up (``<scenario>.warmup = "none"``) that counted two or more repeats has its first pass as the first of
+them. The evidence is re-read from the study's finished trials whenever a trial starts, so it survives a resume
+and is the same for every worker of a fleet; nothing else is stored.
 """
 
 from __future__ import annotations
@@ -32,13 +33,15 @@ _FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
 def first_passes(trials: list[FrozenTrial], scenario: str, *, recheck: bool = False) -> FirstPasses:
-    """The probes of ``scenario`` in ``trials`` and the scenario's repeat noise pooled over them."""
-    probes = []
+    """The first passes of ``scenario`` in ``trials`` (with the repeats after them) and its pooled repeat noise."""
+    pairs = []
     for t in trials:
         probe = t.user_attrs.get(attrs.scenario_key(scenario, "first_pass_tok_s"))
         repeats = scenario_repeats(t, scenario)
         if isinstance(probe, int | float) and not isinstance(probe, bool) and math.isfinite(probe) and repeats:
-            probes.append((float(probe), tuple(repeats)))
+            pairs.append((float(probe), tuple(repeats)))
+        elif t.user_attrs.get(attrs.scenario_key(scenario, "warmup")) == "none" and len(repeats) >= 2:
+            pairs.append((repeats[0], tuple(repeats[1:])))
     noise = pooled_noise(scenario_repeats(t, scenario) for t in trials)
     warmups, passes = [], []
     for t in trials:
@@ -49,7 +52,7 @@ def first_passes(trials: list[FrozenTrial], scenario: str, *, recheck: bool = Fa
         if warm is not None and total is not None and n:
             passes.append((total - warm) / n)
     return FirstPasses(
-        probes=tuple(probes),
+        pairs=tuple(pairs),
         noise=noise,
         recheck=recheck,
         warmup_s=statistics.median(warmups) if warmups else None,
