@@ -59,7 +59,7 @@ class FirstPasses:
     """Per first pass after a start: its aggregate tok/s and the counted repeats (tok/s) of the same run after it
     (a probe and the run's repeats, or the first counted repeat of a run without a warm-up and the later ones)."""
     noise: Noise | None = None
-    """The study's repeat-to-repeat noise for the scenario (None: not known yet)."""
+    """The study's repeat-to-repeat noise for the scenario, of the passes after a first one (None: not known yet)."""
     recheck: bool = False
     """This trial is a scheduled re-check: probe where the warm-up is requests (which show nothing)."""
     warmup_s: float | None = None

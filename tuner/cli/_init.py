@@ -145,7 +145,7 @@ def _split_env(argv: list[str]) -> tuple[list[str], dict[str, str]]:
 
 _SCENARIOS = """\
 [benchmark]
-warmup = "auto"           # warm up only until the study has shown the server's first pass is not slower
+warmup = "auto"           # warm up only once the study's own first passes show they are slower
 warmup_requests = 2
 min_repeats = 1           # sequential repeats: once the study knows its noise, one repeat can settle a config
 max_repeats = 4

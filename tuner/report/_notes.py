@@ -145,8 +145,9 @@ def _objective_lines(config: StudyConfig) -> list[str]:
         )
     if config.benchmark.warmup == "auto":
         lines.append(
-            'Warm-up `auto`: a measured first pass (never counted) until the study has shown a first pass after a '
-            "start is no slower than the repeats; then none, re-checked every 10th trial."
+            "Warm-up `auto`: none (the first pass counts) while the first passes of runs measured more than once show "
+            "a start is not confidently slower than the repeats after it by more than the precision; else a measured "
+            "first pass (never counted)."
         )
     lines += ["", "| scenario | concurrency | prompt | output | requests | weight |", "|---|---|---|---|---|---|"]
     for s in config.benchmark.scenarios:

@@ -33,16 +33,20 @@ _FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
 def first_passes(trials: list[FrozenTrial], scenario: str, *, recheck: bool = False) -> FirstPasses:
-    """The first passes of ``scenario`` in ``trials`` (with the repeats after them) and its pooled repeat noise."""
-    pairs = []
+    """The first passes of ``scenario`` in ``trials`` (with the repeats after them) and the repeat noise of the
+    passes after a first one, pooled."""
+    pairs, later = [], []
     for t in trials:
         probe = t.user_attrs.get(attrs.scenario_key(scenario, "first_pass_tok_s"))
         repeats = scenario_repeats(t, scenario)
+        unwarmed = t.user_attrs.get(attrs.scenario_key(scenario, "warmup")) == "none"
         if isinstance(probe, int | float) and not isinstance(probe, bool) and math.isfinite(probe) and repeats:
             pairs.append((float(probe), tuple(repeats)))
-        elif t.user_attrs.get(attrs.scenario_key(scenario, "warmup")) == "none" and len(repeats) >= 2:
+        elif unwarmed and len(repeats) >= 2:
             pairs.append((repeats[0], tuple(repeats[1:])))
-    noise = pooled_noise(scenario_repeats(t, scenario) for t in trials)
+        # The noise a first pass is judged against leaves first passes out: a slow one would widen it.
+        later.append(repeats[1:] if unwarmed else repeats)
+    noise = pooled_noise(later)
     warmups, passes = [], []
     for t in trials:
         warm, total = _number(t, scenario, "warmup_s"), _number(t, scenario, "seconds")
