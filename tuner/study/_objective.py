@@ -244,8 +244,12 @@ def score(outcome: BenchmarkOutcome, objective: ObjectiveSection, section: Bench
     return Score(values=(objective_bound(points, per, section),), per_scenario=per)
 
 
-def describe_result(result: ScenarioResult) -> str:
-    """One scenario's line: score (point +- half-width), repeats taken and why they stopped."""
+def describe_result(result: ScenarioResult, *, last: bool = False) -> str:
+    """One scenario's line: score (point +- half-width), repeats taken and why they stopped.
+
+    ``last``: the trial's last scenario, which is never pruned (nothing is left to skip), so a ``worse`` there
+    says who decides instead.
+    """
     n = len(result.repeats_tok_s)
     hw = f" ± {result.half_width:.1f}" if result.half_width is not None else ""
     point = result.point if result.point is not None else result.output_tok_s
@@ -253,6 +257,8 @@ def describe_result(result: ScenarioResult) -> str:
     why = ""
     if result.stopped:
         why = ", more if the objective asks" if result.stopped == "objective" else f", {result.stopped}"
+        if result.stopped == "worse" and last:
+            why = ", worse than the reference (the last scenario: the objective decides)"
     warm = {"none": ", no warm-up"}.get(result.warmup or "", "")
     if result.first_pass_tok_s is not None:
         warm = f", probe {result.first_pass_tok_s:.1f}"
@@ -386,7 +392,7 @@ class TrialRunner:
         value = partial.add(result)
         trial.set_user_attr(attrs.STEPS, partial.steps)
         if self._progress:
-            self._progress(describe_result(result))
+            self._progress(describe_result(result, last=step == len(self._config.benchmark.scenarios) - 1))
             warning = result.client_warning()
             if warning:
                 self._progress(warning)
