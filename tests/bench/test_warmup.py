@@ -42,7 +42,9 @@ def test_auto_runs_without_a_warmup_while_no_first_pass_is_shown_slower() -> Non
     assert plan.reason.endswith(", 1 pair)"), plan.reason
     # Without the study's noise one pair bounds nothing, and nothing unbounded calls for a warm-up.
     alone = AUTO.plan(FirstPasses(pairs=_pairs([0.5])))
-    assert alone.kind == "none" and "(-inf .. +inf, 1 pair)" in alone.reason, alone.reason
+    assert alone.kind == "none" and alone.reason.endswith("(1 pair, no noise estimate to bound it yet)"), alone.reason
+    faster = AUTO.plan(_passes([-0.05, -0.04]))
+    assert faster.reason.startswith("no warm-up: first passes 4.5% faster (-"), faster.reason
 
 
 def test_auto_warms_up_a_server_whose_first_pass_is_slower() -> None:

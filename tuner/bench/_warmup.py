@@ -111,10 +111,6 @@ def first_pass_slowdown(passes: FirstPasses, confidence: float) -> Slowdown | No
     return Slowdown(point=_fraction(mean), upper=_fraction(mean + h), lower=_fraction(mean - h), pairs=int(d.size))
 
 
-def _bound(x: float) -> str:
-    return f"{x:+.1%}" if math.isfinite(x) else ("+inf" if x > 0 else "-inf")
-
-
 def _fraction(log_ratio: float) -> float:
     """A log slowdown as a fraction of the later passes' throughput (0.1 = the first pass is 10% slower)."""
     return 1.0 - math.exp(-log_ratio)
@@ -176,10 +172,14 @@ class WarmupPolicy:
         slow = first_pass_slowdown(passes, self.confidence)
         if slow is None:
             return WarmupPlan(kind="none", reason="no warm-up: no first pass seen yet")
-        seen = (
-            f"first passes {slow.point:+.1%} slower ({_bound(slow.lower)} .. {_bound(slow.upper)}, "
-            f"{slow.pairs} pair{'s' if slow.pairs != 1 else ''})"
+        pairs = f"{slow.pairs} pair{'s' if slow.pairs != 1 else ''}"
+        bounds = (
+            f"{slow.lower:+.1%} .. {slow.upper:+.1%}, {pairs}"
+            if math.isfinite(slow.lower) and math.isfinite(slow.upper)
+            else f"{pairs}, no noise estimate to bound it yet"
         )
+        speed = f"{slow.point:+.1%} slower" if slow.point >= 0 else f"{-slow.point:.1%} faster"
+        seen = f"first passes {speed} ({bounds})"
         if not self.needs_warmup(slow):
             return WarmupPlan(kind="none", reason=f"no warm-up: {seen}")
         kept = f"{seen}, more than {self.tolerance:.1%}"
