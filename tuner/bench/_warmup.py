@@ -81,6 +81,16 @@ class Slowdown:
     lower: float
     pairs: int
 
+    def describe(self) -> str:
+        """E.g. ``first passes +2.0% slower (-1.0% .. +4.8%, 3 pairs)``."""
+        pairs = f"{self.pairs} pair{'s' if self.pairs != 1 else ''}"
+        if math.isfinite(self.lower) and math.isfinite(self.upper):
+            bounds = f"{self.lower:+.1%} .. {self.upper:+.1%}, {pairs}"
+        else:
+            bounds = f"{pairs}, no noise estimate to bound it yet"
+        speed = f"{self.point:+.1%} slower" if self.point >= 0 else f"{-self.point:.1%} faster"
+        return f"first passes {speed} ({bounds})"
+
 
 def first_pass_slowdown(passes: FirstPasses, confidence: float) -> Slowdown | None:
     """The pooled slowdown of ``passes.pairs`` with a two-sided ``confidence`` interval (None: no pair).
@@ -172,14 +182,7 @@ class WarmupPolicy:
         slow = first_pass_slowdown(passes, self.confidence)
         if slow is None:
             return WarmupPlan(kind="none", reason="no warm-up: no first pass seen yet")
-        pairs = f"{slow.pairs} pair{'s' if slow.pairs != 1 else ''}"
-        bounds = (
-            f"{slow.lower:+.1%} .. {slow.upper:+.1%}, {pairs}"
-            if math.isfinite(slow.lower) and math.isfinite(slow.upper)
-            else f"{pairs}, no noise estimate to bound it yet"
-        )
-        speed = f"{slow.point:+.1%} slower" if slow.point >= 0 else f"{-slow.point:.1%} faster"
-        seen = f"first passes {speed} ({bounds})"
+        seen = slow.describe()
         if not self.needs_warmup(slow):
             return WarmupPlan(kind="none", reason=f"no warm-up: {seen}")
         kept = f"{seen}, more than {self.tolerance:.1%}"
