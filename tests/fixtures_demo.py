@@ -21,8 +21,7 @@ def make_config(tmp_path: Path) -> MakeConfig:
     """``make_config(name=..., search="key = value lines", edit=fn)``: the demo study, storage in tmp_path."""
 
     def make(*, name: str = "t", search: str = "", edit: Callable[[str], str] | None = None) -> StudyConfig:
-        text = DEMO.replace('name = "demo"', f'name = "{name}"')
-        text += f"\n[search]\n{search}\n"
+        text = with_search(DEMO.replace('name = "demo"', f'name = "{name}"'), search)
         if edit:
             text = edit(text)
         path = tmp_path / f"{name}.toml"
@@ -30,6 +29,22 @@ def make_config(tmp_path: Path) -> MakeConfig:
         return load_config(path)
 
     return make
+
+
+def with_search(text: str, search: str) -> str:
+    """``text`` with the ``key = value`` lines of ``search`` in its ``[search]`` table (they replace the file's)."""
+    keys = {line.partition("=")[0].strip() for line in search.splitlines() if "=" in line}
+    out, section = [], ""
+    for line in text.splitlines():
+        if line.startswith("["):
+            section = line.strip()
+        elif section == "[search]" and "=" in line and line.partition("=")[0].strip() in keys:
+            continue
+        out.append(line)
+    text = "\n".join(out) + "\n"
+    if "\n[search]\n" in text:
+        return text.replace("\n[search]\n", f"\n[search]\n{search}\n", 1)
+    return text + f"\n[search]\n{search}\n"
 
 
 def gate_when(when: str) -> Callable[[str], str]:

@@ -13,6 +13,7 @@ from tuner.bench import (
     SequentialPolicy,
     decide_objective,
     estimate,
+    objective_slower,
     pooled_noise,
 )
 
@@ -211,3 +212,23 @@ def test_a_tie_stops_when_the_objective_is_precise_or_at_max_repeats() -> None:
 def test_deciding_on_the_objective_needs_its_precision() -> None:
     with pytest.raises(ValueError, match="objective_precision"):
         decide_objective({"cheap": [100.0]}, references=REFS, weights=WEIGHTS, costs={}, policy=POLICY)
+
+
+def test_objective_slower_weighs_the_scenarios_and_needs_their_noise() -> None:
+    noise = Noise(ss=0.01**2 * 40, df=40)  # 1% per repeat, well known
+    refs = {
+        "a": Reference(samples=(100.0,), margin=0.05, confidence=0.9, noise=noise),
+        "b": Reference(samples=(200.0,), margin=0.05, confidence=0.9, noise=noise),
+    }
+    weights = {"a": 3.0, "b": 1.0}
+    # 4% behind on both, four repeats each: confidently more than 2% behind, not more than 5%.
+    behind = {"a": [96.0] * 4, "b": [192.0] * 4}
+    assert objective_slower(behind, references=refs, weights=weights, margin=0.02)
+    assert not objective_slower(behind, references=refs, weights=weights, margin=0.05)
+    # 10% behind on the light scenario, 1% ahead on the heavy one: -1.8% on the objective, within 2%.
+    mixed = {"a": [101.0] * 4, "b": [180.0] * 4}
+    assert not objective_slower(mixed, references=refs, weights=weights, margin=0.02)
+    assert objective_slower(mixed, references=refs, weights={"a": 1.0, "b": 3.0}, margin=0.02)
+    # Without the study's noise for a scenario there is no test.
+    bare = {**refs, "b": Reference(samples=(200.0,), margin=0.05, confidence=0.9)}
+    assert not objective_slower(behind, references=bare, weights=weights, margin=0.02)

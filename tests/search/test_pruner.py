@@ -95,6 +95,13 @@ def test_search_section_and_factories(make_config: MakeConfig) -> None:
         make_config(name="bad2", search="prune_confidence = 1.0")
     with pytest.raises(ConfigError, match="prune_against"):
         make_config(name="bad3", search='prune_against = "median"')
+    assert SearchSection().prune_objective_margin is None  # off unless a study file asks
+    assert cfg.search.prune_objective_margin == 0.02  # the demo file asks
+    objective = make_config(name="objective", search="prune_objective_margin = 0.05")
+    assert objective.search.prune_objective_margin == 0.05
+    assert isinstance(make_pruner(objective), RegressionPruner)
+    with pytest.raises(ConfigError, match=r"search\.prune_objective_margin.*a fraction in \[0, 1\)"):
+        make_config(name="bad4", search="prune_objective_margin = 1.0")
 
 
 def test_one_repeat_is_enough_evidence_once_the_study_knows_its_noise() -> None:
@@ -107,3 +114,50 @@ def test_one_repeat_is_enough_evidence_once_the_study_knows_its_noise() -> None:
     assert reference is not None and reference.noise is not None and reference.noise.df == 3
     assert pruner.prune(study, _candidate([300]))  # 25% slower after one repeat
     assert not pruner.prune(study, _candidate([385]))  # 4% slower: within the 5% margin, however sure
+
+
+def _two_scenarios(repeats: dict[str, list[float]], *, value: float | None = None, x: float = 0.5, step: int = 1):  # type: ignore[no-untyped-def]
+    """A finished trial (``value``) or the running candidate (#99, at ``step``) with repeats of two scenarios."""
+    user_attrs = {f"{name}.repeats": r for name, r in repeats.items()}
+    if value is not None:
+        return create_trial(value=value, params={"x": x}, distributions=DIST, user_attrs=user_attrs)
+    t = create_trial(
+        state=TrialState.RUNNING,
+        params={"x": 0.1},
+        distributions=DIST,
+        user_attrs=user_attrs,
+        intermediate_values={s: 1.0 for s in range(step + 1)},
+    )
+    t.number = 99
+    return t
+
+
+def test_the_objective_so_far_prunes_a_config_a_little_slower_on_every_scenario() -> None:
+    c1, c8 = SCENARIOS[0], SCENARIOS[1]
+    # Three configs measured three times each: ~0.5% noise on both scenarios.
+    study = _study(
+        _two_scenarios({c1: [400, 402, 398], c8: [700, 703, 697]}, value=300),
+        _two_scenarios({c1: [380, 382, 379], c8: [690, 687, 692]}, value=290, x=0.3),
+        _two_scenarios({c1: [360, 358, 361], c8: [650, 653, 648]}, value=280, x=0.2),
+    )
+    slower = _two_scenarios({c1: [388, 387], c8: [679, 680]})  # 3% behind the best on both: within 5% on each
+    with_objective = RegressionPruner(scenarios=SCENARIOS, objective_margin=0.02, weights={c1: 2.0, c8: 1.0})
+    assert with_objective.prune(study, slower)
+    assert not RegressionPruner(scenarios=SCENARIOS).prune(study, slower)  # the per-scenario test alone keeps it
+    # Behind on one scenario, ahead on the heavier one: the objective so far is not behind.
+    mixed = _two_scenarios({c1: [412, 410], c8: [679, 680]})
+    assert not with_objective.prune(study, mixed)
+    # Within the margin, however sure: 1% behind on both.
+    assert not with_objective.prune(study, _two_scenarios({c1: [396, 396], c8: [693, 693]}))
+    # The last scenario is never pruned.
+    assert not with_objective.prune(study, _two_scenarios({c1: [388, 387], c8: [679, 680]}, step=2))
+    with pytest.raises(ValueError, match="objective_margin"):
+        RegressionPruner(scenarios=SCENARIOS, objective_margin=1.0)
+
+
+def test_the_objective_so_far_needs_the_studys_noise_for_every_scenario() -> None:
+    c1, c8 = SCENARIOS[0], SCENARIOS[1]
+    # Only the reference measured the scenarios, once each: no pooled noise, nothing to test with.
+    study = _study(_two_scenarios({c1: [400], c8: [700]}, value=300))
+    pruner = RegressionPruner(scenarios=SCENARIOS, objective_margin=0.02)
+    assert not pruner.prune(study, _two_scenarios({c1: [380], c8: [660]}))

@@ -14,6 +14,7 @@ from tuner.bench._sequential import (
     RepeatDecision,
     SequentialPolicy,
     decide_objective,
+    objective_slower,
 )
 from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between, parse_prometheus
 from tuner.bench._sse import SSEDecoder
@@ -85,6 +86,7 @@ __all__ = [
     "is_slower",
     "mad",
     "make_client",
+    "objective_slower",
     "parse_prometheus",
     "percentile",
     "pooled_noise",

@@ -51,6 +51,7 @@ __all__ = [
     "RepeatDecision",
     "SequentialPolicy",
     "decide_objective",
+    "objective_slower",
 ]
 
 #: Why a scenario stopped: ``more`` is the only verdict that asks for another repeat; ``objective`` hands the
@@ -231,24 +232,8 @@ def decide_objective(
     first = references[names[0]]
     confidence = first.confidence  # one reference trial: every scenario's carries the pruner's confidence
     against = f"#{first.trial}" if first.trial is not None else "the reference"
-    total = sum(weights.get(name, 0.0) for name in names)
-    w = {name: weights.get(name, 0.0) / total if total > 0 else 1.0 / len(names) for name in names}
-    var: dict[str, float] = {}  # w**2 * the variance of one repeat's log throughput, per scenario
-    df: dict[str, int] = {}
-    own: dict[str, float] = {}  # each scenario's share of the variance of this config's objective
-    both: dict[str, float] = {}  # ... of the difference to the reference's
-    diff = 0.0
-    for name in names:
-        ref = references[name]
-        if ref.noise is None:
-            raise ValueError(f"decide_objective needs the study's noise for scenario {name}")
-        logs = np.log(np.maximum(np.asarray(samples[name], dtype=float), 1e-9))
-        ref_logs = np.log(np.maximum(np.asarray(ref.samples, dtype=float), 1e-9))
-        pool = ref.noise.with_samples(logs).with_samples(ref_logs)
-        var[name], df[name] = w[name] ** 2 * pool.var, pool.df
-        own[name] = var[name] / logs.size
-        both[name] = own[name] + var[name] / ref_logs.size
-        diff += w[name] * float(logs.mean() - ref_logs.mean())
+    d = _difference(samples, references, weights)
+    var, df, own, both, diff = d.var, d.df, d.own, d.both, d.diff
     n_total = sum(len(samples[name]) for name in names)
     se = math.sqrt(sum(both.values()))
     if se > 0:
@@ -282,6 +267,70 @@ def decide_objective(
         reason=f"+-{half:.1%} after {n_total} repeats, want +-{policy.objective_precision:.1%}",
         repeat=pick,
     )
+
+
+def objective_slower(
+    samples: Mapping[str, Sequence[float]],
+    *,
+    references: Mapping[str, Reference],
+    weights: Mapping[str, float],
+    margin: float,
+) -> bool:
+    """Is the weighted geomean of ``samples`` confidently slower than the references' by more than ``margin``?
+
+    The regression pruner's test on the objective so far (the scenarios measured up to now, their weights
+    normalised over them): the same difference of log objectives and variance as :func:`decide_objective`, a
+    one-sided t test at the references' confidence that the difference is below ``log(1 - margin)``. Needs
+    every scenario's reference with the study's noise; answers ``False`` without them.
+    """
+    names = [name for name in samples if samples[name]]
+    if not names or any(references[name].noise is None for name in names):
+        return False
+    d = _difference(samples, references, weights)
+    se = math.sqrt(sum(d.both.values()))
+    if se <= 0:
+        return d.diff < math.log1p(-margin)
+    t_one = student_t(references[names[0]].confidence, _welch_df(d.both, d.df))
+    return (d.diff - math.log1p(-margin)) / se < -t_one
+
+
+@dataclass(frozen=True)
+class _Difference:
+    diff: float
+    """The candidate's log objective minus the reference's."""
+    var: dict[str, float]
+    """Per scenario: w**2 * the pooled variance of one repeat's log throughput."""
+    df: dict[str, int]
+    own: dict[str, float]
+    """Per scenario: its share of the variance of the candidate's log objective."""
+    both: dict[str, float]
+    """... of the difference's."""
+
+
+def _difference(
+    samples: Mapping[str, Sequence[float]], references: Mapping[str, Reference], weights: Mapping[str, float]
+) -> _Difference:
+    """The log objective of ``samples`` against the references' (weights normalised over the measured scenarios)."""
+    names = [name for name in samples if samples[name]]
+    total = sum(weights.get(name, 0.0) for name in names)
+    w = {name: weights.get(name, 0.0) / total if total > 0 else 1.0 / len(names) for name in names}
+    var: dict[str, float] = {}
+    df: dict[str, int] = {}
+    own: dict[str, float] = {}
+    both: dict[str, float] = {}
+    diff = 0.0
+    for name in names:
+        ref = references[name]
+        if ref.noise is None:
+            raise ValueError(f"the objective's difference needs the study's noise for scenario {name}")
+        logs = np.log(np.maximum(np.asarray(samples[name], dtype=float), 1e-9))
+        ref_logs = np.log(np.maximum(np.asarray(ref.samples, dtype=float), 1e-9))
+        pool = ref.noise.with_samples(logs).with_samples(ref_logs)
+        var[name], df[name] = w[name] ** 2 * pool.var, pool.df
+        own[name] = var[name] / logs.size
+        both[name] = own[name] + var[name] / ref_logs.size
+        diff += w[name] * float(logs.mean() - ref_logs.mean())
+    return _Difference(diff=diff, var=var, df=df, own=own, both=both)
 
 
 def _welch_df(parts: Mapping[str, float], df: Mapping[str, int]) -> float:

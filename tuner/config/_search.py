@@ -29,6 +29,9 @@ class SearchSection:
     """How sure the one-sided test must be that the config is slower by more than the margin."""
     prune_min_repeats: int = 2
     """Repeats each side needs before a comparison is trusted (one repeat has no noise estimate)."""
+    prune_objective_margin: float | None = None
+    """Also prune once the objective so far (the weighted geomean of the scenarios measured up to now) is
+    confidently slower than the reference's by more than this fraction (None: off; single-objective studies)."""
     max_same_failures: int = 3
     """Consecutive trials failing the same way on different params that stop the run as an environment
     fault (0: never)."""
@@ -54,12 +57,17 @@ def parse_search(t: Table | None) -> SearchSection:
         prune_margin=t.float("prune_margin", d.prune_margin, min=0),
         prune_confidence=t.float("prune_confidence", d.prune_confidence, min=0),
         prune_min_repeats=t.int("prune_min_repeats", d.prune_min_repeats, min=2),
+        prune_objective_margin=t.float("prune_objective_margin", None, min=0),
         max_same_failures=t.int("max_same_failures", d.max_same_failures, min=0),
         confirm_top=t.int("confirm_top", d.confirm_top, min=0),
     )
     # Both are open-ended on one side, which Table's inclusive bounds cannot say.
     if not section.prune_margin < 1.0:
         raise t.error("prune_margin", "a fraction in [0, 1) (0.05 = 5% slower)", section.prune_margin)
+    if section.prune_objective_margin is not None and not section.prune_objective_margin < 1.0:
+        raise t.error(
+            "prune_objective_margin", "a fraction in [0, 1) (0.02 = 2% slower)", section.prune_objective_margin
+        )
     if not 0.0 < section.prune_confidence < 1.0:
         raise t.error("prune_confidence", "a probability in (0, 1), e.g. 0.9", section.prune_confidence)
     t.finish()

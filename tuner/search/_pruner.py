@@ -8,12 +8,12 @@ knows the noise (:func:`tuner.bench.is_slower`) instead of a rank among noisy po
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.bench import Noise, Reference, ReferenceLookup, is_slower, pooled_noise
+from tuner.bench import Noise, Reference, ReferenceLookup, is_slower, objective_slower, pooled_noise
 from tuner.trials import attrs, best_trials, is_feasible, scenario_repeats, study_trials
 
 __all__ = ["RegressionPruner", "pruning_savings"]
@@ -37,6 +37,12 @@ class RegressionPruner(optuna.pruners.BasePruner):
         confidence: One-sided confidence the test needs (0.9: wrongly pruning an equal config happens at most
             ~10% of the time per comparison, less the further it is from the margin).
         min_repeats: Samples each side needs before the test is trusted.
+        objective_margin: Also prune when the objective so far (the weighted geomean of the scenarios measured
+            up to now, :func:`tuner.bench.objective_slower`) is confidently slower than the reference's on the
+            same scenarios by more than this fraction (None: only the per-scenario test). A geomean objective
+            is what ranks configs, so a config a little slower on every scenario so far is as surely out as one
+            far slower on one; this needs the study's pooled noise for each scenario.
+        weights: The objective's weight per scenario (missing: 1), for ``objective_margin``.
 
     The last scenario is never pruned: nothing remains to be skipped, so pruning would only throw away a
     finished measurement. Multi-objective studies cannot use pruners (``Trial.report`` is single-objective in
@@ -51,6 +57,8 @@ class RegressionPruner(optuna.pruners.BasePruner):
         margin: float = 0.05,
         confidence: float = 0.9,
         min_repeats: int = 2,
+        objective_margin: float | None = None,
+        weights: Mapping[str, float] | None = None,
     ) -> None:
         if reference not in REFERENCES:
             raise ValueError(f"reference must be one of {REFERENCES}, got {reference!r}")
@@ -65,6 +73,10 @@ class RegressionPruner(optuna.pruners.BasePruner):
         self._margin = margin
         self._confidence = confidence
         self._min_repeats = min_repeats
+        if objective_margin is not None and not 0.0 <= objective_margin < 1.0:
+            raise ValueError(f"objective_margin must be within [0, 1), got {objective_margin}")
+        self._objective_margin = objective_margin
+        self._weights = dict(weights or {})
 
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
         step = trial.last_step
@@ -73,13 +85,28 @@ class RegressionPruner(optuna.pruners.BasePruner):
         scenario = self._scenarios[step]
         if trial.user_attrs.get(_stopped_key(scenario)) == "worse":
             return True  # the benchmark already ran this test after each repeat (see reference_lookup)
-        reference = self.reference_lookup(study, exclude=trial.number)(scenario)
+        lookup = self.reference_lookup(study, exclude=trial.number)
+        reference = lookup(scenario)
         candidate = scenario_repeats(trial, scenario)
         if reference is None or len(candidate) < (1 if reference.noise is not None else self._min_repeats):
             return False
-        return is_slower(
+        if is_slower(
             candidate, reference.samples, margin=self._margin, confidence=self._confidence, noise=reference.noise
-        )
+        ):
+            return True
+        return self._objective_so_far_slower(trial, lookup, self._scenarios[: step + 1])
+
+    def _objective_so_far_slower(self, trial: FrozenTrial, lookup: ReferenceLookup, names: Sequence[str]) -> bool:
+        if self._objective_margin is None:
+            return False
+        references = {name: lookup(name) for name in names}
+        samples = {name: scenario_repeats(trial, name) for name in names}
+        if not all(samples.values()):
+            return False
+        known = {name: ref for name, ref in references.items() if ref is not None}
+        if len(known) < len(names):
+            return False
+        return objective_slower(samples, references=known, weights=self._weights, margin=self._objective_margin)
 
     def reference_lookup(self, study: optuna.Study, *, exclude: int | None = None) -> ReferenceLookup:
         """The reference's repeats per scenario, for the benchmark's sequential policy (repeat-level pruning).

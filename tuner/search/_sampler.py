@@ -57,4 +57,6 @@ def make_pruner(config: StudyConfig) -> optuna.pruners.BasePruner:
         margin=search.prune_margin,
         confidence=search.prune_confidence,
         min_repeats=search.prune_min_repeats,
+        objective_margin=search.prune_objective_margin,
+        weights={s.name: s.weight for s in config.benchmark.scenarios},
     )
