@@ -400,9 +400,19 @@ class TrialRunner:
             return  # Optuna has no intermediate values (hence no pruning) for multi-objective studies
         trial.report(value, step)
         if trial.should_prune():
+            search = self._config.search
+            if result.stopped == "worse" or search.prune_objective_margin is None:
+                why = (
+                    f"{result.output_tok_s:.1f} tok/s is confidently more than {search.prune_margin:.0%} slower "
+                    "than the reference's"
+                )
+            else:  # the pruner's objective-so-far test (the per-scenario one ran after each repeat already)
+                why = (
+                    f"confidently slower than the reference (by more than {search.prune_margin:.0%} on this "
+                    f"scenario, or by more than {search.prune_objective_margin:.0%} on the objective so far)"
+                )
             raise RegressionPruned(
-                f"pruned after scenario {result.name}: {result.output_tok_s:.1f} tok/s is confidently slower "
-                "than the reference",
+                f"pruned after scenario {result.name}: {why}",
                 evidence=json.dumps(result.to_dict(), default=str),
             )
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import optuna
 import pytest
 from optuna.trial import TrialState
@@ -109,6 +111,10 @@ def test_regression_pruning_saves_time_and_never_stops_the_study(make_config: Ma
     slow = study.trials[2]
     assert slow.params == SLOW and slow.state == TrialState.PRUNED
     assert slow.user_attrs[attrs.FAILURE_PHASE] == "benchmark"
+    assert re.fullmatch(
+        r"pruned after scenario c1-short: [\d.]+ tok/s is confidently more than 5% slower than the reference's",
+        slow.user_attrs[attrs.FAILURE_REASON],
+    ), slow.user_attrs[attrs.FAILURE_REASON]
     assert slow.user_attrs[attrs.PRUNED_SKIPPED] == ["c8-short", "c32-long"]  # cheapest (c1-short) ran first
     assert slow.user_attrs[attrs.PRUNING_SAVED_S] > 0
     near_best = study.trials[3]  # the same config as the best but one notch of memory: within noise
