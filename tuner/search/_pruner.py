@@ -76,7 +76,7 @@ class RegressionPruner(optuna.pruners.BasePruner):
         if objective_margin is not None and not 0.0 <= objective_margin < 1.0:
             raise ValueError(f"objective_margin must be within [0, 1), got {objective_margin}")
         self._objective_margin = objective_margin
-        self._weights = dict(weights or {})
+        self._weights = {name: 1.0 for name in self._scenarios} | dict(weights or {})
 
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
         step = trial.last_step
