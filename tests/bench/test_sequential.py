@@ -7,6 +7,7 @@ import math
 import pytest
 
 from tuner.bench import (
+    EMPTY_POOL,
     Noise,
     ObjectiveDecision,
     Reference,
@@ -149,6 +150,23 @@ def test_the_pool_gives_one_repeat_an_interval_and_a_score_below_its_point() -> 
     assert est.half_width is not None and est.score < est.point == pytest.approx(100.0)
     assert est.relative_half_width == pytest.approx(1.303 * 0.01, rel=0.01)  # t(0.9, 40) * sigma / sqrt(1)
     assert estimate([100.0, 100.0], 0.8, NOISE).score > est.score  # two repeats: a tighter bound
+
+
+def test_an_empty_pool_leaves_the_noise_to_the_reference_s_own_repeats() -> None:
+    with pytest.raises(ValueError, match="empty noise pool"):
+        _ = EMPTY_POOL.var
+    assert estimate([100.0], 0.8, EMPTY_POOL).half_width is None  # one repeat and nothing else: no interval
+    assert estimate([100.0, 102.0], 0.8, EMPTY_POOL) == estimate([100.0, 102.0], 0.8)
+    # The reference's two repeats (~0.5% apart) are the study's noise: one repeat of a far slower config is
+    # confidently worse, one repeat within a few percent is not; one repeat a side is no evidence at all.
+    twice = Reference(samples=(100.0, 100.5), margin=0.05, confidence=0.9, noise=EMPTY_POOL)
+    assert twice.comparable
+    assert POLICY.decide([80.0], twice).verdict == "worse"
+    assert POLICY.decide([98.0], twice).verdict == "more"
+    once = Reference(samples=(100.0,), margin=0.05, confidence=0.9, noise=EMPTY_POOL)
+    assert not once.comparable and POLICY.decide([50.0], once).verdict == "more"
+    assert not objective_slower({"a": [50.0]}, references={"a": once}, weights={"a": 1.0}, margin=0.02)
+    assert objective_slower({"a": [50.0]}, references={"a": twice}, weights={"a": 1.0}, margin=0.02)
 
 
 # -- repeats decided on the objective ----------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import pytest
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState, create_trial
 
+from tuner.bench import EMPTY_POOL
 from tuner.config import SearchSection
 from tuner.errors import ConfigError
 from tuner.search import RegressionPruner, make_pruner, make_sampler, scenario_order
@@ -58,11 +59,14 @@ def test_never_prunes_without_evidence_or_at_the_last_step() -> None:
     study = _study(_done(300, [400, 404], baseline=True))
     pruner = RegressionPruner(scenarios=SCENARIOS, reference="baseline", margin=0.05, confidence=0.9)
     assert pruner.prune(study, _candidate([200, 201]))
-    assert not pruner.prune(study, _candidate([200]))  # one repeat: no noise estimate
+    # One repeat: the baseline's own repeats are the study's noise estimate (no other config repeated yet).
+    assert pruner.prune(study, _candidate([200]))
+    assert not pruner.prune(_study(_done(300, [400], baseline=True)), _candidate([200]))  # no noise estimate
     assert not pruner.prune(study, _candidate([200, 201], step=2))  # nothing left to skip
     assert not pruner.prune(_study(), _candidate([200, 201]))  # nothing to compare with
     noisy = _study(_done(300, [300, 500], baseline=True))
     assert not pruner.prune(noisy, _candidate([330, 350]))  # the difference is within the noise
+    assert not pruner.prune(noisy, _candidate([330]))
 
 
 def test_constructor_validates() -> None:
@@ -114,6 +118,23 @@ def test_one_repeat_is_enough_evidence_once_the_study_knows_its_noise() -> None:
     assert reference is not None and reference.noise is not None and reference.noise.df == 3
     assert pruner.prune(study, _candidate([300]))  # 25% slower after one repeat
     assert not pruner.prune(study, _candidate([385]))  # 4% slower: within the 5% margin, however sure
+
+
+def test_the_noise_pool_leaves_out_the_candidate_and_the_reference_it_is_compared_with() -> None:
+    baseline, other = _done(300, [400, 404], baseline=True), _done(310, [460, 455, 462], x=0.7)
+    pruner = RegressionPruner(scenarios=SCENARIOS, reference="baseline", margin=0.05, confidence=0.9)
+    alone = pruner.reference_lookup(_study(baseline), exclude=99)(SCENARIOS[0])
+    # Nobody else repeated it: the baseline's own repeats (added by every test) are all the study knows.
+    assert alone is not None and alone.noise == EMPTY_POOL and alone.comparable
+    assert pruner.reference_lookup(_study(_done(300, [400], baseline=True)), exclude=99)(SCENARIOS[0]) is None
+    study = _study(baseline, other)
+    to_baseline = pruner.reference_lookup(study, exclude=99)(SCENARIOS[0])
+    assert to_baseline is not None and to_baseline.samples == (400, 404) and to_baseline.noise is not None
+    assert to_baseline.noise.df == 2  # the other config's three repeats
+    against = study.trials[1]
+    to_other = pruner.reference_lookup(study, exclude=99, against=against)(SCENARIOS[0])
+    assert to_other is not None and to_other.samples == (460, 455, 462) and to_other.trial == against.number
+    assert to_other.noise is not None and to_other.noise.df == 1  # the baseline's two, not the other's again
 
 
 def _two_scenarios(repeats: dict[str, list[float]], *, value: float | None = None, x: float = 0.5, step: int = 1):  # type: ignore[no-untyped-def]

@@ -16,7 +16,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tuner.bench import Noise, Reference, ScenarioResult, SequentialPolicy
+from tuner.bench import EMPTY_POOL, Noise, Reference, ScenarioResult, SequentialPolicy
 from tuner.config import BenchmarkSection, ReadinessSection, Scenario, load_config
 from tuner.endpoint import Endpoint
 from tuner.services import Restarted
@@ -119,6 +119,21 @@ def test_no_refinement_without_the_study_noise_or_for_fixed_repeats() -> None:
     assert objective_refinement(config, fixed, lambda name: with_noise) is None
     multi = dataclasses.replace(config.objective, kind="multi", objectives=("c1-chat", "c1-agent"))
     assert objective_refinement(dataclasses.replace(config, objective=multi), policy, lambda name: with_noise) is None
+
+
+def test_the_last_finalist_replaces_the_reference_only_where_it_can_be_compared_on_every_scenario() -> None:
+    config = load_config(REPO / "studies" / "coding-agent.toml")
+    policy = SequentialPolicy.from_section(config.benchmark)
+    baseline = Reference(samples=(100.0, 101.0), noise=NOISE, trial=0)
+    finalist = Reference(samples=(120.0,), noise=NOISE, trial=7)
+    refinement = objective_refinement(config, policy, lambda name: baseline, finalist=lambda name: finalist)
+    assert refinement is not None and {r.trial for r in refinement.references.values()} == {7}
+    # The finalist measured once and nobody else repeated a scenario: no noise estimate against it.
+    once = dataclasses.replace(finalist, noise=EMPTY_POOL)
+    refinement = objective_refinement(config, policy, lambda name: baseline, finalist=lambda name: once)
+    assert refinement is not None and {r.trial for r in refinement.references.values()} == {0}
+    refinement = objective_refinement(config, policy, lambda name: baseline, finalist=lambda name: None)
+    assert refinement is not None and {r.trial for r in refinement.references.values()} == {0}
 
 
 def test_a_study_decides_repeats_on_the_objective_and_records_why(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from tuner.bench._sequential import (
 from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between, parse_prometheus
 from tuner.bench._sse import SSEDecoder
 from tuner.bench._stats import (
+    EMPTY_POOL,
     MAD_TO_SIGMA,
     Estimate,
     Noise,
@@ -43,6 +44,7 @@ from tuner.bench._warmup import (
 from tuner.bench._workers import InProcessRunner, LoadRunner, ProcessRunner, choose_processes
 
 __all__ = [
+    "EMPTY_POOL",
     "MAD_TO_SIGMA",
     "VERDICTS",
     "WARMUP_KINDS",

@@ -70,12 +70,14 @@ class Reference:
     """One-sided confidence the ``worse`` / ``better`` tests need."""
     trial: int | None = None
     noise: Noise | None = None
-    """The study's repeat-to-repeat noise, pooled over configs other than the candidate and the reference."""
+    """The study's repeat-to-repeat noise, pooled over configs other than the candidate and the reference
+    (:data:`tuner.bench.EMPTY_POOL` when none of them repeated the scenario: the reference's own repeats, which
+    every test adds to the pool, are then the study's whole noise estimate)."""
 
     @property
     def comparable(self) -> bool:
-        """Enough reference repeats for a test: one when the noise is known from the pool, else two."""
-        return len(self.samples) >= (1 if self.noise is not None else 2)
+        """Enough reference repeats for a test: one when the pool knows the noise, else two."""
+        return len(self.samples) >= (1 if self.noise is not None and self.noise.df > 0 else 2)
 
 
 ReferenceLookup = Callable[[str], Reference | None]
@@ -284,7 +286,7 @@ def objective_slower(
     every scenario's reference with the study's noise; answers ``False`` without them.
     """
     names = [name for name in samples if samples[name]]
-    if not names or any(references[name].noise is None for name in names):
+    if not names or any(references[name].noise is None or not references[name].comparable for name in names):
         return False
     d = _difference(samples, references, weights)
     se = math.sqrt(sum(d.both.values()))

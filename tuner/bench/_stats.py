@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "EMPTY_POOL",
     "MAD_TO_SIGMA",
     "Estimate",
     "Noise",
@@ -84,6 +85,9 @@ class Noise:
     repeat's log throughput. Pooling assumes what throughput noise is on a dedicated server: multiplicative
     and about the same for every config (the box, the clocks and the load generator make it, not the flags).
     With it, a single repeat has an interval, and a config need not be measured twice just to learn the noise.
+
+    ``df == 0`` is an empty pool (:data:`EMPTY_POOL`): no other config repeated the scenario yet, so the
+    repeats a test adds to it (a reference measured several times) are all it knows. Its ``var`` is undefined.
     """
 
     ss: float
@@ -91,6 +95,8 @@ class Noise:
 
     @property
     def var(self) -> float:
+        if self.df <= 0:
+            raise ValueError("an empty noise pool has no variance: add repeats to it first")
         return self.ss / self.df
 
     def with_samples(self, logs: np.ndarray) -> Noise:
@@ -98,6 +104,9 @@ class Noise:
         if logs.size < 2:
             return self
         return Noise(ss=self.ss + float(((logs - logs.mean()) ** 2).sum()), df=self.df + int(logs.size) - 1)
+
+
+EMPTY_POOL = Noise(ss=0.0, df=0)
 
 
 def pooled_noise(groups: Iterable[Sequence[float]]) -> Noise | None:
@@ -113,7 +122,8 @@ def _log_variance(logs: np.ndarray, noise: Noise | None) -> tuple[float, int] | 
     """The variance of one repeat's log throughput and its degrees of freedom: own repeats, plus the pool."""
     if noise is not None:
         combined = noise.with_samples(logs)
-        return combined.var, combined.df
+        if combined.df > 0:
+            return combined.var, combined.df
     if logs.size < 2:
         return None
     return float(logs.var(ddof=1)), int(logs.size) - 1
@@ -297,6 +307,8 @@ def is_slower(
 
 
 def _pooled_slower(diff: float, lc: np.ndarray, lr: np.ndarray, pool: Noise, confidence: float) -> bool:
+    if pool.df == 0:
+        return False  # an empty pool and one repeat a side: no noise estimate at all
     if pool.var == 0.0:
         return diff < 0.0
     se = math.sqrt(pool.var * (1.0 / lc.size + 1.0 / lr.size))

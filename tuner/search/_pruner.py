@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.bench import Noise, Reference, ReferenceLookup, is_slower, objective_slower, pooled_noise
+from tuner.bench import EMPTY_POOL, Noise, Reference, ReferenceLookup, is_slower, objective_slower, pooled_noise
 from tuner.trials import attrs, best_trials, is_feasible, scenario_repeats, study_trials
 
 __all__ = ["RegressionPruner", "pruning_savings"]
@@ -108,15 +108,20 @@ class RegressionPruner(optuna.pruners.BasePruner):
             return False
         return objective_slower(samples, references=known, weights=self._weights, margin=self._objective_margin)
 
-    def reference_lookup(self, study: optuna.Study, *, exclude: int | None = None) -> ReferenceLookup:
+    def reference_lookup(
+        self, study: optuna.Study, *, exclude: int | None = None, against: FrozenTrial | None = None
+    ) -> ReferenceLookup:
         """The reference's repeats per scenario, for the benchmark's sequential policy (repeat-level pruning).
 
-        The reference trial is chosen once, when the trial's benchmark starts: it only changes when a trial
-        ends. Each :class:`~tuner.bench.Reference` carries the study's repeat noise for its scenario, pooled
-        over every other measured config (:func:`tuner.bench.pooled_noise`); without a pool, a reference
-        with fewer than ``min_repeats`` repeats of a scenario is no reference for it.
+        The reference trial (the pruner's, or ``against``) is chosen once, when the trial's benchmark starts:
+        it only changes when a trial ends. Each :class:`~tuner.bench.Reference` carries the study's repeat
+        noise for its scenario, pooled over every measured config but the candidate and the reference
+        (:func:`tuner.bench.pooled_noise`). When none of them repeated the scenario, a reference with
+        ``min_repeats`` repeats of it brings the only noise estimate the study has: its pool is then
+        :data:`~tuner.bench.EMPTY_POOL` (the baseline's repeats decide the next trials' repeats, which need not
+        be repeated just to learn the noise again). A reference with fewer repeats is no reference for it.
         """
-        ref = self.reference_trial(study, exclude=exclude)
+        ref = against or self.reference_trial(study, exclude=exclude)
         if ref is None:
             return lambda scenario: None
         others = [
@@ -129,9 +134,11 @@ class RegressionPruner(optuna.pruners.BasePruner):
         def lookup(scenario: str) -> Reference | None:
             if scenario not in pools:
                 pools[scenario] = pooled_noise(scenario_repeats(t, scenario) for t in others)
-            noise = pools[scenario]
             samples = scenario_repeats(ref, scenario)
-            if len(samples) < (1 if noise is not None else self._min_repeats):
+            noise = pools[scenario]
+            if noise is None and len(samples) >= self._min_repeats:
+                noise = EMPTY_POOL
+            if noise is None:
                 return None
             return Reference(
                 samples=tuple(samples),

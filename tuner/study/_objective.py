@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from optuna.trial import FrozenTrial
 
 from tuner.bench import (
     BaseBenchmark,
@@ -40,7 +39,7 @@ from tuner.spec import LaunchSpec
 from tuner.study._partial import PartialObjective, projection_reference, reference_lookup
 from tuner.study._warmups import first_passes_lookup
 from tuner.target import Target
-from tuner.trials import attrs, scenario_repeats
+from tuner.trials import attrs
 
 #: The intermediate step that follows the scenarios when the objective asked for more repeats (``steps`` attr).
 REFINE_STEP = "objective repeats"
@@ -166,13 +165,14 @@ def objective_refinement(
     policy: SequentialPolicy,
     lookup: ReferenceLookup | None,
     *,
-    finalist: FrozenTrial | None = None,
+    finalist: ReferenceLookup | None = None,
 ) -> Refinement | None:
     """The objective-level repeat decision for a trial, when it applies: a single (geomean) objective on
     aggregate throughput, sequential repeats, and every scenario's reference carrying the study's noise.
 
-    The objective is compared with the pruner's reference, or with ``finalist``: the last config the
-    end-of-study confirmation would re-measure (:func:`tuner.study.last_finalist`).
+    The objective is compared with the pruner's reference, or with ``finalist``: the repeats of the last config
+    the end-of-study confirmation would re-measure (:func:`tuner.study.last_finalist`), with the study's noise
+    pooled without it.
     """
     if lookup is None or config.objective.kind != "geomean" or config.objective.metric != "output_tok_s":
         return None
@@ -183,13 +183,9 @@ def objective_refinement(
     if finalist is not None:
         # Repeats beyond the first pass only decide whether this config joins the finalists; the confirmation
         # re-measures those, so it is compared with the last of them, not polished against the best.
-        swapped = {
-            name: dataclasses.replace(ref, samples=tuple(reps), trial=finalist.number)
-            for name, ref in references.items()
-            if (reps := scenario_repeats(finalist, name))
-        }
-        if len(swapped) == len(references):
-            references = swapped
+        swapped = {name: finalist(name) for name in references}
+        if all(ref is not None and policy.on_objective(ref) for ref in swapped.values()):
+            references = {name: ref for name, ref in swapped.items() if ref is not None}
     return Refinement(
         references=references,
         weights=config.benchmark.objective_weights(),
@@ -343,8 +339,9 @@ class TrialRunner:
                 self._gate(trial, endpoint)
             bench = self._parts.benchmark(endpoint)
             lookup = reference_lookup(trial)
+            finalist = last_finalist(trial.study, cfg, exclude=trial.number)
             refinement = objective_refinement(
-                cfg, bench.policy, lookup, finalist=last_finalist(trial.study, cfg, exclude=trial.number)
+                cfg, bench.policy, lookup, finalist=reference_lookup(trial, against=finalist) if finalist else None
             )
             bench.use_reference(lookup, on_objective=refinement is not None)
             bench.use_first_passes(first_passes_lookup(trial.study, cfg, trial_number=trial.number))

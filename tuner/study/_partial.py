@@ -80,14 +80,15 @@ def projection_reference(study: optuna.Study, *, exclude: int) -> FrozenTrial | 
     return best[0] if best else None
 
 
-def reference_lookup(trial: optuna.Trial) -> ReferenceLookup | None:
-    """The regression pruner's reference repeats for the benchmark's sequential policy (None: no pruner)."""
+def reference_lookup(trial: optuna.Trial, *, against: FrozenTrial | None = None) -> ReferenceLookup | None:
+    """The regression pruner's reference repeats for the benchmark's sequential policy (None: no pruner), or
+    ``against``'s, with the study's noise pooled without it."""
     from tuner.search import RegressionPruner
 
     pruner = trial.study.pruner
     if not isinstance(pruner, RegressionPruner) or len(trial.study.directions) > 1:
         return None
-    return pruner.reference_lookup(trial.study, exclude=trial.number)
+    return pruner.reference_lookup(trial.study, exclude=trial.number, against=against)
 
 
 def measured_text(trial: optuna.Trial, config: StudyConfig) -> str:
