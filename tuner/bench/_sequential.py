@@ -15,9 +15,10 @@ It stops as soon as one of these holds:
 * ``max_repeats``: the cap.
 
 The noise these tests need is the study's (:class:`tuner.bench.Noise`, pooled over every other config's
-repeats of the scenario and carried by the :class:`Reference`), so one repeat can settle a config once a few
-configs were measured twice. Before that (the baseline, or a study without a reference) a scenario is repeated
-until its own repeats estimate the noise: one repeat alone never stops as ``precise``.
+repeats of the scenario and carried by the :class:`Reference`, the reference's own repeats joining it in every
+test), so one repeat can settle a config once the reference or a few configs were measured twice. Before that
+(the baseline, or a study without a reference) a scenario is repeated until its own repeats estimate the noise:
+one repeat alone never stops as ``precise``.
 
 **On the objective** (:func:`decide_objective`): what a single-objective study ranks is the weighted geomean of the
 scenarios, not any one of them. When every scenario has a reference with the study's noise, the benchmark
