@@ -167,6 +167,11 @@ def test_an_empty_pool_leaves_the_noise_to_the_reference_s_own_repeats() -> None
     assert not once.comparable and POLICY.decide([50.0], once).verdict == "more"
     assert not objective_slower({"a": [50.0]}, references={"a": once}, weights={"a": 1.0}, margin=0.02)
     assert objective_slower({"a": [50.0]}, references={"a": twice}, weights={"a": 1.0}, margin=0.02)
+    # The candidate's own interval (its score) uses the same noise: one pass after the baseline is not a point.
+    assert twice.study_noise is not None and twice.study_noise.df == 1 and once.study_noise is None
+    assert estimate([100.0], 0.8, twice.study_noise).half_width is not None
+    pooled = Reference(samples=(100.0, 100.5), noise=STUDY_NOISE)
+    assert pooled.study_noise is not None and pooled.study_noise.df == STUDY_NOISE.df + 1
 
 
 # -- repeats decided on the objective ----------------------------------------------------------------------------

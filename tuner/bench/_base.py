@@ -193,9 +193,10 @@ class BaseBenchmark(abc.ABC):
         return self.policy.decide(samples, self._reference_of(scenario), objective=self._on_objective)
 
     def noise(self, scenario: Scenario) -> Noise | None:
-        """The study's pooled repeat noise for ``scenario`` (None: no study, or no config measured twice yet)."""
+        """The study's pooled repeat noise for ``scenario``, for the candidate's own interval (None: no study, or
+        no config measured twice yet): :attr:`Reference.study_noise`."""
         reference = self._reference_of(scenario)
-        return reference.noise if reference is not None else None
+        return reference.study_noise if reference is not None else None
 
     def _reference_of(self, scenario: Scenario) -> Reference | None:
         return self._reference(scenario.name) if self._reference else None

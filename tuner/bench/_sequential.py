@@ -80,6 +80,18 @@ class Reference:
         """Enough reference repeats for a test: one when the pool knows the noise, else two."""
         return len(self.samples) >= (1 if self.noise is not None and self.noise.df > 0 else 2)
 
+    @property
+    def study_noise(self) -> Noise | None:
+        """The study's noise for a candidate's own interval (its score): the pool with the reference's repeats in
+        it, which every config but the candidate's are (None: no degrees of freedom yet). Without them a config
+        measured once right after the baseline would have no interval, and its point would outrank the lower
+        bounds of configs measured more."""
+        if self.noise is None:
+            return None
+        logs = np.log([x for x in self.samples if math.isfinite(x) and x > 0])
+        pool = self.noise.with_samples(np.asarray(logs, dtype=float))
+        return pool if pool.df > 0 else None
+
 
 ReferenceLookup = Callable[[str], Reference | None]
 """Scenario name -> the reference's repeats of it (None: no reference for that scenario)."""
@@ -183,7 +195,7 @@ class SequentialPolicy:
                 return RepeatDecision(verdict="behind", reason=f"confidently slower than the reference after {n}")
         if n < self.min_repeats:
             return RepeatDecision(verdict="more", reason=f"{n} of at least {self.min_repeats} repeats")
-        h = estimate(samples, self.confidence, noise).relative_half_width
+        h = estimate(samples, self.confidence, reference.study_noise if reference else None).relative_half_width
         if h is None:
             return RepeatDecision(verdict="more", reason="one repeat and no noise estimate yet")
         if h <= self.precision:
