@@ -152,6 +152,7 @@ def run_one(task: tuple[str, str, str, int, int, float, float, dict[str, Any]]) 
             "bench_s": sum(run.clock.seconds(lab, what="benchmark") for lab in trials_labels if not _confirm(lab)),
             "confirm_s": sum(run.clock.seconds(lab, what="benchmark") for lab in trials_labels if _confirm(lab)),
             "confirmed": _confirmed_fraction(study, config, optimum, cache),
+            "finalists_best": _finalists_best_fraction(study, config, optimum, cache),
             "total_s": run.clock.seconds(),
             "wall_s": wall,
         }
@@ -173,6 +174,27 @@ def _confirmed_fraction(study: Any, config: Any, optimum: float, cache: dict[tup
     if key not in cache:
         cache[key] = true_objective(config, t.params)
     return cache[key] / optimum
+
+
+def _finalists_best_fraction(
+    study: Any, config: Any, optimum: float, cache: dict[tuple[Any, ...], float]
+) -> float | None:
+    """True value of the best config the confirmation re-measured (what a perfect confirmation would pick);
+    None without a confirmation."""
+    from tuner.sim.inprocess import true_objective
+    from tuner.trials import CONFIRMATION, study_trials
+
+    c = study.user_attrs.get(CONFIRMATION)
+    if not isinstance(c, dict) or not c.get("trials"):
+        return None
+    trials = study_trials(study)
+    best = 0.0
+    for number in c["trials"]:
+        key = tuple(sorted(trials[number].params.items()))
+        if key not in cache:
+            cache[key] = true_objective(config, trials[number].params)
+        best = max(best, cache[key])
+    return best / optimum
 
 
 def _regression_pruned(t: Any) -> bool:
