@@ -218,6 +218,43 @@ def test_a_branch_breaking_constraints_is_retried_then_given_up(make_config: Mak
     assert counted_trials(study) == 3
 
 
+def _rounds_after_two(visits: list[str], trials: list[int]) -> list[list[int]]:
+    rounds = sorted({int(v.rsplit("-", 1)[1]) for v in visits if int(v.rsplit("-", 1)[1]) > 2})
+    return [[n for n in trials if f"confirm-{n:04d}-{r}" in visits] for r in rounds]
+
+
+def test_the_confirmation_races_the_finalists_within_noise_and_drops_the_one_behind(make_config: MakeConfig) -> None:
+    """Two configs of the same true speed and one 3.5% slower: after the two rounds every finalist gets, the
+    slower one is confidently behind the leader and measured no more, the other two race on to the limit."""
+    from tuner.study._confirm import MAX_ROUNDS, ROUNDS
+
+    same, slower = GOOD | {"mem_fraction_static": 0.88}, GOOD | {"mem_fraction_static": 0.90}
+    cfg = make_config(search=seeds(GOOD, same, slower) + "\npruning = false\nconfirm_top = 3")
+    assert true_objective(cfg, GOOD) == true_objective(cfg, same)
+    assert true_objective(cfg, slower) < 0.97 * true_objective(cfg, GOOD)
+    run = run_inprocess(cfg, storage=cfg.study.storage, trials=4, seed=3)
+    c = study_of(run).user_attrs["confirmation"]
+    assert sorted(c["trials"]) == [1, 2, 3]  # the three seeds, over the baseline
+    visits = [label for label in run.clock.trials if label.startswith("confirm-")]
+    assert c["rounds"] == MAX_ROUNDS > ROUNDS
+    assert _rounds_after_two(visits, c["trials"]) == [[n for n in c["trials"] if n != 3]] * (MAX_ROUNDS - ROUNDS)
+    assert sum(v.startswith("confirm-0003-") for v in visits) == ROUNDS
+    assert c["winner"] in (1, 2) and c["ranks"]["3"] == 3
+
+
+def test_a_per_stream_objective_is_confirmed_on_per_stream_repeats(make_config: MakeConfig) -> None:
+    cfg = make_config(
+        search=seeds(GOOD, SLOW) + "\npruning = false\nconfirm_top = 2",
+        edit=lambda text: text.replace('metric = "output_tok_s"', 'metric = "per_stream_tok_s"'),
+    )
+    assert cfg.objective.metric == "per_stream_tok_s"
+    study = study_of(run_inprocess(cfg, storage=cfg.study.storage, trials=3, seed=0))
+    c = study.user_attrs["confirmation"]
+    for n, value in c["values"].items():
+        # Fresh per-stream repeats, scored like the trial's own: near its objective, never the 0 of no repeats.
+        assert value == pytest.approx(study.trials[int(n)].values[0], rel=0.1)
+
+
 def test_confirm_top_remeasures_the_top_three_interleaved(make_config: MakeConfig) -> None:
     from tuner.study import confirmation_text, recommended_trial
 
@@ -230,10 +267,16 @@ def test_confirm_top_remeasures_the_top_three_interleaved(make_config: MakeConfi
         key=lambda t: t.values[0],
         reverse=True,
     )[:3]
-    assert c["trials"] == [t.number for t in top] and c["best_before"] == top[0].number and c["rounds"] == 2
-    # A B C A B C: each visit is its own restart, in that order.
+    assert c["trials"] == [t.number for t in top] and c["best_before"] == top[0].number
+    # A B C A B C: each visit is its own restart, in that order; then the race of those still within noise.
     visits = [label for label in run.clock.trials if label.startswith("confirm-")]
-    assert visits == [f"confirm-{n:04d}-{r}" for r in (1, 2) for n in c["trials"]]
+    assert visits[:6] == [f"confirm-{n:04d}-{r}" for r in (1, 2) for n in c["trials"]]
+    racing = c["trials"]
+    for r in range(3, c["rounds"] + 1):
+        later = [n for n in c["trials"] if f"confirm-{n:04d}-{r}" in visits]
+        assert len(later) >= 2 and set(later) <= set(racing)  # a config out of the race stays out
+        racing = later
+    assert len(visits) == 6 + sum(len(racing) for racing in _rounds_after_two(visits, c["trials"]))
     assert all(run.clock.seconds(v, what="benchmark") > 0 for v in visits)
     values = {int(n): v for n, v in c["values"].items()}
     assert c["winner"] == max(values, key=lambda n: values[n]) and c["held"] == (c["winner"] == top[0].number)
