@@ -15,7 +15,8 @@ from optuna.trial import TrialState
 from tuner.config import load_config
 from tuner.sim.inprocess import ModelService, model_parts, model_target
 from tuner.study import Console, run_study
-from tuner.study._budget import UNTIL_DEADLINE, TimeBudget, parse_until
+from tuner.study._budget import UNTIL_DEADLINE, TimeBudget, confirmation_visits, parse_until
+from tuner.study._confirm import ROUNDS
 from tuner.target import base_spec
 from tuner.trials import attrs
 
@@ -24,7 +25,8 @@ DEMO = load_config(ROOT / "studies" / "demo.toml")
 
 
 def test_cost_model_is_the_mean_per_branch() -> None:
-    b = TimeBudget(deadline=1000.0, config=DEMO)
+    unconfirmed = dataclasses.replace(DEMO, search=dataclasses.replace(DEMO.search, confirm_top=0))
+    b = TimeBudget(deadline=1000.0, config=unconfirmed)
     assert b.expected() is None and b.fits({"algorithm": "DDTREE"}, now=999.0)  # no model: the first trial starts
     b.record({"algorithm": "DDTREE", "budget": 8}, 10.0)
     b.record({"algorithm": "DDTREE", "budget": 16}, 20.0)
@@ -36,6 +38,19 @@ def test_cost_model_is_the_mean_per_branch() -> None:
     assert TimeBudget(deadline=None, config=DEMO).expected_trials() is None
     b.deadline = time.time() + 125.0
     assert b.describe().startswith(", ~4 more fit before ")  # the progress line's expected trial count
+
+
+def test_the_confirmation_s_two_rounds_are_kept_free_before_the_deadline() -> None:
+    assert DEMO.search.confirm_top == 3
+    b = TimeBudget(deadline=1000.0, config=DEMO)
+    assert b.reserved_s() == 0 and b.fits({"algorithm": "DDTREE"}, now=999.0)  # no model yet
+    b.record({"algorithm": "DDTREE"}, 10.0)
+    assert b.reserved_s() == 3 * ROUNDS * 10.0  # the top three, each visited in every round, ~a trial a visit
+    assert b.fits({"algorithm": "DDTREE"}, now=1000.0 - 10.0 - b.reserved_s())
+    assert not b.fits({"algorithm": "DDTREE"}, now=1000.0 - 10.0 - b.reserved_s() + 1.0)
+    assert b.expected_trials(now=1000.0 - b.reserved_s() - 35.0) == 3
+    multi = dataclasses.replace(DEMO, objective=dataclasses.replace(DEMO.objective, kind="multi"))
+    assert confirmation_visits(multi) == 0  # a Pareto front is not confirmed
 
 
 def test_until_is_the_next_such_local_time() -> None:

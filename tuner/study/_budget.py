@@ -4,6 +4,10 @@ The cost model is the mean duration of the trials run so far in the same *branch
 values of its branch parameters, e.g. ``algorithm=DFLASH``: DFLASH and DDTree configs load and benchmark at
 different speeds), or of all trials when the branch has none yet. A trial the model says would end after the
 deadline is never started; the first trial (no model yet) always starts.
+
+The end-of-study confirmation must end before the deadline too (the recommendation is what the user comes back
+for): its two rounds of the top configs (:data:`tuner.study._confirm.ROUNDS` visits of each, a visit costing
+about a trial: a restart and every scenario) are kept free, and its race rounds start only while they fit.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ class TimeBudget:
         self.deadline = deadline
         self._branch_params = [p.name for p in config.space.branch_params()]
         self._durations: dict[tuple[Value, ...], list[float]] = {}
+        self._confirm_visits = confirmation_visits(config)
 
     def branch(self, params: Mapping[str, Value]) -> tuple[Value, ...]:
         return tuple(params.get(name) for name in self._branch_params)  # type: ignore[misc]
@@ -68,9 +73,13 @@ class TimeBudget:
     def remaining_s(self, now: float | None = None) -> float:
         return math.inf if self.deadline is None else self.deadline - (time.time() if now is None else now)
 
+    def reserved_s(self) -> float:
+        """Seconds kept for the end-of-study confirmation's rounds (0 without a confirmation or a model)."""
+        return self._confirm_visits * (self.expected() or 0.0)
+
     def fits(self, params: Mapping[str, Value], now: float | None = None) -> bool:
         expected = self.expected(params)
-        return expected is None or expected <= self.remaining_s(now)
+        return expected is None or expected + self.reserved_s() <= self.remaining_s(now)
 
     def check(self, study: optuna.Study, trial: optuna.Trial, params: Mapping[str, Value]) -> None:
         """Raise :class:`DeadlineReached` (the asked trial told FAIL, its params re-enqueued) when it would end late."""
@@ -81,8 +90,9 @@ class TimeBudget:
         trial.set_user_attr(attrs.INTERRUPTED, "deadline: would end after it")
         study.tell(trial, state=TrialState.FAIL)
         requeue(study, study.trials[trial.number])  # a later run starts with it
+        confirmation = f" and the confirmation ~{_duration(self.reserved_s())}" if self.reserved_s() else ""
         raise DeadlineReached(
-            f"stopping: a trial takes ~{_duration(self.expected(params) or 0)}, "
+            f"stopping: a trial takes ~{_duration(self.expected(params) or 0)}{confirmation}, "
             f"{_duration(max(0.0, self.remaining_s()))} remain before the deadline"
         )
 
@@ -91,7 +101,7 @@ class TimeBudget:
         expected = self.expected()
         if self.deadline is None or not expected:
             return None
-        return max(0, int(self.remaining_s(now) // expected))
+        return max(0, int((self.remaining_s(now) - self.reserved_s()) // expected))
 
     def describe(self) -> str:
         """`` , ~12 more fit before 07:30`` for the progress line ("" without a deadline)."""
@@ -99,6 +109,14 @@ class TimeBudget:
         if more is None or self.deadline is None:
             return ""
         return f", ~{more} more fit before {dt.datetime.fromtimestamp(self.deadline):%H:%M}"
+
+
+def confirmation_visits(config: StudyConfig) -> int:
+    """Visits the end-of-study confirmation's fixed rounds take (0: the study confirms nothing)."""
+    from tuner.study._confirm import ROUNDS
+
+    k = config.search.confirm_top
+    return k * ROUNDS if k >= 2 and config.objective.kind != "multi" else 0
 
 
 def _duration(seconds: float) -> str:

@@ -27,6 +27,8 @@ the most any finalist was measured in).
 
 from __future__ import annotations
 
+import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -122,13 +124,16 @@ def confirm_top(
     parts: TrialParts,
     k: int,
     progress: Any = None,
+    until: float | None = None,
 ) -> Confirmation | None:
     """Re-measure the top ``k`` configs interleaved over two rounds, and the close ones over up to
     :data:`MAX_ROUNDS` (see the module docstring).
 
     In a ``[gate] when = "final"`` study each finalist is gated on its first visit, before its benchmark; one
     that fails is out and the next best takes its place in the same round. Returns None (and measures nothing)
-    for multi-objective studies or fewer than two feasible configs: there is no ranking to confirm.
+    for multi-objective studies or fewer than two feasible configs: there is no ranking to confirm. ``until``
+    (Unix time, the study's deadline): a race round starts only if its visits, at the mean visit so far, end
+    before it.
     """
     if len(study.directions) > 1 or k < 2:
         return None
@@ -148,10 +153,15 @@ def confirm_top(
     errors: dict[int, str] = {}
     gating = gates_at_the_end(config, parts)
     rounds = 0
+    spent: list[float] = []  # seconds of each visit
     for r in range(MAX_ROUNDS):
         racing = top if r < ROUNDS else _contenders(config, top, visits, errors, noise)
         if len(top) < 2 or len(racing) < 2:
             break  # one config left in the race, or finalists failed the gate and none took their place
+        if r >= ROUNDS and until is not None and time.time() + len(racing) * _mean(spent) > until:
+            shown = " ".join(f"#{t.number}" for t in racing)
+            say(f"  no round {r + 1} for {shown}: it would end after the deadline")
+            break
         if r >= ROUNDS:
             say(f"  round {r + 1}: " + " ".join(f"#{t.number}" for t in racing) + " are still within noise")
         rounds = r + 1
@@ -164,7 +174,9 @@ def confirm_top(
             check = _finalist_check(study, config, parts, t, say) if gating and r == 0 and gate_pending(t) else None
             try:
                 label = f"confirm-{t.number:04d}-{r + 1}"
+                t0 = time.monotonic()
                 results = _measure(parts, config, t, policy, label=label, check=check, warmups=warmups)
+                spent.append(time.monotonic() - t0)
             except TrialFailure as failure:
                 errors[t.number] = f"[{failure.phase}] {failure.reason}"[:500]
                 say(f"  #{t.number} failed on re-measurement: {errors[t.number]}")
@@ -181,6 +193,10 @@ def confirm_top(
         return None
     values = {t.number: 0.0 if t.number in errors else _value(config, visits[t.number], noise) for t in top}
     return _record(study, top, values, errors, rounds, say)
+
+
+def _mean(xs: list[float]) -> float:
+    return statistics.fmean(xs) if xs else 0.0
 
 
 def _contenders(
@@ -398,11 +414,13 @@ def maybe_confirm(
     console: Any,
     force: bool = False,
     claim: Callable[[list[int]], bool] | None = None,
+    until: float | None = None,
 ) -> Confirmation | None:
     """The end-of-study call: confirm the top ``[search] confirm_top`` unless that exact top was confirmed.
 
     ``force`` (``tune best --confirm``) re-measures even an already confirmed top. ``claim`` (a fleet's
-    workers) lets one worker confirm a given top; the others leave it to that one.
+    workers) lets one worker confirm a given top; the others leave it to that one. ``until``: the study's
+    deadline, for the race rounds (:func:`confirm_top`).
     """
     k = config.search.confirm_top
     result = None
@@ -413,7 +431,7 @@ def maybe_confirm(
         if not force and claim is not None and len(top) >= 2 and not claim(top):
             console.line(f"confirmation of the top {len(top)} is done by another worker")
             return None  # and so is its end-of-study gate
-        result = confirm_top(study, config, parts=parts, k=max(k, 2), progress=console.line)
+        result = confirm_top(study, config, parts=parts, k=max(k, 2), progress=console.line, until=until)
     if gates_at_the_end(config, parts):
         settle_final_gate(study, config, parts=parts, say=console.line, claim=None if force else claim)
     return result

@@ -164,7 +164,7 @@ def _run_locked(
                     policy.release()
                     maybe_confirm(
                         study, config, parts=parts, console=console, force=run.confirm,
-                        claim=run.fleet.claim_confirmation,
+                        claim=run.fleet.claim_confirmation, until=run.deadline,
                     )
             except KeyboardInterrupt:
                 progress.interrupted = True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import optuna
 import pytest
@@ -12,7 +13,14 @@ from tuner.config import StudyConfig
 from tuner.errors import ConfigError, StartFailed
 from tuner.readiness import wait_ready
 from tuner.search import per_scenario_best, pruning_savings
-from tuner.sim.inprocess import ModelService, model_readiness, run_inprocess, true_objective
+from tuner.sim.inprocess import (
+    ModelService,
+    model_parts,
+    model_readiness,
+    model_target,
+    run_inprocess,
+    true_objective,
+)
 from tuner.space import suggest
 from tuner.spec import LaunchSpec
 from tuner.study._starts import MAX_BRANCH_TRIES
@@ -240,6 +248,23 @@ def test_the_confirmation_races_the_finalists_within_noise_and_drops_the_one_beh
     assert _rounds_after_two(visits, c["trials"]) == [[n for n in c["trials"] if n != 3]] * (MAX_ROUNDS - ROUNDS)
     assert sum(v.startswith("confirm-0003-") for v in visits) == ROUNDS
     assert c["winner"] in (1, 2) and c["ranks"]["3"] == 3
+
+
+def test_no_race_round_starts_that_would_end_after_the_deadline(make_config: MakeConfig) -> None:
+    from tuner.study._confirm import ROUNDS, confirm_top
+
+    same = [GOOD | {"mem_fraction_static": m} for m in (0.86, 0.87, 0.88)]  # one true speed: a close race
+    cfg = make_config(search=seeds(*same) + "\npruning = false\nconfirm_top = 0")
+    run = run_inprocess(cfg, storage=cfg.study.storage, trials=4, seed=0)
+    service = ModelService(base=base_spec(cfg.target), load_time_s=1.0)
+    parts = model_parts(cfg, model_target(cfg, service), seed=0)
+    said: list[str] = []
+    result = confirm_top(study_of(run), cfg, parts=parts, k=3, progress=said.append, until=time.time() - 1.0)
+    assert result is not None and study_of(run).user_attrs["confirmation"]["rounds"] == ROUNDS
+    assert [label.rsplit("-", 1)[1] for label in service.clock.trials if label.startswith("confirm-")] == (
+        ["1"] * 3 + ["2"] * 3
+    )  # the rounds the time budget keeps free run; the race would end late
+    assert any(line.startswith(f"  no round {ROUNDS + 1} for #") and "after the deadline" in line for line in said)
 
 
 def test_a_per_stream_objective_is_confirmed_on_per_stream_repeats(make_config: MakeConfig) -> None:
