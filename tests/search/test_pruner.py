@@ -100,7 +100,7 @@ def test_search_section_and_factories(make_config: MakeConfig) -> None:
     with pytest.raises(ConfigError, match="prune_against"):
         make_config(name="bad3", search='prune_against = "median"')
     assert SearchSection().prune_objective_margin is None  # off unless a study file asks
-    assert cfg.search.prune_objective_margin == 0.02  # the demo file asks
+    assert cfg.search.prune_objective_margin == 0.03  # the demo file asks
     objective = make_config(name="objective", search="prune_objective_margin = 0.05")
     assert objective.search.prune_objective_margin == 0.05
     assert isinstance(make_pruner(objective), RegressionPruner)
