@@ -8,14 +8,16 @@ fixed`` and ``sequential`` on each seed and compares them seed by seed: the true
 best @30 and of the confirmed recommendation (how many seeds the file wins, loses, ties; the mean difference),
 and the benchmark time. Both modes keep the study file's ``[search]`` (its pruning included), so the comparison
 is of the repeat modes alone. The fixed mode is what study files ran before sequential repeats (2 repeats, a
-one-request warm-up before every scenario); with ``--prune-objective-margin off`` (the coding-agent file's own
-setting) it is the tool as it was before issue 17. Besides each mode's median and worst seed it prints the 10th
-percentile: the worst of 50 seeds is one seed's search path, the tenth a steadier view of the tail.
+one-request warm-up before every scenario); with ``--prune-objective-margin off`` it is the tool as it was before
+issue 17. Besides each mode's median and worst seed it prints the 10th percentile: the worst of 50 seeds is one
+seed's search path, the tenth a steadier view of the tail. The benchmark time is the trials'; the end-of-study
+confirmation's is added in a second figure.
 
 Usage::
 
     .venv/bin/python scripts/bench_paired.py --config studies/coding-agent.toml --seeds 50
     .venv/bin/python scripts/bench_paired.py --config studies/coding-agent.toml --seeds 50 --prune-objective-margin 0.02
+    .venv/bin/python scripts/bench_paired.py --config studies/demo.toml --seeds 30 --before
 """
 
 from __future__ import annotations
@@ -59,6 +61,11 @@ def main() -> int:
         "--prune-objective-margin",
         help="override [search] prune_objective_margin in both modes (a fraction, or 'off')",
     )
+    parser.add_argument(
+        "--before",
+        action="store_true",
+        help="the fixed mode as the tool was before issue 17: no pruning on the objective so far",
+    )
     args = parser.parse_args()
 
     import bench_search
@@ -71,8 +78,9 @@ def main() -> int:
     if args.prune_objective_margin is not None:
         margin = args.prune_objective_margin
         search["prune_objective_margin"] = None if margin == "off" else float(margin)
+    before = {**search, "prune_objective_margin": None} if args.before else search
     tasks = [
-        (args.config, "tune", mode, seed, 30, optimum, 0.02, dict(search))
+        (args.config, "tune", mode, seed, 30, optimum, 0.02, dict(before if mode == "fixed" else search))
         for mode in ("fixed", "sequential")
         for seed in range(args.seeds)
     ]
@@ -99,7 +107,11 @@ def main() -> int:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     override = search.get("prune_objective_margin", "as in the file")
     override = "off" if override is None else override
-    print(f"{args.config}, {args.seeds} seeds, both modes with the file's [search], prune_objective_margin {override}")
+    fixed = " (fixed mode: off, the tool before issue 17)" if args.before else ""
+    print(
+        f"{args.config}, {args.seeds} seeds, both modes with the file's [search], "
+        f"prune_objective_margin {override}{fixed}"
+    )
     print("best @30:  " + _summary(rows, "at30"))
     print("confirmed: " + _summary(rows, "confirmed"))
     spent = sum(r["file_bench_s"] for r in rows) / sum(r["fixed_bench_s"] for r in rows)
