@@ -296,7 +296,8 @@ def objective_slower(
     The regression pruner's test on the objective so far (the scenarios measured up to now, their weights
     normalised over them): the same difference of log objectives and variance as :func:`decide_objective`, a
     one-sided t test at the references' confidence that the difference is below ``log(1 - margin)``. Needs
-    every scenario's reference with the study's noise; answers ``False`` without them.
+    every scenario's reference with the study's noise; answers ``False`` without them. A negative ``margin``
+    asks whether ``samples`` are confidently *not* more than ``-margin`` faster (the confirmation's race).
     """
     names = [name for name in samples if samples[name]]
     if not names or any(references[name].noise is None or not references[name].comparable for name in names):

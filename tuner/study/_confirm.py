@@ -12,12 +12,14 @@ A visit measures each scenario once when the study knows its noise (two rounds g
 each from its own restart: the variance that matters between configs) and twice when it does not (a study
 of fixed repeats measures its fixed number).
 
-After the two rounds it is a race: finalists still within noise of the leader (the best by confirmation so far:
-not confidently behind it, the regression pruner's one-sided test on the objective at its confidence, with the
-study's noise) are measured in further rounds, up to :data:`MAX_ROUNDS`; one confidently behind drops out. The
-top configs of a study are often about 1% apart, which two samples each rank wrongly now and then (50 seeds of
-the coding-agent study: 14 confirmations chose a finalist up to 1.6 points worse than the best one); a close
-race pays for more samples, a clear one does not.
+After the two rounds it is a race: a finalist that could still be better than the leader (the best by
+confirmation so far) by more than the study's ``[benchmark] precision`` is measured in further rounds, up to
+:data:`MAX_ROUNDS`, with the leader; one confidently not (the regression pruner's one-sided test on the objective
+at its confidence, with the study's noise, against the leader's objective times ``1 + precision``) drops out.
+The top configs of a study are often about 1% apart, which two samples each rank wrongly now and then (50 seeds
+of the coding-agent study: 14 confirmations chose a finalist up to 1.6 points worse than the best one); a close
+race pays for more samples, a clear one does not, and differences below the precision the study asked for are
+not worth a restart.
 
 Recorded as the study's user attr ``confirmation`` (Optuna cannot change a finished trial's attrs):
 ``{"trials": [...], "values": {n: objective from the fresh repeats, 0 when the config failed}, "ranks":
@@ -144,7 +146,8 @@ def confirm_top(
     say = progress or (lambda text: None)
     say(
         f"confirming the top {len(top)}: " + " ".join(f"#{t.number}" for t in top)
-        + f" ({ROUNDS} rounds, up to {MAX_ROUNDS} while they are within noise of the leader)"
+        + f" ({ROUNDS} rounds, up to {MAX_ROUNDS} while one could beat the leader by more than "
+        + f"{config.benchmark.precision:.1%})"
     )
     noise = study_noise(study, config)
     policy = visit_policy(config, noise_known=all(n is not None for n in noise.values()))
@@ -163,7 +166,8 @@ def confirm_top(
             say(f"  no round {r + 1} for {shown}: it would end after the deadline")
             break
         if r >= ROUNDS:
-            say(f"  round {r + 1}: " + " ".join(f"#{t.number}" for t in racing) + " are still within noise")
+            shown = " ".join(f"#{t.number}" for t in racing)
+            say(f"  round {r + 1}: {shown} (one could still be more than {config.benchmark.precision:.1%} faster)")
         rounds = r + 1
         i = 0
         while i < len(racing):  # grows while it is walked: a finalist that fails the gate hands over its place
@@ -207,7 +211,8 @@ def _contenders(
     noise: dict[str, Noise | None],
 ) -> list[FrozenTrial]:
     """The finalists still in the race, in ``top``'s order: the leader (the best by its fresh repeats) and
-    every other one not confidently behind it on the objective (the regression pruner's test, margin 0)."""
+    every other one not confidently below the leader's objective times ``1 + precision`` (the regression
+    pruner's test with a negative margin: could it still beat the leader by more than the study's precision?)."""
     alive = [t for t in top if t.number not in errors]
     if len(alive) < 2:
         return alive
@@ -228,7 +233,10 @@ def _contenders(
         for t in alive
         if t is leader
         or not objective_slower(
-            _repeats(visits[t.number], metric), references=references, weights=weights, margin=0.0
+            _repeats(visits[t.number], metric),
+            references=references,
+            weights=weights,
+            margin=-config.benchmark.precision,
         )
     ]
 
