@@ -23,8 +23,8 @@ not worth a restart.
 
 Recorded as the study's user attr ``confirmation`` (Optuna cannot change a finished trial's attrs):
 ``{"trials": [...], "values": {n: objective from the fresh repeats, 0 when the config failed}, "ranks":
-{n: 1 = best}, "errors": {n: reason}, "winner": n, "best_before": n, "held": bool, "rounds": r}`` (``rounds``:
-the most any finalist was measured in).
+{n: 1 = best}, "errors": {n: reason}, "winner": n, "best_before": n, "held": bool, "rounds": r,
+"precision": p}`` (``rounds``: the most any finalist was measured in; ``precision``: what the race resolved).
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ def confirm_top(
     if len(top) < 2:
         return None
     values = {t.number: 0.0 if t.number in errors else _value(config, visits[t.number], noise) for t in top}
-    return _record(study, top, values, errors, rounds, say)
+    return _record(study, top, values, errors, rounds, config.benchmark.precision, say)
 
 
 def _mean(xs: list[float]) -> float:
@@ -387,6 +387,7 @@ def _record(
     values: dict[int, float],
     errors: dict[int, str],
     rounds: int,
+    precision: float,
     say: Any,
 ) -> Confirmation:
     ranked = sorted(values, key=lambda n: values[n], reverse=True)
@@ -408,6 +409,7 @@ def _record(
             "winner": result.winner,
             "held": result.held,
             "rounds": rounds,
+            "precision": precision,
         },
     )
     say(confirmation_text(study) or "")

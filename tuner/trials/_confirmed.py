@@ -8,7 +8,8 @@ from optuna.trial import FrozenTrial
 __all__ = ["CONFIRMATION", "confirmation_text", "recommended_trial"]
 
 CONFIRMATION = "confirmation"
-"""Study user attr: ``{"trials", "values", "ranks", "errors", "winner", "best_before", "held", "rounds"}``."""
+"""Study user attr: ``{"trials", "values", "ranks", "errors", "winner", "best_before", "held", "rounds",
+"precision"}`` (``precision``: the study's ``[benchmark] precision``, which the race resolved)."""
 
 
 def confirmation_text(study: optuna.Study) -> str | None:
@@ -21,9 +22,14 @@ def confirmation_text(study: optuna.Study) -> str | None:
     if c.get("held"):
         rounds = c.get("rounds", 2)
         return f"confirmation: the winner held (#{c['winner']} best again over {rounds} rounds: {shown})"
+    close = ""
+    before, after = values.get(str(c["best_before"])), values.get(str(c["winner"]))
+    precision = c.get("precision")
+    if isinstance(precision, float) and before and after and after < before * (1 + precision):
+        close = f", by less than the study's precision ({precision:.1%}): either is about as fast"
     return (
         f"confirmation: the winner did NOT hold: #{c['winner']} beat #{c['best_before']} on re-measurement "
-        f"({shown}); #{c['winner']} is recommended"
+        f"({shown}{close}); #{c['winner']} is recommended"
     )
 
 
