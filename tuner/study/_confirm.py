@@ -78,7 +78,7 @@ Check = Callable[[Endpoint], bool]
 ROUNDS = 2
 """Rounds every finalist is measured in."""
 MAX_ROUNDS = 4
-"""Rounds the finalists still within noise of the leader are measured in, at most."""
+"""Rounds a finalist that could still beat the leader by more than the study's precision is measured in, at most."""
 
 
 @dataclass(frozen=True, kw_only=True)
