@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import httpx
 import pytest
 
@@ -122,6 +124,19 @@ def test_server_dying_under_load_cuts_streams(start_sim, http_client: str) -> No
     assert "/16 requests failed" in reason
     assert "no longer answers /health" in reason
     assert sim.proc.wait(timeout=5) != 0
+
+
+@LIBRARIES
+def test_a_stream_cut_by_a_crash_counts_the_tokens_it_delivered(start_sim, http_client: str) -> None:  # type: ignore[no-untyped-def]
+    # The server dies 20 modelled seconds (5 s) after it is ready, in the middle of an 8,000-token stream (~50
+    # modelled seconds): however slowly the client starts on a loaded machine, it is streaming by then.
+    sim = start_sim(*DDTREE, "--sim-time-scale", "4", "--sim-crash-after", "20")
+    sc = Scenario(name="c1-cut", concurrency=1, prompt_tokens=32, output_tokens=8000, requests=1)
+    with pytest.raises(DiedUnderLoad) as info:
+        _bench(sim, sc, warmup=0, repeats=1, http_client=http_client).run_scenario(sc)
+    delivered = re.search(r"request #0 failed after [\d.]+ s \((\d+) tokens delivered\)", info.value.evidence)
+    assert delivered is not None, info.value.evidence
+    assert 0 < int(delivered.group(1)) < 8000, info.value.evidence  # what the stream carried, not `usage`'s 0
 
 
 @LIBRARIES

@@ -49,6 +49,12 @@ def test_vllm_speculative_config(tmp_path: Path) -> None:
     assert (p.json_flag, p.key) == ("--speculative-config", "num_speculative_tokens")
     assert config.baseline == {"num_speculative_tokens": 5}
     assert config.dialect.lint(config.space) == []
+    # num_speculative_tokens 1-8 is 8 configs: the study asks for all of them, not for 20.
+    assert config.study.trials == 8
+
+
+def test_a_large_space_gets_the_default_trials(tmp_path: Path) -> None:
+    assert load_config(_init(tmp_path, SGLANG)).study.trials == 20
 
 
 def test_llama_cpp_prompt_lookup(tmp_path: Path) -> None:

@@ -10,15 +10,15 @@ import optuna
 from optuna.artifacts import FileSystemArtifactStore
 
 from tuner.report import (
-    NOTE_MARKER,
     DashboardServer,
     annotate_trials,
+    importances,
     mark_feasibility,
     study_note_text,
     write_study_note,
 )
 from tuner.study import best_trials
-from tuner.trials import CONFIRMATION, is_feasible, recommended_trial
+from tuner.trials import CONFIRMATION, is_feasible, recommended
 
 Case = Any  # tests/report/conftest.py's StudyCase (conftest modules are not importable by name)
 
@@ -52,8 +52,8 @@ def test_dashboard_serves_the_real_study_with_our_attrs_and_artifacts(sim_study:
     assert any(a["filename"] == "benchmark.json" for a in first["artifacts"])
     assert "## Search space" in detail["note"]["body"] and "budget" in detail["note"]["body"]
     # What tune recommends: the confirmed winner when the top was re-measured (this study was).
-    winner = recommended_trial(sim_study.study)
-    assert winner is not None and [t["number"] for t in detail["best_trials"]] == [winner.number]
+    rec = recommended(sim_study.study)
+    assert rec is not None and rec.confirmed and [t["number"] for t in detail["best_trials"]] == [rec.trial.number]
 
 
 def test_dashboard_best_is_never_an_infeasible_trial(synthetic_study: Case) -> None:
@@ -68,9 +68,11 @@ def test_dashboard_best_is_never_an_infeasible_trial(synthetic_study: Case) -> N
     assert best_numbers == [best_trials(study)[0].number] and fastest.number not in best_numbers
     by_number = {t["number"]: t for t in detail["trials"]}
     assert by_number[fastest.number]["constraints"] == [1.0]  # the UI shows it as infeasible
-    assert "INFEASIBLE gate 1/2" in by_number[fastest.number]["note"]["body"]
-    assert "FAILED" in by_number[4]["note"]["body"] and "OutOfMemoryError" in by_number[4]["note"]["body"]
-    assert "BEST feasible" in by_number[best_numbers[0]]["note"]["body"]
+    assert "infeasible: wrong answers (gate 1/2)" in by_number[fastest.number]["note"]["body"]
+    assert "failed: did not start" in by_number[4]["note"]["body"]
+    assert "OutOfMemoryError" in by_number[4]["note"]["body"]
+    assert "RECOMMENDED" in by_number[best_numbers[0]]["note"]["body"]
+    assert not any("<!--" in (t.get("note") or {}).get("body", "") for t in detail["trials"])  # shown raw
     assert any(a["filename"] == "server-log.txt" for a in by_number[4]["artifacts"])
 
 
@@ -89,8 +91,8 @@ def test_dashboard_best_is_the_confirmed_winner(synthetic_study: Case) -> None:
         detail = _detail(server, "syn")
     assert [t["number"] for t in detail["best_trials"]] == [runner_up.number]
     by_number = {t["number"]: t for t in detail["trials"]}
-    assert "BEST feasible trial**: the recommendation" in by_number[runner_up.number]["note"]["body"]
-    assert "BEST" not in (by_number[measured_best.number].get("note") or {}).get("body", "")
+    assert "RECOMMENDED" in by_number[runner_up.number]["note"]["body"]
+    assert "RECOMMENDED" not in (by_number[measured_best.number].get("note") or {}).get("body", "")
 
 
 def test_notes_are_idempotent_and_a_human_edit_wins(synthetic_study: Case) -> None:
@@ -106,7 +108,33 @@ def test_notes_are_idempotent_and_a_human_edit_wins(synthetic_study: Case) -> No
     save_note(study, "my own notes")
     write_study_note(study, config)
     assert get_note(study) == "my own notes"
-    assert study_note_text(config).startswith(NOTE_MARKER)
+    assert "<!--" not in study_note_text(config)  # the dashboard shows a note's text raw
+
+
+def test_a_human_edit_of_a_trial_note_wins(synthetic_study: Case) -> None:
+    from optuna_dashboard._note import get_note_from_system_attrs, save_note_with_version
+
+    study = synthetic_study.study
+    annotate_trials(study)
+    storage, sid = study._storage, study._study_id
+    wrong = 3  # the fast config that failed the gate: tune writes a note on it
+    tid = study.trials[wrong]._trial_id
+    note = get_note_from_system_attrs(storage.get_study_system_attrs(sid), tid)
+    assert note["body"].startswith("**infeasible")
+    save_note_with_version(storage, sid, tid, note["version"] + 1, "checked by hand: a bad kernel, see ticket 12")
+    annotate_trials(study)
+    assert get_note_from_system_attrs(storage.get_study_system_attrs(sid), tid)["body"].startswith("checked by hand")
+
+
+def test_dashboard_importances_are_the_report_s(synthetic_study: Case) -> None:
+    study = synthetic_study.study
+    ours, _, why = importances(study)
+    assert why is None and ours
+    with _serve(synthetic_study) as server:
+        studies = _get(f"{server.url}/api/studies")["study_summaries"]
+        (entry,) = [s for s in studies if s["study_name"] == "syn"]
+        shown = _get(f"{server.url}/api/studies/{entry['study_id']}/param_importances")["param_importances"]
+    assert {p["name"]: round(p["importance"], 6) for p in shown[0]} == {k: round(v, 6) for k, v in ours.items()}
 
 
 def test_mark_feasibility_labels_a_live_trial(synthetic_study: Case) -> None:
@@ -115,7 +143,7 @@ def test_mark_feasibility_labels_a_live_trial(synthetic_study: Case) -> None:
     trial.set_user_attr("gate", "1/2")
     trial.set_user_attr("correct", False)
     trial.set_constraint("correctness", 1.0)
-    assert mark_feasibility(trial) == "INFEASIBLE gate 1/2"
+    assert mark_feasibility(trial) == "no: wrong answers (gate 1/2)"
     study.tell(trial, [1.0])
     ok = study.ask()
     ok.set_constraint("correctness", 0.0)

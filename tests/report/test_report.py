@@ -12,9 +12,9 @@ import pytest
 
 from tuner.cli import main
 from tuner.report import build_report, export_dropin, export_text, launch_spec
-from tuner.report._facts import ratio_ci
 from tuner.services._systemd import systemd_split
-from tuner.study import best_trials, recommended_trial
+from tuner.study import best_trials
+from tuner.trials import recommended
 
 Case = Any  # tests/report/conftest.py's StudyCase (conftest modules are not importable by name)
 
@@ -31,16 +31,16 @@ def _assert_pngs(plots: dict[str, Path]) -> None:
 def test_report_from_the_real_study(sim_study: Case, tmp_path: Path) -> None:
     report = build_report(sim_study.study, sim_study.config, tmp_path / "out")
     assert len(best_trials(sim_study.study)) == 1
-    best = recommended_trial(sim_study.study)  # the confirmed winner: the top was re-measured at the end
-    assert best is not None and report.best_number == best.number
-    assert "Confirmation: the winner" in report.path.read_text()
+    rec = recommended(sim_study.study)  # the confirmed winner: the top was re-measured at the end
+    assert rec is not None and rec.confirmed and report.best_number == rec.trial.number
+    assert "Confirmation: #" in report.path.read_text()
     assert {"history", "scenarios", "map"} <= set(report.plots), report.skipped
     _assert_pngs(report.plots)
     text = report.path.read_text()
-    assert f"**Best feasible config: trial #{best.number}**" in text
+    assert f"**Recommended: trial #{rec.trial.number} (confirmed winner)" in text
     for name in report.plots.values():
         assert f"]({name.name})" in text
-    assert "| c2 |" in text and "x** [" in text  # the per-scenario speed-up with its interval
+    assert re.search(r"\| c2 \| .* \| \*\*\d\.\d\dx \(\d\.\d\d-\d\.\d\d\)\*\* \|", text)  # speed-up, interval
     assert "## Top 10 feasible configs" in text and "## Failures by reason" in text
 
 
@@ -51,18 +51,20 @@ def test_report_never_calls_an_infeasible_trial_best(synthetic_study: Case, tmp_
     _assert_pngs(report.plots)
     text = report.path.read_text()
     assert report.best_number == 5  # 131 tok/s; trial 3 is faster (190) but failed the gate
-    assert "**Best feasible config: trial #5**" in text
+    assert "**Recommended: trial #5 (best by its own measurement), score 128.4 (131.0 ± 2.6)" in text
     top10 = text.split("## Top 10 feasible configs")[1].split("##")[0]
-    assert "| #3 |" not in top10 and "| 1 | #5 |" in top10
-    assert "infeasible" in top10 and "#3 (186.2, INFEASIBLE gate 1/2)" in top10
+    assert "| #3 |" not in top10 and "| 1 | #5 **recommended** |" in top10
+    assert "#3 (186.2 (190.0 ± 3.8), infeasible: wrong answers (gate 1/2))" in top10
     failures = text.split("## Failures by reason")[1].split("##")[0]
     assert "| failed to start | server logged a fatal error" in failures
     assert "| died under load | died under load" in failures
-    assert "| infeasible (gate) | INFEASIBLE gate 1/2 | 1 | #3 |" in failures
+    assert "| infeasible (wrong answers) | infeasible: wrong answers (gate 1/2) | 1 | #3 |" in failures
     header = text.split("## Recommendation")[0]
-    assert "1 infeasible (gate)" in header and "1 failed to start" in header and "1 died under load" in header
+    assert "1 infeasible (wrong answers)" in header and "1 failed to start" in header
+    assert "1 died under load" in header
     assert "## Parameter importance" in text and "| mem_fraction_static |" in text
-    assert "DDTree budget × top-k" in text
+    # The recommendation is DFLASH: the map is of its branch, not DDTree's budget x top-k.
+    assert "## Score map: block_size × mem_fraction_static (algorithm=DFLASH)" in text
 
 
 def test_report_with_too_few_trials_says_why(synthetic_study: Case, tmp_path: Path) -> None:
@@ -94,18 +96,14 @@ def test_export_formats_round_trip(synthetic_study: Case) -> None:
 
     data = json.loads(export_text(study, config, fmt="json"))
     assert data["trial"] == 5 and data["feasible"] is True and data["launch"]["argv"] == list(spec.argv)
+    assert data["recommended"] is True and data["score"] == "128.4 (131.0 ± 2.6)"
     assert data["scenarios"]["c2"]["tok_s"] == 131.0
     assert data["scenarios"]["c2"]["speedup_vs_baseline"] == pytest.approx(1.31)
 
     ddtree = export_dropin(study, config, study.trials[1])
     assert "Environment=SGLANG_DDTREE_MAX_TOPK=4" in ddtree.splitlines()
-    assert "WARNING: this trial is INFEASIBLE gate 1/2" in export_dropin(study, config, study.trials[3])
-
-
-def test_ratio_ci_brackets_the_ratio() -> None:
-    interval = ratio_ci([110.0, 112.0, 111.0], [100.0, 101.0, 99.0])
-    assert interval is not None and interval[0] <= 111 / 100 <= interval[1]
-    assert ratio_ci([110.0], [100.0, 101.0]) is None
+    wrong = export_dropin(study, config, study.trials[3])
+    assert "# WARNING: not the recommended config (this trial: infeasible: wrong answers (gate 1/2))" in wrong
 
 
 def test_cli_report_and_export(synthetic_study: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -119,7 +117,7 @@ def test_cli_report_and_export(synthetic_study: Case, tmp_path: Path, capsys: py
     assert main(["export", "--config", str(config_path), "--trial", "3", "--format", "json"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["feasible"] is False
-    assert re.search(r"warning: trial #3 is INFEASIBLE gate 1/2", captured.err)
+    assert "warning: trial #3 is not the recommended config: infeasible: wrong answers (gate 1/2)" in captured.err
     assert main(["export", "--config", str(config_path), "--trial", "42"]) == 1
     capsys.readouterr()
     assert main(["report", "--config", str(config_path), "--study", "nope"]) == 1  # a missing study: one line

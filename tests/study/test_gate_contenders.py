@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 import optuna
 from optuna.trial import TrialState
 
-from tuner.report import feasibility_label
-from tuner.report._facts import outcome
 from tuner.sim.inprocess import run_inprocess
-from tuner.study import best_trials, recommended_trial
-from tuner.study._confirm import top_trials
-from tuner.trials import attrs, is_feasible
+from tuner.study import best_trials
+from tuner.trials import attrs, candidates, is_feasible, outcome, outcome_text, recommended
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fixtures_demo import MakeConfig, gate_when, make_config, seeds
@@ -50,14 +48,15 @@ def test_a_config_behind_the_best_is_measured_but_not_gated(make_config: MakeCon
     assert attrs.CORRECT not in behind.user_attrs and not behind.constraints  # no verdict: nothing for TPE to avoid
     assert not is_feasible(behind)  # an unchecked config is never recommended
     assert outcome(behind) == "not gated (behind the best)"
-    assert feasibility_label(behind).startswith("NOT GATED (not run: ")
+    assert outcome_text(behind).startswith("not gated: too far behind the best to need it (not run: ")
     assert [t.number for t in best_trials(study)] == [0]
-    assert [t.number for t in top_trials(study, 3)] == [0]  # nor confirmed as a candidate
+    assert [t.number for t in candidates(study)[:3]] == [0]  # nor confirmed as a candidate
     capsys.readouterr()
-    assert main(["status", "--config", source]) == 0
-    row = next(line for line in capsys.readouterr().out.splitlines() if line.lstrip().startswith("1 COMPLETE"))
-    assert " skip " in row and "gate not run: " in row and "behind #0" in row
-    assert recommended_trial(study) is not None and recommended_trial(study).number == 0  # type: ignore[union-attr]
+    assert main(["status", "--config", source, "--wide"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if re.match(r"[ ★]\s+1 ok ", line))
+    assert " skip " in row and "not run: " in row and "behind #0" in row
+    rec = recommended(study)
+    assert rec is not None and rec.trial.number == 0
 
 
 def test_after_gates_every_config_that_survives_the_benchmark(make_config: MakeConfig) -> None:

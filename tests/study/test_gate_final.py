@@ -3,18 +3,29 @@ and a finalist that fails gives its place to the next best."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 import optuna
 from optuna.trial import TrialState
 
-from tuner.report import feasibility_label
-from tuner.report._facts import outcome
-from tuner.report._plots import gated_view, plot_history
+from tuner.report._plots import plot_history
 from tuner.sim.inprocess import run_inprocess
-from tuner.study import best_trials, recommended_trial
-from tuner.trials import CONFIRMATION, attrs, gate_pending, gate_verdicts, is_feasible, study_trials
+from tuner.study import best_trials
+from tuner.trials import (
+    CONFIRMATION,
+    NOT_GATED_YET,
+    WRONG,
+    attrs,
+    gate_pending,
+    gate_verdicts,
+    is_feasible,
+    outcome,
+    outcome_text,
+    recommended,
+    study_trials,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fixtures_demo import MakeConfig, gate_when, make_config, seeds
@@ -61,27 +72,24 @@ def test_a_finalist_that_fails_the_gate_hands_its_place_to_the_next_best(make_co
     base, wrong, right = study_trials(study)[:3]  # the verdicts applied
     assert wrong.user_attrs[attrs.CORRECT] is False and not is_feasible(wrong)
     assert wrong.user_attrs[attrs.GATE] == f"{verdicts[1].passed}/5 at the end"
-    assert outcome(wrong) == "infeasible (gate)" and feasibility_label(wrong).startswith("INFEASIBLE gate ")
+    assert outcome(wrong) == WRONG and outcome_text(wrong).startswith("infeasible: wrong answers (gate ")
     assert is_feasible(base) and is_feasible(right) and outcome(right) == "feasible"
     assert [t.number for t in best_trials(study)] == [0]
-    assert recommended_trial(study).number == 0  # type: ignore[union-attr]
+    rec = recommended(study)
+    assert rec is not None and rec.trial.number == 0 and rec.confirmed and rec.gated
 
-    # Optuna's own plots (history.png) read the constraints frozen with each trial: the view they get draws the
-    # end-gate failure infeasible, and the study itself is left as it was.
-    view = gated_view(study)
-    finished = [t.number for t in study.trials if t.state.is_finished()]
-    assert view is not study and [t.number for t in view.trials] == finished
-    assert view.trials[1].constraints == {"correctness": 1.0}
-    assert not any(t.constraints for t in view.trials if t.number != 1)
-    assert not study.trials[1].constraints
-    png = plot_history(study, Path(source).parent / "history.png", target=None, target_name="objective")
+    # The history plot draws the end-gate failure as wrong, from the verdicts; the study itself is unchanged.
+    from tuner.config import load_config
+
+    png = plot_history(study, load_config(source), Path(source).parent / "history.png", recommended=rec)
     assert png.stat().st_size > 0
+    assert not study.trials[1].constraints
 
     capsys.readouterr()
-    assert main(["status", "--config", str(source)]) == 0
+    assert main(["status", "--config", str(source), "--wide"]) == 0
     rows = capsys.readouterr().out.splitlines()
-    row = next(line for line in rows if line.lstrip().startswith("1 COMPLETE"))
-    assert "INFEASIBLE gate 0/5 at the end" in row, row
+    row = next(line for line in rows if re.match(r"[ ★]\s+1 WRONG ", line))
+    assert f" {verdicts[1].passed}/5 " in row and "infeasible: wrong answers" in row, row
     assert "gated at the end" in row
 
 
@@ -91,8 +99,8 @@ def test_without_a_confirmation_the_best_alone_is_gated(make_config: MakeConfig)
     base, right = study_trials(study)[:2]
     assert base.user_attrs[attrs.GATE] == "5/5 at the end" and is_feasible(base)
     assert gate_pending(right) and is_feasible(right)  # measured, presumed correct, never recommended first
-    assert outcome(right) == "not gated (only finalists are)"
-    assert feasibility_label(right).startswith("NOT GATED (only finalists are")
+    assert outcome(right) == NOT_GATED_YET
+    assert outcome_text(right).startswith("not gated yet: only finalists are gated")
     assert CONFIRMATION not in study.user_attrs
 
 

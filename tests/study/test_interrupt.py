@@ -54,7 +54,7 @@ def test_sigterm_marks_the_trial_failed_restores_and_hints(make_config, port) ->
     os.kill(proc.pid, signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    assert f"Resume with: tune start --trials 4 --config {cfg.source} --study term" in err
+    assert f"Resume with: tune start --trials 4 --config {cfg.source}\n" in err
     study = optuna.load_study(study_name=cfg.study.name, storage=cfg.study.storage)
     trial = study.trials[number]
     assert trial.state == TrialState.FAIL and trial.user_attrs[attrs.INTERRUPTED]

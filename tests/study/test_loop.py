@@ -8,8 +8,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tuner.study import FingerprintMismatch, best_trials, counted_trials, recommended_trial, run_study
-from tuner.trials import attrs
+from tuner.study import FingerprintMismatch, best_trials, counted_trials, run_study
+from tuner.trials import attrs, recommended
 
 OOM = {
     "algorithm": "DDTREE", "budget": 32, "topk": 10, "block_size": 8, "draft_window": 2048,
@@ -50,10 +50,10 @@ def test_short_study_completes_with_baseline_first(make_config, capsys) -> None:
     capsys.readouterr()
     assert main(["best", "--config", cfg.source]) == 0
     out = capsys.readouterr().out
-    best = recommended_trial(study)  # the confirmed winner: the top was re-measured at the end
-    assert best is not None and "confirmation" in study.user_attrs
-    assert f"trial #{best.number}" in out and "launch: " in out and "--speculative-algorithm" in out
-    assert "best feasible config per scenario:" in out and "c2 " in out
+    rec = recommended(study)  # the confirmed winner: the top was re-measured at the end
+    assert rec is not None and rec.confirmed and "confirmation" in study.user_attrs
+    assert f"recommended: trial #{rec.trial.number} (confirmed winner)" in out
+    assert "launch: " in out and "--speculative-algorithm" in out and "deploy: tune apply --best --config " in out
 
 
 def test_failing_and_incorrect_configs_are_pruned_with_evidence(make_config) -> None:
@@ -118,7 +118,7 @@ def test_resume_uses_the_config_stored_in_the_study(make_config, tmp_path, capsy
     Path(cfg.source).unlink()  # the study file is gone: resume must not need it
     assert main(["resume", "--storage", cfg.study.storage, "--study", "stored", "--trials", "2"]) == 0
     assert counted_trials(load(cfg)) == 2
-    assert main(["status", "--storage", cfg.study.storage, "--study", "stored"]) == 0
+    assert main(["status", "--storage", cfg.study.storage, "--study", "stored", "--wide"]) == 0
     out = capsys.readouterr().out
     assert "study stored: 2/2 counted trials" in out and "<baseline>" in out
     assert "<branch algorithm=DFLASH>" in out  # trial #1: the branch the baseline did not enter

@@ -177,4 +177,4 @@ def test_the_dashboard_note_says_what_decided_the_repeats() -> None:
         user_attrs={attrs.GATE_DEFERRED: True, attrs.REPEATS_DECIDED: decided},
     )  # fmt: skip
     note = trial_note_text(t)
-    assert note is not None and "NOT GATED" in note and f"Repeats beyond the first pass: {decided}." in note
+    assert note is not None and "not gated yet" in note and f"Repeats beyond the first pass: {decided}." in note

@@ -374,7 +374,7 @@ class HttpBenchmark(BaseBenchmark):
         for rec in first:
             lines.append(
                 f"request #{rec.index} failed after {rec.t_end - rec.t_start:.2f} s "
-                f"({rec.output_tokens} tokens): {rec.error}"
+                f"({rec.output_tokens} tokens delivered): {rec.error}"
             )
         lines.append(f"{probe.alive_path} after the failures: {'200' if alive else 'no answer'}")
         return DiedUnderLoad(reason, evidence="\n".join(lines))

@@ -261,6 +261,7 @@ async def timed_stream(
     except Exception as exc:
         rec.t_end = clock()
         rec.error_kind, rec.error = classify(exc)
+        events.fill(rec)  # what the stream delivered before it failed: the evidence counts it
         return rec
     rec.t_end = clock()
     events.fill(rec)

@@ -51,7 +51,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         f"wrote {out}: {config.dialect.name} server, {len(config.space.params)} tuned parameter(s), baseline "
         + ", ".join(f"{k}={v}" for k, v in config.baseline.items())
     )
-    print(f"next: tune check --config {out} && tune start --config {out} --trials 20")
+    print(f"next: tune check --config {out} && tune start --config {out} --trials {config.study.trials}")
     return 0
 
 
@@ -216,7 +216,7 @@ def init_study_text(argv: list[str], *, server: str = "auto", name: str = "study
         "",
         "[study]",
         f"name = {_toml(name)}",
-        "trials = 20",
+        _TRIALS_LINE,
         'on_exit = "baseline"      # put the base command back when the study ends',
         "",
         "[target]",
@@ -234,4 +234,23 @@ def init_study_text(argv: list[str], *, server: str = "auto", name: str = "study
         *_space_text(space),
         _SCENARIOS.format(conc=conc, requests=4 * conc),
     ]
-    return "\n".join(lines)
+    return _with_trials("\n".join(lines))
+
+
+_TRIALS_LINE = "trials = {trials}{why}"
+DEFAULT_TRIALS = 20
+
+
+def _with_trials(text: str) -> str:
+    """The study file with its trial count: :data:`DEFAULT_TRIALS`, or every config of a smaller space."""
+    from pathlib import Path
+
+    from tuner.config import parse_config
+    from tuner.space import count_configs
+
+    draft = text.replace(_TRIALS_LINE, f"trials = {DEFAULT_TRIALS}", 1)
+    size = count_configs(parse_config(draft, source="(tune init)", base_dir=Path(".")).space, limit=DEFAULT_TRIALS)
+    if size is None:
+        return draft
+    why = f"             # every config of the space: it holds {size}"
+    return text.replace(_TRIALS_LINE, f"trials = {size}{why}", 1)

@@ -27,7 +27,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_study_args(apply)
     which = apply.add_mutually_exclusive_group(required=True)
     which.add_argument("--trial", type=int, metavar="N", help="trial number")
-    which.add_argument("--best", action="store_true", help="the best feasible trial")
+    which.add_argument("--best", action="store_true", help="the recommended trial (what `tune best` names)")
+    apply.add_argument(
+        "--unverified",
+        action="store_true",
+        help="apply the recommendation even though its correctness gate has not run yet",
+    )
     apply.set_defaults(func=cmd_apply)
 
     restore = subparsers.add_parser("restore", help="drop tune's changes, restart the base config, wait ready")
@@ -134,29 +139,34 @@ def _cycle(config: StudyConfig) -> str | None:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    from tuner.space import render
+    from tuner.report import launch_spec, recommendation_lines, tune_command
     from tuner.study import load_existing
-    from tuner.trials import best_trials
+    from tuner.trials import outcome_text, recommended
 
     config, storage, name = study_location(args)
     study = load_existing(storage, name)  # never creates an empty study to apply nothing from
     if args.best:
-        best = best_trials(study)
-        if not best:
-            raise TuneError(f"study {study.study_name!r} has no feasible completed trial yet")
-        trial = best[0]
+        rec = recommended(study)
+        if rec is None:
+            raise TuneError(f"study {study.study_name!r} has no feasible completed trial yet: nothing to apply")
+        finish = tune_command("finish", config, storage=storage, study=study.study_name)
+        for line in recommendation_lines(study, config, rec, finish=finish):
+            print(line)
+        if not rec.gated and not args.unverified:
+            raise TuneError(
+                f"trial #{rec.trial.number} has not passed the correctness gate yet (only finalists are gated, at "
+                f"the end of the study): run `{finish}` first, or apply it anyway with --unverified"
+            )
+        trial = rec.trial
     else:
         matches = [t for t in study.trials if t.number == args.trial]
         if not matches:
             raise TuneError(f"study {study.study_name!r} has no trial {args.trial}")
         trial = matches[0]
-    print(f"applying trial {trial.number}: {trial.params}")
-    _with_target(
-        config,
-        lambda target: _bring_up(
-            target, render(config.space, target.base, trial.params), f"apply-trial-{trial.number}"
-        ),
-    )
+        print(f"trial #{trial.number}: {outcome_text(trial)}")
+    spec = launch_spec(config, trial)
+    print(f"applying trial #{trial.number}: {spec.shell_text()}")
+    _with_target(config, lambda target: _bring_up(target, spec, f"apply-trial-{trial.number}"))
     return 0
 
 

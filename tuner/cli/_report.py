@@ -25,11 +25,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
     )
     p.set_defaults(func=_report)
 
-    p = sub.add_parser("export", help="the best feasible config as a systemd drop-in, a command line or JSON")
+    p = sub.add_parser("export", help="the recommended config as a systemd drop-in, a command line or JSON")
     add_study_args(p)
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--best", action="store_true", help="the best feasible trial (the default)")
-    which.add_argument("--trial", type=int, metavar="N", help="trial N instead (warned about when infeasible)")
+    which.add_argument("--best", action="store_true", help="the recommended trial (the default)")
+    which.add_argument("--trial", type=int, metavar="N", help="trial N instead (warned about when not recommended)")
     p.add_argument("--format", choices=("dropin", "command", "json"), default="command")
     p.set_defaults(func=_export)
 
@@ -52,7 +52,13 @@ def _dashboard(args: argparse.Namespace) -> int:
         from optuna.artifacts import FileSystemArtifactStore
 
         store = FileSystemArtifactStore(str(config.study.artifacts_dir))
-    server = DashboardServer(storage=storage_of(study), artifact_store=store, host=args.host, port=args.port)
+    server = DashboardServer(
+        storage=storage_of(study),
+        artifact_store=store,
+        host=args.host,
+        port=args.port,
+        configs={study.study_name: config},
+    )
     print(
         f"optuna-dashboard for {storage} (study {study.study_name}) at {server.url}/dashboard  (Ctrl-C stops)",
         file=sys.stderr,
@@ -71,9 +77,9 @@ def _dashboard(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from tuner.report import build_report
 
-    config, study, _ = _open(args)
+    config, study, storage = _open(args)
     out = args.out or config.base_dir / "runs" / study.study_name / "report"
-    report = build_report(study, config, Path(out))
+    report = build_report(study, config, Path(out), storage=storage)
     print(report.path)
     for name, why in report.skipped.items():
         print(f"  {name}: not drawn ({why})", file=sys.stderr)
@@ -81,12 +87,17 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from tuner.report import choose_trial, export_text, feasibility_label
+    from tuner.report import choose_trial, export_text, tune_command, verification_text
+    from tuner.trials import outcome_text, recommended
 
-    config, study, _ = _open(args)
+    config, study, storage = _open(args)
     chosen = choose_trial(study, args.trial)
-    label = feasibility_label(chosen)
-    if label != "feasible":
-        print(f"warning: trial #{chosen.number} is {label}: not a recommended config", file=sys.stderr)
+    rec = recommended(study)
+    if rec is None or rec.trial.number != chosen.number:
+        print(f"warning: trial #{chosen.number} is not the recommended config: {outcome_text(chosen)}", file=sys.stderr)
+    elif unverified := verification_text(
+        rec, finish=tune_command("finish", config, storage=storage, study=study.study_name)
+    ):
+        print(f"warning: trial #{chosen.number}: {unverified}", file=sys.stderr)
     sys.stdout.write(export_text(study, config, fmt=args.format, trial=chosen.number))
     return 0

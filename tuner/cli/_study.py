@@ -1,7 +1,14 @@
+"""``tune start`` / ``resume`` / ``finish`` (run a study), ``tune status`` and ``tune best`` (read one).
+
+Every output names the recommendation (:func:`tuner.trials.recommended`) with the figures of
+:mod:`tuner.report`: the same trial and the same numbers as the report, the exports and the dashboard.
+"""
+
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from typing import Any
 
@@ -36,18 +43,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     _skip_preflight_arg(p)
     p.set_defaults(func=_resume)
 
-    p = sub.add_parser("status", help="every trial: state, params, score, per-scenario tok/s, failure reason")
+    p = sub.add_parser(
+        "finish",
+        help="what the end of a study does, now: re-measure the top configs and gate the finalists (no new trials)",
+    )
     add_study_args(p)
-    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_finish)
+
+    p = sub.add_parser("status", help="every trial: what became of it, score, per-scenario tok/s, params")
+    add_study_args(p)
+    p.add_argument("--json", action="store_true", help="every trial's row as JSON")
+    p.add_argument("--wide", action="store_true", help="do not fit rows to the terminal's width")
     p.set_defaults(func=_status)
 
-    p = sub.add_parser("best", help="the best feasible config (the Pareto front for multi-objective studies)")
+    p = sub.add_parser("best", help="the recommended config (and the Pareto front of a multi-objective study)")
     add_study_args(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="the recommendation as JSON")
     p.add_argument(
         "--confirm",
         action="store_true",
-        help="first re-measure the top [search] confirm_top configs (default 3) interleaved on the server",
+        help="first re-measure the top [search] confirm_top configs (default 3) interleaved on the server, "
+        "even if they were confirmed already",
     )
     p.set_defaults(func=_best)
 
@@ -99,7 +115,7 @@ def _start(args: argparse.Namespace) -> int:
         deadline=_deadline(args),
         allow_mixed_targets=args.allow_mixed_targets,
     )
-    _print_summary(summary)
+    _print_end(config, summary)
     return 0
 
 
@@ -118,7 +134,17 @@ def _resume(args: argparse.Namespace) -> int:
         study_name=args.study or config.study.name,
         preflight=not args.skip_preflight,
     )
-    _print_summary(summary)
+    _print_end(config, summary)
+    return 0
+
+
+def _finish(args: argparse.Namespace) -> int:
+    """``tune finish``: the study loop with nothing left to run: the confirmation and the gate, if not done."""
+    from tuner.study import run_study
+
+    config, storage, name = study_location(args)
+    summary = run_study(config, trials=0, storage=storage, study_name=name)
+    _print_end(config, summary)
     return 0
 
 
@@ -148,209 +174,233 @@ def _deadline(args: argparse.Namespace) -> float | None:
     return None
 
 
-def _print_summary(summary: Any) -> None:
-    best = (
-        f"best trial #{summary.best_number}: {' / '.join(f'{v:.1f}' for v in summary.best_values or ())}"
-        " (`tune best` prints its command)"
-        if summary.best_number is not None
-        else "no feasible trial"
-    )
+def _print_end(config: Any, summary: Any) -> None:
+    """The end of a run in at most six lines: what ran, the recommendation, its launch command, how to deploy."""
+    from tuner.report import launch_spec, recommendation_lines, tune_command
+    from tuner.study import load_existing
     from tuner.study._budget import UNTIL_DEADLINE
+    from tuner.trials import recommended
 
     of = f"/{summary.target}" if summary.target != UNTIL_DEADLINE else ""
-    print(
-        f"study {summary.study_name}: {summary.counted}{of} trials ({summary.ran} run now, "
-        f"{summary.seconds:.0f} s); {best}"
-    )
+    space = f"; all {summary.space_size} configs of the space were measured" if summary.exhausted else ""
+    ran = f"{summary.ran} run now, {summary.seconds:.0f} s"
+    print(f"study {summary.study_name}: {summary.counted}{of} trials ({ran}){space}")
+    study = load_existing(summary.storage, summary.study_name)
+    rec = recommended(study)
+    if rec is None:
+        print("no feasible trial: nothing to recommend (`tune report` groups the failures by reason)")
+        return
+    def command(verb: str) -> str:
+        return tune_command(verb, config, storage=summary.storage, study=summary.study_name)
+
+    for line in recommendation_lines(study, config, rec, finish=command("finish"))[:3]:
+        print(line)
+    print(f"launch: {launch_spec(config, rec.trial).shell_text()}")
+    print(f"deploy: {command('apply --best')}")
 
 
-def _load(args: argparse.Namespace) -> tuple[Any, Any]:
+def _load(args: argparse.Namespace) -> tuple[Any, Any, str]:
     from tuner.study import load_existing, storage_faults
 
     config, storage, name = study_location(args)
     with storage_faults(storage):
-        return config, load_existing(storage, name)
+        return config, load_existing(storage, name), storage
 
 
-def trial_row(t: Any, scenarios: list[str]) -> dict[str, Any]:
-    from tuner.report._facts import outcome
-    from tuner.trials import attrs, client_bound_scenarios
+# -- tune status -------------------------------------------------------------------------------------------
 
-    row: dict[str, Any] = {
-        "number": t.number,
-        "state": t.state.name,
-        "values": t.values,
-        "params": t.params,
-        "baseline": bool(t.user_attrs.get(attrs.BASELINE)),
-        "seed": t.user_attrs.get(attrs.SEED),
-        "branch": t.user_attrs.get(attrs.BRANCH),
-        "correct": t.user_attrs.get(attrs.CORRECT),
-        "gate": t.user_attrs.get(attrs.GATE),
-        "feasible": all(v <= 0 for v in t.constraints.values()),
-        "tok_s": {s: t.user_attrs.get(attrs.scenario_key(s, "tok_s")) for s in scenarios},
-        "scenario_scores": {
-            s: {f: t.user_attrs.get(attrs.scenario_key(s, f)) for f in ("score", "point", "half_width", "stopped")}
-            for s in scenarios
-        },
-        "repeats": {s: len(t.user_attrs.get(attrs.scenario_key(s, "repeats")) or ()) for s in scenarios},
-        "warmup": {s: t.user_attrs.get(attrs.scenario_key(s, "warmup")) for s in scenarios},
-        "accept_length": {s: t.user_attrs.get(attrs.scenario_key(s, "accept_length")) for s in scenarios},
-        # Scenarios measured while the load generator was the bottleneck: their figures understate the server.
-        "client_bound": client_bound_scenarios(t),
-        "failure_phase": t.user_attrs.get(attrs.FAILURE_PHASE),
-        "failure_reason": t.user_attrs.get(attrs.FAILURE_REASON),
-        "failure_kind": t.user_attrs.get(attrs.FAILURE_KIND),
-        "outcome": outcome(t),
-        "duplicate_of": t.user_attrs.get(attrs.DUPLICATE_OF),
-        "rejected": bool(t.user_attrs.get(attrs.REJECTED)),
-        "command": t.user_attrs.get(attrs.COMMAND),
-        "env": t.user_attrs.get(attrs.ENV),
-        "worker": t.user_attrs.get(attrs.WORKER_NAME),
-        "target": t.user_attrs.get(attrs.TARGET_FINGERPRINT),
-    }
-    return row
+_SHORT = {
+    "feasible": "ok",
+    "not gated (behind the best)": "ok",
+    "not gated yet (finalists only)": "ok",
+    "infeasible (wrong answers)": "WRONG",
+    "pruned (slower)": "pruned",
+    "failed to start": "FAILED",
+    "died under load": "FAILED",
+    "other failure": "FAILED",
+    "environment": "env",
+}
+
+
+def _short(row: dict[str, Any]) -> str:
+    """The few letters of the status table's verdict column."""
+    if row["duplicate_of"] is not None:
+        return "repeat"
+    if row["rejected"]:
+        return "rejected"
+    if row["state"] == "FAIL":
+        return "env" if row["failure_kind"] == "environment" else "interr."
+    return _SHORT.get(row["outcome"], row["state"].lower())
+
+
+def _gate_cell(row: dict[str, Any]) -> str:
+    if row["outcome"] == "not gated (behind the best)":
+        return "skip"
+    if row["outcome"] == "not gated yet (finalists only)":
+        return "end"
+    return str(row["gate"] or "-").removesuffix(" at the end")
+
+
+def _notes(row: dict[str, Any], *, fleet: bool) -> list[str]:
+    from tuner.space import format_value
+
+    notes = []
+    if row["baseline"]:
+        notes.append("baseline")
+    if row["seed"] is not None:
+        notes.append(f"seed {row['seed']}")
+    if row["branch"]:
+        notes.append("branch " + " ".join(f"{k}={format_value(v)}" for k, v in row["branch"].items()))
+    if str(row["gate"] or "").endswith(" at the end"):
+        notes.append("gated at the end")
+    if row["client_bound"]:
+        notes.append("CLIENT-BOUND " + ",".join(row["client_bound"]))
+    if row["failure_reason"] and row["duplicate_of"] is None:
+        notes.append(f"{row['verdict']} [{row['failure_phase']}] {row['failure_reason']}")
+    elif row["outcome"] not in ("feasible", "not gated yet (finalists only)") and row["state"] == "COMPLETE":
+        notes.append(row["verdict"])
+    if fleet and row["worker"]:
+        notes.append(f"on {row['worker']}")
+    return notes
+
+
+def _scenario_cell(cell: dict[str, Any]) -> str:
+    """``651.6 ± 11.4 ×2``: the scenario's point estimate, half-width and repeats (``-``: not measured)."""
+    if not isinstance(cell["tok_s"], int | float):
+        return "-"
+    hw = f" ± {cell['half_width']:.1f}" if isinstance(cell["half_width"], int | float) else ""
+    return f"{cell['tok_s']:.1f}{hw} ×{cell['repeats']}"
 
 
 def _status(args: argparse.Namespace) -> int:
+    from tuner.report import recommendation_lines, trial_row, tune_command
     from tuner.space import format_value
-    from tuner.study import counted_trials, describe_warmups
-    from tuner.trials import attrs, study_trials
+    from tuner.study import describe_warmups
+    from tuner.trials import attrs, counted_trials, recommended, study_trials
 
-    config, study = _load(args)
-    scenarios = [s.name for s in config.benchmark.scenarios]
-    rows = [trial_row(t, scenarios) for t in study_trials(study)]
+    config, study, storage = _load(args)
+    rows = [trial_row(t, config) for t in study_trials(study)]
+    rec = recommended(study)
+    for r in rows:
+        r["recommended"] = rec is not None and r["number"] == rec.trial.number
     if args.json:
         json.dump(rows, sys.stdout, indent=2, default=str)
         print()
         return 0
-    saved = study.user_attrs.get("pruning_saved_s")
-    saved_text = f"; regression pruning saved {saved:.0f} s of benchmark" if saved else ""
+    saved = study.user_attrs.get(attrs.PRUNING_SAVED_S)
+    saved_text = f"; pruning slower configs early saved {saved:.0f} s of benchmark" if saved else ""
     target = study.user_attrs.get(attrs.TARGET_TRIALS, config.study.trials)
     print(f"study {study.study_name}: {counted_trials(study)}/{target} counted trials{saved_text}")
+    if rec is not None:
+        finish = tune_command("finish", config, storage=storage, study=study.study_name)
+        for line in recommendation_lines(study, config, rec, finish=finish):
+            print(line)
     # Which worker ran what matters once several share the study (`[target.ssh] hosts`, or `tune start` on each).
     fleet = len({r["worker"] for r in rows if r["worker"]}) > 1
     running = [f"#{r['number']} on {r['worker'] or '?'}" for r in rows if r["state"] == "RUNNING"]
     if running:
         print("running now: " + ", ".join(running))
-    print("per scenario: score (point ± half-width) tok/s ×repeats; score = lower bound of the interval")
-    warmups = describe_warmups(study, config)
-    if warmups:
+    if warmups := describe_warmups(study, config):
         print(warmups)
-    head = (
-        f"{'#':>4} {'state':<8} {'score':>8} {'gate':>5} "
-        + " ".join(f"{s[:_COL]:>{_COL}}" for s in scenarios)
-        + "  params / reason"
+    scenarios = [s.name for s in config.benchmark.scenarios]
+    cells = [[_scenario_cell(r["scenarios"][s]) for s in scenarios] for r in rows]
+    widths = [max([len(s), *(len(c[i]) for c in cells)]) for i, s in enumerate(scenarios)]
+    score_w = max([5, *(len(r["score"]) for r in rows)])
+    print("score = lower end of the objective's interval (point ± half-width); scenarios: tok/s ± half-width ×repeats")
+    head = f"{'#':>5} {'verdict':<8} {'score':<{score_w}} {'gate':>5} " + " ".join(
+        f"{s:<{w}}" for s, w in zip(scenarios, widths, strict=True)
     )
-    print(head)
-    if any(r["outcome"] == "not gated (only finalists are)" for r in rows):
-        print('     (gate "end": [gate] when = "final" gates the finalists only, when the study ends)')
-    for r in rows:
-        # A PRUNED trial carries its last intermediate value in Optuna: not a score.
-        score = "/".join(f"{v:.1f}" for v in r["values"]) if r["values"] and r["state"] == "COMPLETE" else "-"
-        toks = " ".join(f"{_scenario_cell(r, s):>{_COL}}" for s in scenarios)
-        notes = []
-        if r["baseline"]:
-            notes.append("baseline")
-        if r["seed"] is not None:
-            notes.append(f"seed {r['seed']}")
-        if r["branch"]:
-            notes.append("branch " + " ".join(f"{k}={format_value(v)}" for k, v in r["branch"].items()))
-        if r["correct"] is False:
-            notes.append(f"INFEASIBLE gate {r['gate']}")
-        gate = r["gate"] or "-"
-        if r["outcome"] == "not gated (behind the best)":
-            notes.append(f"gate {gate}")
-            gate = "skip"
-        elif r["outcome"] == "not gated (only finalists are)":
-            gate = "end"
-        elif gate.endswith(_AT_THE_END):
-            gate = gate.removesuffix(_AT_THE_END)
-            notes.append("gated at the end")
-        if r["duplicate_of"] is not None:
-            notes.append(f"repeat of #{r['duplicate_of']}")
-        if r["client_bound"]:
-            notes.append("CLIENT-BOUND " + ",".join(r["client_bound"]))
-        if r["failure_reason"]:
-            kind = f"{r['failure_kind']}, " if r["failure_kind"] else ""
-            notes.append(f"{r['outcome']} [{kind}{r['failure_phase']}] {r['failure_reason']}")
-        if fleet and r["worker"]:
-            notes.append(f"on {r['worker']}")
+    width = None if args.wide else _terminal_width()
+    print(_fit(head + "  params / notes", width))
+    cut = False
+    for r, c in zip(rows, cells, strict=True):
+        mark = "★" if r["recommended"] else " "
+        toks = " ".join(f"{x:<{w}}" for x, w in zip(c, widths, strict=True))
         params = " ".join(f"{k}={format_value(v)}" for k, v in r["params"].items())
-        print(
-            f"{r['number']:>4} {r['state']:<8} {score:>8} {gate:>5} {toks}  {params}"
+        notes = _notes(r, fleet=fleet)
+        line = (
+            f"{mark}{r['number']:>4} {_short(r):<8} {r['score']:<{score_w}} {_gate_cell(r):>5} {toks}  {params}"
             + (f"  <{'; '.join(notes)}>" if notes else "")
         )
+        print(_fit(line, width))
+        cut = cut or _fit(line, width) != line
+    if rec is not None:
+        print(f"★ = the recommendation (trial #{rec.trial.number})" + ("; --wide shows whole rows" if cut else ""))
     return 0
 
 
-_COL = 22
-_AT_THE_END = " at the end"
+def _terminal_width() -> int | None:
+    """The terminal's width (``COLUMNS`` first); None when the output is a file or a pipe: nothing to fit."""
+    import os
+
+    if "COLUMNS" not in os.environ and not sys.stdout.isatty():
+        return None
+    return shutil.get_terminal_size((120, 24)).columns
 
 
-def _scenario_cell(row: dict[str, Any], scenario: str) -> str:
-    """``140.1 (142.6 ± 2.5) ×2`` from a status row; ``-`` when the scenario was not measured."""
-    fig = row["scenario_scores"][scenario]
-    if not isinstance(fig["score"], int | float):
-        tok_s = row["tok_s"][scenario]
-        return f"{tok_s:.1f}" if isinstance(tok_s, int | float) else "-"  # a trial from before scores were stored
-    point = fig["point"] if isinstance(fig["point"], int | float) else fig["score"]
-    hw = f" ± {fig['half_width']:.1f}" if isinstance(fig["half_width"], int | float) else ""
-    return f"{fig['score']:.1f} ({point:.1f}{hw}) ×{row['repeats'][scenario]}"
+def _fit(line: str, width: int | None) -> str:
+    return line if width is None or len(line) <= width else line[: max(width - 1, 10)] + "…"
+
+
+# -- tune best ---------------------------------------------------------------------------------------------
 
 
 def _best(args: argparse.Namespace) -> int:
-    from tuner.search import per_scenario_best
-    from tuner.space import format_value, render
-    from tuner.study import best_trials
-    from tuner.study._confirm import confirmation_text, recommended_trial
-    from tuner.target import base_spec
-    from tuner.trials import attrs
+    from tuner.report import (
+        launch_spec,
+        per_scenario_best,
+        recommendation_lines,
+        scenario_text,
+        trial_row,
+        tune_command,
+    )
+    from tuner.space import format_value
+    from tuner.trials import confirmation_text, recommended
 
     if args.confirm:
         _confirm(args)
-    config, study = _load(args)
-    scenarios = [s.name for s in config.benchmark.scenarios]
-    best = best_trials(study)
-    recommended = recommended_trial(study)
-    if len(best) == 1 and recommended is not None:
-        best = [recommended]  # the confirmed winner, when re-measurement overturned the first ranking
-    if not best:
-        print("no feasible completed trial yet", file=sys.stderr)
+    config, study, storage = _load(args)
+    rec = recommended(study)
+    if rec is None:
+        print("no feasible completed trial yet: nothing to recommend (`tune status` says what became of each)",
+              file=sys.stderr)
         return 1
-    out = []
-    for t in best:
-        row = trial_row(t, scenarios)
-        spec = render(config.space, base_spec(config.target), t.params)
-        row["launch"] = spec.shell_text()
-        out.append(row)
+    def command(verb: str) -> str:
+        return tune_command(verb, config, storage=storage, study=study.study_name)
+
+    members = list(rec.front) or [rec.trial]
     if args.json:
+        out = []
+        for t in members:
+            row = trial_row(t, config)
+            row["launch"] = launch_spec(config, t).shell_text()
+            row["recommended"] = t.number == rec.trial.number
+            row["not_verified"] = rec.missing() if t.number == rec.trial.number else None
+            out.append(row)
         json.dump(out if len(out) > 1 else out[0], sys.stdout, indent=2, default=str)
         print()
         return 0
-    title = "Pareto front" if len(out) > 1 else "best feasible trial"
-    print(f"{title} of study {study.study_name} ({', '.join(study.metric_names or [])}):")
-    confirmed = confirmation_text(study)
-    if confirmed:
+    names = ", ".join(study.metric_names or ["score"])
+    print(f"study {study.study_name} ({names}):")
+    for line in recommendation_lines(study, config, rec, finish=command("finish")):
+        print(line)
+    if rec.confirmed and (confirmed := confirmation_text(study)):
         print(confirmed)
-    for r in out:
-        print(f"  trial #{r['number']}: values {r['values']}")
-        print("    params: " + " ".join(f"{k}={format_value(v)}" for k, v in r["params"].items()))
-        print("    tok/s:  " + " ".join(f"{k}={v}" for k, v in r["tok_s"].items()))
-        if r["gate"]:
-            print(f"    gate:   {r['gate']}")
-        print(f"    launch: {r['launch']}")
-        if r["client_bound"]:
-            print(
-                f"    WARNING: measured while the load generator was the bottleneck in {', '.join(r['client_bound'])}: "
-                "its figures understate the server; raise [benchmark] client_processes and re-measure"
-            )
-    # Which config to run for one kind of workload, whatever the overall objective says.
-    per_scenario = per_scenario_best(study, scenarios)
-    if per_scenario:
-        print("best feasible config per scenario:")
-        width = max(len(name) for name in per_scenario)
-        for name, t in per_scenario.items():
-            tok_s = t.user_attrs[attrs.scenario_key(name, "tok_s")]
-            params = " ".join(f"{k}={format_value(v)}" for k, v in t.params.items())
-            print(f"  {name:<{width}}  {tok_s:>9.1f} tok/s  trial #{t.number}: {params}")
+    scenarios = [s.name for s in config.benchmark.scenarios]
+    for t in members:
+        tag = " (recommended)" if len(members) > 1 and t.number == rec.trial.number else ""
+        if len(members) > 1:
+            print(f"  trial #{t.number}{tag}:")
+        print("    params:  " + " ".join(f"{k}={format_value(v)}" for k, v in t.params.items()))
+        print("    tok/s:   " + ", ".join(f"{s} {scenario_text(t, s)}" for s in scenarios))
+        print(f"    launch:  {launch_spec(config, t).shell_text()}")
+    print(f"deploy: {command('apply --best')}")
+    # Which config to run for one kind of workload only, where it is not the recommendation.
+    others = {s: t for s, t in per_scenario_best(study, scenarios).items() if t.number != rec.trial.number}
+    if others:
+        print("if you serve one kind of workload only (the recommendation weighs them all):")
+        width = max(len(name) for name in others)
+        for name, t in others.items():
+            print(f"  {name:<{width}}  trial #{t.number} ({scenario_text(t, name)} tok/s): "
+                  + " ".join(f"{k}={format_value(v)}" for k, v in t.params.items()))
     return 0

@@ -1,44 +1,52 @@
-"""What a study found, in forms to act on: the dashboard (with feasibility marked), a Markdown report with
-plots, and the best config exported as a systemd drop-in, a command line or JSON."""
+"""What a study found, in forms to act on: the figures and words every view shows, the dashboard (with
+feasibility and the recommendation put back), a Markdown report with plots, and the recommended config exported
+as a systemd drop-in, a command line or JSON."""
 
 from tuner.report._dashboard import DashboardServer, dashboard_app, refresh_notes, serve_dashboard
 from tuner.report._export import FORMATS, choose_trial, export_dropin, export_json, export_text, launch_spec
 from tuner.report._facts import (
     FailureGroup,
+    Figure,
     ScenarioComparison,
+    Speedup,
     baseline_trial,
-    best_feasible,
     compare_scenarios,
     failure_groups,
-    feasibility_label,
-    infeasibility,
-    rank_value,
-    ranked_feasible,
-    ratio_ci,
+    figure_text,
+    params_text,
+    per_scenario_best,
+    recommendation_lines,
+    scenario_figure,
+    scenario_text,
+    speedup_over_baseline,
+    trial_figure,
+    trial_row,
+    tune_command,
+    verification_text,
 )
+from tuner.report._importance import MIN_IMPORTANCE_TRIALS, importances
 from tuner.report._notes import (
     FEASIBLE_ATTR,
-    NOTE_MARKER,
     annotate_trials,
     mark_feasibility,
     study_note_text,
     trial_note_text,
     write_study_note,
 )
-from tuner.report._report import MIN_IMPORTANCE_TRIALS, Report, build_report, importances
+from tuner.report._report import Report, build_report
 
 __all__ = [
     "FEASIBLE_ATTR",
     "FORMATS",
     "MIN_IMPORTANCE_TRIALS",
-    "NOTE_MARKER",
     "DashboardServer",
     "FailureGroup",
+    "Figure",
     "Report",
     "ScenarioComparison",
+    "Speedup",
     "annotate_trials",
     "baseline_trial",
-    "best_feasible",
     "build_report",
     "choose_trial",
     "compare_scenarios",
@@ -47,17 +55,23 @@ __all__ = [
     "export_json",
     "export_text",
     "failure_groups",
-    "feasibility_label",
+    "figure_text",
     "importances",
-    "infeasibility",
     "launch_spec",
     "mark_feasibility",
-    "rank_value",
-    "ranked_feasible",
-    "ratio_ci",
+    "params_text",
+    "per_scenario_best",
+    "recommendation_lines",
     "refresh_notes",
+    "scenario_figure",
+    "scenario_text",
     "serve_dashboard",
+    "speedup_over_baseline",
     "study_note_text",
+    "trial_figure",
     "trial_note_text",
+    "trial_row",
+    "tune_command",
+    "verification_text",
     "write_study_note",
 ]

@@ -2,9 +2,11 @@
 
 optuna-dashboard 0.21 picks "Best trial" with ``storage.get_best_trial`` (or a Pareto front over every
 COMPLETE trial) and reads constraints from a system attr Optuna 5 no longer writes. So a fast config that
-failed the correctness gate is shown as the best. :func:`dashboard_app` wraps the dashboard's WSGI app and
-rewrites its study-detail JSON: ``best_trials`` become our feasible best (:func:`tuner.study.best_trials`)
-and every trial carries its constraint values, which the dashboard's UI does know how to show.
+failed the correctness gate is shown as the best, and a leader the end-of-study re-measurement overturned is
+shown instead of the recommendation. :func:`dashboard_app` wraps the dashboard's WSGI app: the study-detail JSON's
+``best_trials`` become tune's recommendation (:func:`tuner.trials.recommended`; the Pareto front for
+multi-objective studies) and every trial carries its constraint values, which the dashboard's UI does know how to
+show; its parameter importances become the report's (:func:`tuner.report.importances`).
 """
 
 from __future__ import annotations
@@ -13,19 +15,21 @@ import contextlib
 import json
 import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import optuna
 
-from tuner.report._facts import feasibility_label, recommended
-from tuner.trials import attrs, gate_pending, study_trials, trial_id
+from tuner.config import StudyConfig
+from tuner.report._importance import dashboard_importances
+from tuner.trials import FEASIBLE, NOT_GATED, NOT_GATED_YET, outcome, recommended, study_trials, trial_id
 
 __all__ = ["DashboardServer", "dashboard_app", "refresh_notes", "serve_dashboard"]
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 _DETAIL = re.compile(r"^/api/studies/(\d+)/?$")
+_IMPORTANCES = re.compile(r"^/api/studies/(\d+)/param_importances/?$")
 
 
 def _constraint_list(t: optuna.trial.FrozenTrial) -> list[float]:
@@ -33,9 +37,7 @@ def _constraint_list(t: optuna.trial.FrozenTrial) -> list[float]:
     values = [float(v) for _, v in sorted(t.constraints.items())]
     if (
         t.state == optuna.trial.TrialState.COMPLETE
-        and feasibility_label(t) != "feasible"
-        and not t.user_attrs.get(attrs.GATE_SKIPPED)  # measured and unchecked, not wrong
-        and not gate_pending(t)
+        and outcome(t) not in (FEASIBLE, NOT_GATED, NOT_GATED_YET)  # measured and unchecked is not wrong
         and not any(v > 0 for v in values)
     ):
         values.append(1.0)  # infeasible by our gate verdict without a constraint row: still show it
@@ -48,7 +50,11 @@ class _FeasibilityMiddleware:
         self._storage = storage
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        match = _DETAIL.match(environ.get("PATH_INFO", ""))
+        path = environ.get("PATH_INFO", "")
+        match = _DETAIL.match(path)
+        if environ.get("REQUEST_METHOD") == "GET" and (imp := _IMPORTANCES.match(path)):
+            with contextlib.suppress(Exception):  # unreadable: the dashboard's own answer is still an answer
+                return self._json(self._importances(int(imp.group(1))), start_response)
         if environ.get("REQUEST_METHOD") != "GET" or match is None:
             return self._app(environ, start_response)
         captured: dict[str, Any] = {}
@@ -68,6 +74,16 @@ class _FeasibilityMiddleware:
         start_response(status, headers)
         return [body]
 
+    @staticmethod
+    def _json(data: Any, start_response: Callable[..., Any]) -> Iterable[bytes]:
+        body = json.dumps(data).encode()
+        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
+
+    def _importances(self, study_id: int) -> dict[str, Any]:
+        name = self._storage.get_study_name_from_id(study_id)
+        return dashboard_importances(optuna.load_study(study_name=name, storage=self._storage))
+
     def _rewrite(self, study_id: int, body: bytes) -> bytes:
         from optuna_dashboard._serializer import serialize_frozen_trial
 
@@ -79,14 +95,26 @@ class _FeasibilityMiddleware:
             t = trials.get(entry.get("trial_id"))
             if t is not None:
                 entry["constraints"] = _constraint_list(t)
+            _round(entry)
         system_attrs = self._storage.get_study_system_attrs(study_id)
+        rec = recommended(study)
         best = []
-        for t in recommended(study):
+        for t in (rec.front or (rec.trial,)) if rec is not None else ():
             entry = serialize_frozen_trial(study_id, t, system_attrs)
             entry["constraints"] = _constraint_list(t)
-            best.append(entry)
+            best.append(_round(entry))
         data["best_trials"] = best
         return json.dumps(data).encode()
+
+
+def _round(entry: dict[str, Any]) -> dict[str, Any]:
+    """Values to one decimal, as every other view of `tune` shows them (the UI prints floats whole)."""
+    if isinstance(entry.get("values"), list):
+        entry["values"] = [round(v, 1) if isinstance(v, float) else v for v in entry["values"]]
+    for step in entry.get("intermediate_values") or ():
+        if isinstance(step, dict) and isinstance(step.get("value"), float):
+            step["value"] = round(step["value"], 1)
+    return entry
 
 
 def dashboard_app(storage: optuna.storages.BaseStorage, *, artifact_store: Any = None) -> WSGIApp:
@@ -97,14 +125,15 @@ def dashboard_app(storage: optuna.storages.BaseStorage, *, artifact_store: Any =
     return _FeasibilityMiddleware(app=app, storage=storage)
 
 
-def refresh_notes(storage: optuna.storages.BaseStorage) -> int:
-    """Verdict notes on every study's trials (infeasible, failed, best); returns how many changed."""
+def refresh_notes(storage: optuna.storages.BaseStorage, *, configs: Mapping[str, StudyConfig] | None = None) -> int:
+    """Verdict notes on every study's trials (infeasible, failed, recommended); returns how many changed.
+    ``configs``: study files by study name, for the figures the notes show."""
     from tuner.report._notes import annotate_trials
 
     changed = 0
     for summary in storage.get_all_studies():
         study = optuna.load_study(study_name=summary.study_name, storage=storage)
-        changed += annotate_trials(study)
+        changed += annotate_trials(study, config=(configs or {}).get(summary.study_name))
     return changed
 
 
@@ -119,6 +148,7 @@ class DashboardServer:
         host: str = "127.0.0.1",
         port: int = 8080,
         refresh_s: float | None = 30.0,
+        configs: Mapping[str, StudyConfig] | None = None,
     ) -> None:
         from socketserver import ThreadingMixIn
         from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -132,6 +162,7 @@ class DashboardServer:
 
         self._storage = storage
         self._refresh_s = refresh_s
+        self._configs = dict(configs or {})
         self._stop = threading.Event()
         self._served = False
         self._server = make_server(
@@ -151,7 +182,7 @@ class DashboardServer:
         while True:
             # Notes are a convenience: a busy database must not stop the dashboard.
             with contextlib.suppress(Exception):
-                refresh_notes(self._storage)
+                refresh_notes(self._storage, configs=self._configs)
             if self._refresh_s is None or self._stop.wait(self._refresh_s):
                 return
 

@@ -11,11 +11,11 @@ from optuna.trial import FrozenTrial
 from tuner.config import StudyConfig
 from tuner.errors import TuneError
 from tuner.metrics import METRICS, scenario_key
-from tuner.report._facts import baseline_trial, best_feasible, feasibility_label, rank_value, scenario_figure
+from tuner.report._facts import baseline_trial, compare_scenarios, figure_text, speedup_over_baseline
 from tuner.space import render
 from tuner.spec import LaunchSpec
 from tuner.target import base_spec
-from tuner.trials import attrs, is_counted, is_feasible, study_trials
+from tuner.trials import FEASIBLE, attrs, is_counted, outcome, outcome_text, recommended, study_trials
 
 __all__ = ["FORMATS", "choose_trial", "export_dropin", "export_json", "export_text", "launch_spec"]
 
@@ -23,19 +23,16 @@ FORMATS = ("dropin", "command", "json")
 
 
 def choose_trial(study: optuna.Study, number: int | None = None) -> FrozenTrial:
-    """The best feasible trial (the top of the Pareto front by geometric mean), or trial ``number``.
+    """The recommended trial (:func:`tuner.trials.recommended`), or trial ``number``.
 
-    An explicitly named trial is returned even when infeasible (the caller labels it); the best never is.
+    An explicitly named trial is returned whatever became of it (the caller labels it); the recommendation is
+    always feasible.
     """
     if number is None:
-        from tuner.trials import recommended_trial
-
-        best = best_feasible(study)
-        if not best:
+        rec = recommended(study)
+        if rec is None:
             raise TuneError(f"study {study.study_name!r} has no feasible completed trial yet: nothing to export")
-        if len(best) == 1:
-            return recommended_trial(study) or best[0]  # the confirmed winner when the top was re-measured
-        return max(best, key=lambda t: (rank_value(t), -t.number))
+        return rec.trial
     trials = study_trials(study)
     if not 0 <= number < len(trials):
         raise TuneError(f"study {study.study_name!r} has no trial #{number} (it holds {len(trials)})")
@@ -51,13 +48,15 @@ def launch_spec(config: StudyConfig, t: FrozenTrial) -> LaunchSpec:
     return base if t.user_attrs.get(attrs.BASELINE) else render(config.space, base, t.params)
 
 
-def _header(study: optuna.Study, t: FrozenTrial) -> list[str]:
-    values = "/".join(f"{v:.1f}" for v in t.values) if t.values else "-"
+def _header(study: optuna.Study, config: StudyConfig, t: FrozenTrial) -> list[str]:
     names = ", ".join(study.metric_names or []) or "score"
-    lines = [f"# tune: trial #{t.number} of study {study.study_name} ({names}: {values})"]
-    label = feasibility_label(t)
-    if label != "feasible":
-        lines.append(f"# WARNING: this trial is {label}; it is not the recommended config")
+    lines = [f"# tune: trial #{t.number} of study {study.study_name} ({names}: {figure_text(t, config)})"]
+    rec = recommended(study)
+    if rec is None or rec.trial.number != t.number:
+        lines.append(f"# WARNING: not the recommended config (this trial: {outcome_text(t)})")
+    else:
+        missing = rec.missing()
+        lines += [f"# NOT VERIFIED: {m}" for m in missing]
     return lines
 
 
@@ -85,29 +84,35 @@ def export_dropin(study: optuna.Study, config: StudyConfig, t: FrozenTrial) -> s
         ]
     else:
         hints = ["# The study's target is not a systemd unit; put this in UNIT.d/60-tuned.conf to use it as one."]
-    return "\n".join([*_header(study, t), *hints, *body]) + "\n"
+    return "\n".join([*_header(study, config, t), *hints, *body]) + "\n"
 
 
 def export_json(study: optuna.Study, config: StudyConfig, t: FrozenTrial) -> dict[str, Any]:
     spec = launch_spec(config, t)
     baseline = baseline_trial(study)
+    names = [s.name for s in config.benchmark.scenarios]
     scenarios: dict[str, Any] = {}
-    for s in config.benchmark.scenarios:
-        figures = {m.key: t.user_attrs.get(scenario_key(s.name, m.key)) for m in METRICS}
-        tok = scenario_figure(t, s.name, "tok_s")
-        base_tok = scenario_figure(baseline, s.name, "tok_s") if baseline is not None else None
-        figures["speedup_vs_baseline"] = round(tok / base_tok, 4) if tok and base_tok else None
-        scenarios[s.name] = figures
+    for c in compare_scenarios(t, baseline, names):
+        figures = {m.key: t.user_attrs.get(scenario_key(c.scenario, m.key)) for m in METRICS}
+        figures["speedup_vs_baseline"] = round(c.speedup.ratio, 4) if c.speedup is not None else None
+        scenarios[c.scenario] = figures
+    rec = recommended(study)
+    is_rec = rec is not None and rec.trial.number == t.number
+    speedup = speedup_over_baseline(t, baseline, config)
     out: dict[str, Any] = {
         "study": study.study_name,
         "trial": t.number,
         "state": t.state.name,
-        "feasible": is_feasible(t) and is_counted(t),
-        "verdict": feasibility_label(t),
+        "feasible": outcome(t) == FEASIBLE and is_counted(t),
+        "verdict": outcome_text(t),
         "baseline": bool(t.user_attrs.get(attrs.BASELINE)),
         "baseline_trial": baseline.number if baseline is not None else None,
         "metric_names": study.metric_names,
         "values": t.values,
+        "score": figure_text(t, config),
+        "speedup_vs_baseline": round(speedup.ratio, 4) if speedup is not None else None,
+        "recommended": is_rec,
+        "not_verified": rec.missing() if rec is not None and is_rec else None,
         "params": t.params,
         "gate": t.user_attrs.get(attrs.GATE),
         "launch": {"argv": list(spec.argv), "env": dict(spec.env), "shell": spec.shell_text()},

@@ -1,8 +1,12 @@
-"""What a finished (or running) study says, read from the trials' user attrs: the one place that decides which
-trial is feasible, which one is the baseline, how trials rank and what a speed-up over the baseline is.
+"""What a study says, read from the trials' user attrs: the figures every view prints, the baseline, speed-ups
+over it, failures by reason, a trial's row. Which trials are feasible and which one is recommended is
+:mod:`tuner.trials`'s (one rule each); this module turns them into the numbers and words people read, so the
+console, ``tune status`` / ``best`` / ``export``, the report and the dashboard all show the same ones.
 
-Every output of `tune` (report, export, dashboard marks) goes through these functions, so none of them can
-call an infeasible trial "best" in its own way.
+Figures: a scenario's figure is its point estimate (the geometric mean of its repeats) with the half-width of its
+interval at the study's ``[benchmark] confidence``; a trial's figure is its score (the lower end of the objective's
+interval: what ranks) followed by the objective's point and half-width, ``299.0 (305.1 ± 6.1)``. Speed-ups are
+ratios of points with the intervals added in quadrature on logs, as the score itself adds scenarios.
 """
 
 from __future__ import annotations
@@ -13,128 +17,133 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from tuner.config import StudyConfig
+from tuner.metrics import objective_point_key
 from tuner.space import format_value
 from tuner.trials import (
+    SLOWER,
+    WRONG,
+    Recommendation,
     attrs,
-    best_trials,
-    gate_pending,
+    client_bound_scenarios,
+    feasible,
     is_counted,
-    is_feasible,
-    recommended_trial,
-    scenario_repeats,
+    outcome,
+    outcome_text,
     study_trials,
 )
 
 __all__ = [
-    "OUTCOMES",
     "FailureGroup",
+    "Figure",
     "ScenarioComparison",
+    "Speedup",
     "baseline_trial",
-    "best_feasible",
     "compare_scenarios",
     "failure_groups",
-    "feasibility_label",
+    "figure_text",
     "format_value",
-    "infeasibility",
-    "outcome",
     "params_text",
-    "rank_value",
-    "ranked_feasible",
-    "ratio_ci",
-    "recommended",
+    "per_scenario_best",
+    "recommendation_lines",
     "scenario_figure",
+    "scenario_text",
+    "speedup_over_baseline",
+    "trial_figure",
+    "trial_row",
+    "tune_command",
+    "verification_text",
 ]
 
 
-def infeasibility(constraints: Mapping[str, float], user_attrs: Mapping[str, Any]) -> str | None:
-    """Why a measured config is not eligible (``gate 3/5``), or None when it is feasible."""
-    reasons = []
-    gate = user_attrs.get(attrs.GATE)
-    if user_attrs.get(attrs.CORRECT) is False or constraints.get("correctness", 0) > 0:
-        reasons.append(f"gate {gate}" if gate else "gate failed")
-    reasons += [f"{k}={v:g}" for k, v in sorted(constraints.items()) if v > 0 and k != "correctness"]
-    return ", ".join(reasons) if reasons else None
+@dataclass(frozen=True, kw_only=True)
+class Figure:
+    """A figure with its interval: ``point`` ± ``half_width``, whose lower end ``score`` is what ranks."""
+
+    score: float
+    point: float | None = None
+
+    @property
+    def half_width(self) -> float | None:
+        """Half the interval's width (the interval is ``point * exp(-h) .. point * exp(h)``, ``score`` its low)."""
+        if self.point is None or self.point <= 0 or self.score <= 0 or self.point < self.score:
+            return None
+        high = self.point * self.point / self.score
+        return (high - self.score) / 2.0
+
+    @property
+    def text(self) -> str:
+        hw = self.half_width
+        if self.point is None or hw is None:
+            return f"{self.score:.1f}"
+        return f"{self.score:.1f} ({self.point:.1f} ± {hw:.1f})"
 
 
-def feasibility_label(t: FrozenTrial) -> str:
-    """``feasible``, or why not (``INFEASIBLE gate 3/5``), or the trial's state when it has no verdict."""
-    if t.state == TrialState.COMPLETE and t.user_attrs.get(attrs.GATE_SKIPPED):
-        return f"NOT GATED ({t.user_attrs.get(attrs.GATE)}): never eligible as best"
-    if gate_pending(t):
-        return "NOT GATED (only finalists are, at the end of the study)"
-    if t.state == TrialState.COMPLETE:
-        why = infeasibility(t.constraints, t.user_attrs)
-        if why is None and is_feasible(t):
-            return "feasible"
-        return f"INFEASIBLE {why or 'constraint violated'}"
-    if t.state == TrialState.PRUNED:
-        phase = t.user_attrs.get(attrs.FAILURE_PHASE)
-        return f"FAILED [{phase}]" if phase else "PRUNED"
-    if t.state == TrialState.FAIL and t.user_attrs.get(attrs.FAILURE_KIND) == "environment":
-        return f"ENVIRONMENT [{t.user_attrs.get(attrs.FAILURE_PHASE)}] (not counted, retried)"
-    return t.state.name
+def _number(value: Any) -> float | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
 
 
-#: What became of a counted trial, in the order the report lists them.
-OUTCOMES = (
-    "feasible",
-    "not gated (behind the best)",
-    "not gated (only finalists are)",
-    "infeasible (gate)",
-    "regression-pruned",
-    "failed to start",
-    "died under load",
-    "environment",
-    "other failure",
-)
-FAILURE_KIND = "failure_kind"
-"""User attr another part of `tune` may set: ``config`` or ``environment`` (the world's fault, not the config's)."""
+def scenario_figure(t: FrozenTrial, scenario: str, field: str) -> float | None:
+    return _number(t.user_attrs.get(attrs.scenario_key(scenario, field)))
 
 
-def outcome(t: FrozenTrial) -> str:
-    """One of :data:`OUTCOMES` for a COMPLETE or PRUNED trial (the state name otherwise)."""
-    if t.state == TrialState.COMPLETE:
-        if t.user_attrs.get(attrs.GATE_SKIPPED):
-            return "not gated (behind the best)"
-        if gate_pending(t):
-            return "not gated (only finalists are)"
-        return "feasible" if is_feasible(t) else "infeasible (gate)"
-    if t.state != TrialState.PRUNED:
-        return t.state.name
-    user = t.user_attrs
-    phase = str(user.get(attrs.FAILURE_PHASE) or "")
-    if user.get(FAILURE_KIND) == "environment":
-        return "environment"
-    if user.get(attrs.PRUNED_SKIPPED) is not None:
-        return "regression-pruned"
-    if phase == "gate" or user.get(attrs.CORRECT) is False:
-        return "infeasible (gate)"
-    if phase in ("apply", "ready", "restart"):
-        return "failed to start"
-    if phase == "benchmark":
-        return "died under load"
-    return "other failure"
+def scenario_text(t: FrozenTrial, scenario: str) -> str:
+    """``651.6 ± 11.4``: the scenario's point estimate and half-width (``-`` when it was not measured)."""
+    point = scenario_figure(t, scenario, "point") or scenario_figure(t, scenario, "tok_s")
+    if point is None:
+        return "-"
+    hw = scenario_figure(t, scenario, "half_width")
+    return f"{point:.1f}" + (f" ± {hw:.1f}" if hw is not None else "")
 
 
-def rank_value(t: FrozenTrial) -> float:
-    """One number to sort trials by: the objective, or the geometric mean of a multi-objective study's values."""
-    values = t.values or []
-    positive = [v for v in values if v > 0 and math.isfinite(v)]
-    if len(positive) != len(values) or not values:
-        return float("-inf")
-    if len(values) == 1:
-        return values[0]
-    return float(math.exp(sum(math.log(v) for v in values) / len(values)))
+def trial_figure(t: FrozenTrial, config: StudyConfig) -> Figure | None:
+    """A single-objective trial's score with the objective's point estimate (None: no score to show)."""
+    if t.state != TrialState.COMPLETE or not t.values or len(t.values) != 1 or not math.isfinite(t.values[0]):
+        return None
+    points = _points(t, config)
+    weights = {k: w for k, w in config.benchmark.objective_weights().items() if k in points}
+    if not weights or len(weights) != len(config.benchmark.objective_weights()):
+        return Figure(score=t.values[0])
+    total = sum(weights.values())
+    point = math.exp(sum(w * math.log(points[k]) for k, w in weights.items()) / total)
+    return Figure(score=t.values[0], point=point)
 
 
-def ranked_feasible(study: optuna.Study) -> list[FrozenTrial]:
-    """Counted, feasible, COMPLETE trials, best first (the same filter as :func:`tuner.study.best_trials`)."""
-    done = [t for t in study_trials(study) if is_counted(t) and is_feasible(t)]
-    return sorted(done, key=lambda t: (-rank_value(t), t.number))
+def _points(t: FrozenTrial, config: StudyConfig) -> dict[str, float]:
+    key = objective_point_key(config.objective.metric)
+    out = {}
+    for s in config.benchmark.scenarios:
+        p = scenario_figure(t, s.name, key)
+        if p is not None and p > 0:
+            out[s.name] = p
+    return out
+
+
+def per_scenario_best(study: optuna.Study, scenarios: Sequence[str]) -> dict[str, FrozenTrial]:
+    """For each scenario, the feasible trial with the highest point estimate there (scenarios no feasible trial
+    measured are left out): which config serves one kind of workload best, whatever the objective weighs."""
+    best: dict[str, FrozenTrial] = {}
+    ranked = feasible(study)
+    for name in scenarios:
+        figures = ((scenario_figure(t, name, "point") or scenario_figure(t, name, "tok_s"), t) for t in ranked)
+        measured = [(p, t) for p, t in figures if p is not None]
+        if measured:
+            best[name] = max(measured, key=lambda pt: (pt[0], -pt[1].number))[1]
+    return best
+
+
+def figure_text(t: FrozenTrial, config: StudyConfig) -> str:
+    """The trial's one figure, as every view prints it (``-`` for a trial without a score)."""
+    figure = trial_figure(t, config)
+    if figure is not None:
+        return figure.text
+    if t.state == TrialState.COMPLETE and t.values:
+        return "/".join(f"{v:.1f}" for v in t.values)
+    return "-"
 
 
 def baseline_trial(study: optuna.Study) -> FrozenTrial | None:
@@ -149,77 +158,155 @@ def baseline_trial(study: optuna.Study) -> FrozenTrial | None:
     return pool[-1] if pool else None
 
 
-def scenario_figure(t: FrozenTrial, scenario: str, field: str) -> float | None:
-    value = t.user_attrs.get(attrs.scenario_key(scenario, field))
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+@dataclass(frozen=True, kw_only=True)
+class Speedup:
+    """``ratio`` of two point estimates with its interval at the study's confidence."""
+
+    ratio: float
+    low: float | None
+    high: float | None
+
+    @property
+    def text(self) -> str:
+        if self.low is None or self.high is None:
+            return f"{self.ratio:.2f}x"
+        return f"{self.ratio:.2f}x ({self.low:.2f}-{self.high:.2f})"
+
+    @property
+    def within_noise(self) -> bool:
+        return self.low is not None and self.high is not None and self.low <= 1.0 <= self.high
 
 
-def ratio_ci(
-    candidate: Sequence[float], reference: Sequence[float], *, confidence: float = 0.95, n: int = 4000, seed: int = 0
-) -> tuple[float, float] | None:
-    """Bootstrap interval of ``median(candidate) / median(reference)``, each side resampled independently.
-
-    The two trials ran on different server processes, so their repeats are independent samples; pairing them
-    would invent a correlation. With 2-3 repeats per side the interval is crude (few distinct resamples) but
-    it still shows whether a speed-up is inside the run-to-run noise. ``None`` without two samples per side.
-    """
-    c = np.asarray([x for x in candidate if x > 0], dtype=float)
-    r = np.asarray([x for x in reference if x > 0], dtype=float)
-    if c.size < 2 or r.size < 2:
+def _log_half_width(t: FrozenTrial, scenario: str) -> float | None:
+    point, score = scenario_figure(t, scenario, "point"), scenario_figure(t, scenario, "score")
+    if point is None or score is None or point <= 0 or score <= 0 or score > point:
         return None
-    rng = np.random.default_rng(seed)
-    cm = np.median(rng.choice(c, size=(n, c.size), replace=True), axis=1)
-    rm = np.median(rng.choice(r, size=(n, r.size), replace=True), axis=1)
-    ratios = cm / rm
-    alpha = (1 - confidence) / 2
-    low, high = np.quantile(ratios, [alpha, 1 - alpha])
-    return float(low), float(high)
+    return math.log(point / score)
+
+
+def _log_ratio(best: FrozenTrial, baseline: FrozenTrial, scenario: str) -> tuple[float, float | None] | None:
+    """``log(best / baseline)`` of the scenario's points and the two intervals' log half-widths in quadrature."""
+    b, r = scenario_figure(best, scenario, "point"), scenario_figure(baseline, scenario, "point")
+    if not b or not r or b <= 0 or r <= 0:
+        return None
+    hb, hr = _log_half_width(best, scenario), _log_half_width(baseline, scenario)
+    return math.log(b / r), (math.hypot(hb, hr) if hb is not None and hr is not None else None)
+
+
+def _speedup(parts: Mapping[str, tuple[float, float, float | None]]) -> Speedup:
+    """The weighted geomean of ``(weight, log ratio, log half-width)`` per scenario, half-widths in quadrature."""
+    total = sum(w for w, _, _ in parts.values())
+    log_r = sum(w * r for w, r, _ in parts.values()) / total
+    spreads = [w / total * h for w, _, h in parts.values() if h is not None]
+    if len(spreads) != len(parts):
+        return Speedup(ratio=math.exp(log_r), low=None, high=None)
+    h = math.sqrt(sum(x * x for x in spreads))
+    return Speedup(ratio=math.exp(log_r), low=math.exp(log_r - h), high=math.exp(log_r + h))
+
+
+def _scenario_speedup(best: FrozenTrial, baseline: FrozenTrial, scenario: str) -> Speedup | None:
+    found = _log_ratio(best, baseline, scenario)
+    return None if found is None else _speedup({scenario: (1.0, *found)})
+
+
+def speedup_over_baseline(best: FrozenTrial, baseline: FrozenTrial | None, config: StudyConfig) -> Speedup | None:
+    """The objective's speed-up of ``best`` over the baseline: the weighted geomean of per-scenario point ratios,
+    their interval half-widths (on logs) added in quadrature. None without both trials' figures."""
+    if baseline is None or baseline.state != TrialState.COMPLETE:
+        return None
+    parts: dict[str, tuple[float, float, float | None]] = {}
+    for name, w in config.benchmark.objective_weights().items():
+        found = _log_ratio(best, baseline, name)
+        if found is None:
+            return None
+        parts[name] = (w, *found)
+    return _speedup(parts) if parts else None
 
 
 @dataclass(frozen=True, kw_only=True)
 class ScenarioComparison:
     scenario: str
     baseline_tok_s: float | None
-    baseline_ci: tuple[float, float] | None
+    baseline_half_width: float | None
     best_tok_s: float | None
-    best_ci: tuple[float, float] | None
-    speedup: float | None
-    speedup_ci: tuple[float, float] | None
+    best_half_width: float | None
+    speedup: Speedup | None
     accept_length: float | None
     baseline_accept_length: float | None
-
-
-def _ci(t: FrozenTrial, scenario: str) -> tuple[float, float] | None:
-    low, high = scenario_figure(t, scenario, "ci_low"), scenario_figure(t, scenario, "ci_high")
-    return (low, high) if low is not None and high is not None else None
 
 
 def compare_scenarios(
     best: FrozenTrial, baseline: FrozenTrial | None, scenarios: Sequence[str]
 ) -> list[ScenarioComparison]:
-    """Per scenario: the best trial's tok/s against the baseline's, with the speed-up's bootstrap interval."""
+    """Per scenario: the best trial's figure against the baseline's, with the speed-up's interval."""
     out = []
     for name in scenarios:
-        best_tok = scenario_figure(best, name, "tok_s")
-        base_tok = scenario_figure(baseline, name, "tok_s") if baseline is not None else None
-        speedup = best_tok / base_tok if best_tok and base_tok else None
-        interval = (
-            ratio_ci(scenario_repeats(best, name), scenario_repeats(baseline, name)) if baseline is not None else None
-        )
         out.append(
             ScenarioComparison(
                 scenario=name,
-                baseline_tok_s=base_tok,
-                baseline_ci=_ci(baseline, name) if baseline is not None else None,
-                best_tok_s=best_tok,
-                best_ci=_ci(best, name),
-                speedup=speedup,
-                speedup_ci=interval if speedup is not None else None,
+                baseline_tok_s=scenario_figure(baseline, name, "point") if baseline is not None else None,
+                baseline_half_width=scenario_figure(baseline, name, "half_width") if baseline is not None else None,
+                best_tok_s=scenario_figure(best, name, "point"),
+                best_half_width=scenario_figure(best, name, "half_width"),
+                speedup=_scenario_speedup(best, baseline, name) if baseline is not None else None,
                 accept_length=scenario_figure(best, name, "accept_length"),
                 baseline_accept_length=scenario_figure(baseline, name, "accept_length") if baseline else None,
             )
         )
     return out
+
+
+def tune_command(verb: str, config: StudyConfig, *, storage: str, study: str) -> str:
+    """``tune VERB`` with the arguments that address this study, as a user can paste it: ``--config FILE`` when
+    the study file says where the study lives, else ``--storage URL --study NAME``."""
+    import contextlib
+    import shlex
+    from pathlib import Path
+
+    source = Path(config.source)
+    if storage == config.study.storage and study == config.study.name and source.is_file():
+        with contextlib.suppress(ValueError):  # a file under the working directory reads shorter as relative
+            source = source.resolve().relative_to(Path.cwd())
+        return f"tune {verb} --config {shlex.quote(str(source))}"
+    return f"tune {verb} --storage {shlex.quote(storage)} --study {shlex.quote(study)}"
+
+
+def verification_text(rec: Recommendation, *, finish: str) -> str | None:
+    """One line when the recommendation is not verified yet: what is missing and ``finish``, the command that
+    does it (None when nothing is missing)."""
+    missing = rec.missing()
+    if not missing:
+        return None
+    return f"NOT VERIFIED: {' and '.join(missing)}; finish with: {finish}"
+
+
+def recommendation_lines(
+    study: optuna.Study, config: StudyConfig, rec: Recommendation, *, finish: str
+) -> list[str]:
+    """The recommendation in at most four lines: the trial, its figure and speed-up, its verdicts; and what is
+    still missing, when something is."""
+    t = rec.trial
+    confirmed = f", confirmed {rec.confirmed_value:.1f} on re-measurement" if rec.confirmed_value is not None else ""
+    speedup = speedup_over_baseline(t, baseline_trial(study), config)
+    if t.user_attrs.get(attrs.BASELINE):
+        vs = "; it is the baseline: no tried change beat it"
+    elif speedup is not None:
+        vs = f"; {speedup.text} the baseline's objective"
+    else:
+        vs = ""
+    gate = {"passed": f"gate {t.user_attrs.get(attrs.GATE)}", "pending": "gate not run yet", "none": "no gate"}
+    basis = "confirmed winner" if rec.confirmed else "best by its own measurement"
+    if rec.front:
+        basis = f"Pareto front of {len(rec.front)}, highest geometric mean"
+    lines = [
+        f"recommended: trial #{t.number} ({basis}), score {figure_text(t, config)}{confirmed}{vs}; "
+        f"{gate.get(rec.gate, rec.gate)}"
+    ]
+    if bound := client_bound_scenarios(t):
+        lines.append(f"WARNING: {', '.join(bound)} measured while the load generator was the bottleneck")
+    if (unverified := verification_text(rec, finish=finish)) is not None:
+        lines.append(unverified)
+    return lines
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -240,47 +327,70 @@ def _reason_key(reason: str) -> str:
 
 
 def failure_groups(study: optuna.Study) -> list[FailureGroup]:
-    """Counted trials that failed or were infeasible, grouped by :func:`outcome` and reason (regression-pruned
-    trials are no failure: they are left out)."""
+    """Counted trials that failed or were infeasible, grouped by outcome and reason (trials pruned for being
+    slower are no failure: they are left out)."""
     groups: dict[tuple[str, str], list[FrozenTrial]] = {}
     for t in study_trials(study):
-        if not is_counted(t):
+        kind = outcome(t)
+        if not is_counted(t) or kind == SLOWER or (t.state == TrialState.COMPLETE and kind != WRONG):
             continue
-        if t.state == TrialState.PRUNED:
-            phase = outcome(t)
-            if phase == "regression-pruned":
-                continue  # not a failure: measured, and confidently slower than the reference
-            reason = str(t.user_attrs.get(attrs.FAILURE_REASON) or "(no reason recorded)")
-        elif not is_feasible(t) and not t.user_attrs.get(attrs.GATE_SKIPPED):
-            phase, reason = "infeasible (gate)", feasibility_label(t).removeprefix("INFEASIBLE ")
-        else:
-            continue
-        groups.setdefault((phase, _reason_key(reason)), []).append(t)
+        reason = str(t.user_attrs.get(attrs.FAILURE_REASON) or outcome_text(t))
+        groups.setdefault((kind, _reason_key(reason)), []).append(t)
     out = [
         FailureGroup(
-            phase=phase,
+            phase=kind,
             reason=key,
             trials=tuple(t.number for t in ts),
-            example=str(ts[0].user_attrs.get(attrs.FAILURE_REASON) or feasibility_label(ts[0]))[:400],
+            example=str(ts[0].user_attrs.get(attrs.FAILURE_REASON) or outcome_text(ts[0]))[:400],
         )
-        for (phase, key), ts in groups.items()
+        for (kind, key), ts in groups.items()
     ]
     return sorted(out, key=lambda g: (-len(g.trials), g.phase, g.reason))
 
 
-def best_feasible(study: optuna.Study) -> list[FrozenTrial]:
-    """The loop's own definition (single best, or the feasible Pareto front)."""
-    return best_trials(study)
-
-
-def recommended(study: optuna.Study) -> list[FrozenTrial]:
-    """What `tune` recommends: the confirmed winner when the top was re-measured (else the best by its own
-    measurement), or the feasible Pareto front of a multi-objective study."""
-    best = best_trials(study)
-    if len(best) == 1:
-        return [recommended_trial(study) or best[0]]
-    return best
-
-
 def params_text(params: Mapping[str, Any]) -> str:
     return " ".join(f"{k}={format_value(v)}" for k, v in params.items())
+
+
+def trial_row(t: FrozenTrial, config: StudyConfig) -> dict[str, Any]:
+    """A trial as ``tune status --json`` / ``tune best --json`` give it (the text views print these fields)."""
+    scenarios = [s.name for s in config.benchmark.scenarios]
+    figure = trial_figure(t, config)
+    return {
+        "number": t.number,
+        "state": t.state.name,
+        "outcome": outcome(t) if t.state in (TrialState.COMPLETE, TrialState.PRUNED) else t.state.name,
+        "verdict": outcome_text(t),
+        "values": [round(v, 3) for v in t.values] if t.values and t.state == TrialState.COMPLETE else None,
+        "score": figure_text(t, config),
+        "point": round(figure.point, 3) if figure is not None and figure.point is not None else None,
+        "params": t.params,
+        "baseline": bool(t.user_attrs.get(attrs.BASELINE)),
+        "seed": t.user_attrs.get(attrs.SEED),
+        "branch": t.user_attrs.get(attrs.BRANCH),
+        "correct": t.user_attrs.get(attrs.CORRECT),
+        "gate": t.user_attrs.get(attrs.GATE),
+        "scenarios": {
+            s: {
+                "tok_s": scenario_figure(t, s, "point") or scenario_figure(t, s, "tok_s"),
+                "half_width": scenario_figure(t, s, "half_width"),
+                "score": scenario_figure(t, s, "score"),
+                "repeats": len(t.user_attrs.get(attrs.scenario_key(s, "repeats")) or ()),
+                "stopped": t.user_attrs.get(attrs.scenario_key(s, "stopped")),
+                "warmup": t.user_attrs.get(attrs.scenario_key(s, "warmup")),
+                "accept_length": scenario_figure(t, s, "accept_length"),
+            }
+            for s in scenarios
+        },
+        # Scenarios measured while the load generator was the bottleneck: their figures understate the server.
+        "client_bound": client_bound_scenarios(t),
+        "failure_phase": t.user_attrs.get(attrs.FAILURE_PHASE),
+        "failure_reason": t.user_attrs.get(attrs.FAILURE_REASON),
+        "failure_kind": t.user_attrs.get(attrs.FAILURE_KIND),
+        "duplicate_of": t.user_attrs.get(attrs.DUPLICATE_OF),
+        "rejected": bool(t.user_attrs.get(attrs.REJECTED)),
+        "command": t.user_attrs.get(attrs.COMMAND),
+        "env": t.user_attrs.get(attrs.ENV),
+        "worker": t.user_attrs.get(attrs.WORKER_NAME),
+        "target": t.user_attrs.get(attrs.TARGET_FINGERPRINT),
+    }

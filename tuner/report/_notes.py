@@ -8,18 +8,34 @@ notes live in the study's system attrs, unlike user attrs which freeze when a tr
 
 from __future__ import annotations
 
+import hashlib
+from typing import Any
+
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import StudyConfig
-from tuner.report._facts import feasibility_label, infeasibility, recommended
+from tuner.report._facts import figure_text
+from tuner.report._importance import LABEL
 from tuner.space import Param, format_value
 from tuner.target import base_spec
 from tuner.trials import (
+    DIED,
+    NOT_GATED,
+    NOT_GATED_YET,
+    NOT_STARTED,
+    OTHER,
+    SLOWER,
+    WRONG,
+    Recommendation,
     attrs,
     client_bound_scenarios,
+    current_confirmation,
     current_trial,
-    gate_pending,
+    infeasibility,
+    outcome,
+    outcome_text,
+    recommended,
     storage_of,
     study_id,
     study_trials,
@@ -28,7 +44,6 @@ from tuner.trials import (
 
 __all__ = [
     "FEASIBLE_ATTR",
-    "NOTE_MARKER",
     "annotate_trials",
     "mark_feasibility",
     "study_note_text",
@@ -37,18 +52,22 @@ __all__ = [
 ]
 
 FEASIBLE_ATTR = "feasible"
-NOTE_MARKER = "<!-- written by tune; edit freely: tune stops updating a note once it no longer starts so -->"
+_OWNED = "tune:note:"
+"""Study system attr ``tune:note:<trial id or "study">``: a digest of the note body tune last wrote there. A note
+whose body no longer matches was edited by someone in the dashboard: theirs wins, tune stops updating it."""
+_LEGACY_MARKER = "<!-- written by tune"
+"""How notes were marked before (shown raw by the dashboard): such a note is still tune's to update."""
 
 
 def mark_feasibility(trial: optuna.Trial) -> str:
     """Set the ``feasible`` user attr from the trial's constraints and gate verdict; call it before ``tell``.
 
-    The value is ``"yes"`` or ``"INFEASIBLE gate 3/5"``: a string, so the dashboard's trial table shows the
-    reason in the column rather than a bare False.
+    The value is ``"yes"`` or ``"no: wrong answers (gate 3/5)"``: a string, so the dashboard's trial table shows
+    the reason in the column rather than a bare False.
     """
     frozen = current_trial(trial)
     why = infeasibility(frozen.constraints, frozen.user_attrs)
-    label = "yes" if why is None else f"INFEASIBLE {why}"
+    label = "yes" if why is None else f"no: wrong answers ({why})"
     trial.set_user_attr(FEASIBLE_ATTR, label)
     return label
 
@@ -77,7 +96,6 @@ def _where(p: Param) -> str:
 def study_note_text(config: StudyConfig, *, study_name: str | None = None) -> str:
     """Markdown describing what is tuned, where, against what, and how "best" is decided."""
     lines = [
-        NOTE_MARKER,
         f"# tune study `{study_name or config.study.name}`",
         "",
         *_target_lines(config),
@@ -85,9 +103,10 @@ def study_note_text(config: StudyConfig, *, study_name: str | None = None) -> st
         *_objective_lines(config),
         *_gate_lines(config),
         "",
-        "**Reading this dashboard:** it ignores Optuna's constraints, so check the `feasible` column "
-        "(`INFEASIBLE gate 3/5`) and trial notes. `tune dashboard` serves a corrected *Best trial*; "
-        "`tune best`, `tune report` and `tune export` only ever name feasible trials.",
+        "**Reading this dashboard:** `tune dashboard` shows *Best trial* as tune's recommendation (the winner of "
+        "the end-of-study re-measurement when there was one: the trial `tune best`, `tune apply --best`, `tune "
+        "export` and `tune report` name) and each trial's verdict in its note and in the `feasible` column "
+        f"(`no: wrong answers (gate 3/5)`). Parameter importance is tune's own: {LABEL}, as in `tune report`.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -171,17 +190,25 @@ def _gate_lines(config: StudyConfig) -> list[str]:
     ]
 
 
+def _digest(body: str) -> str:
+    return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
 def _save(storage: optuna.storages.BaseStorage, study_id: int, trial_id: int | None, body: str) -> bool:
     """Write a note unless a human replaced ours; True when written."""
     from optuna_dashboard._note import get_note_from_system_attrs, save_note_with_version
 
-    # save_note() wants a live Trial; a finished trial's note is written through the same versioned keys.
-    current = get_note_from_system_attrs(storage.get_study_system_attrs(study_id), trial_id)
+    system_attrs = storage.get_study_system_attrs(study_id)
+    current = get_note_from_system_attrs(system_attrs, trial_id)
     if current["body"] == body:
         return False
-    if current["body"] and not current["body"].startswith(NOTE_MARKER):
+    key = f"{_OWNED}{'study' if trial_id is None else trial_id}"
+    ours = current["body"] == "" or system_attrs.get(key) == _digest(current["body"])
+    if not ours and not current["body"].startswith(_LEGACY_MARKER):
         return False  # someone edited it in the dashboard: theirs wins
+    # save_note() wants a live Trial; a finished trial's note is written through the same versioned keys.
     save_note_with_version(storage, study_id, trial_id, current["version"] + 1, body)
+    storage.set_study_system_attr(study_id, key, _digest(body))
     return True
 
 
@@ -190,33 +217,68 @@ def write_study_note(study: optuna.Study, config: StudyConfig) -> None:
     _save(storage_of(study), study_id(study), None, study_note_text(config, study_name=study.study_name))
 
 
-def trial_note_text(t: FrozenTrial, *, best_numbers: frozenset[int] = frozenset()) -> str | None:
-    """The verdict note for one trial, or None when there is nothing to flag."""
-    head: str | None = None
-    body: list[str] = []
-    if t.state == TrialState.COMPLETE and t.number in best_numbers:
-        head = (
-            "**BEST feasible trial**: the recommendation (the confirmed winner when the top was re-measured), as "
-            "of the last `tune dashboard` refresh."
-        )
-    elif t.state == TrialState.COMPLETE and t.user_attrs.get(attrs.GATE_SKIPPED):
-        head = f"**{feasibility_label(t)}**: measured, but too far behind the best to need a correctness verdict."
-    elif gate_pending(t):
-        head = f"**{feasibility_label(t)}**: measured; the correctness gate runs at the end for the finalists only."
-    elif t.state == TrialState.COMPLETE and feasibility_label(t) != "feasible":
-        head = f"**{feasibility_label(t)}**: fast or not, it is wrong; it is never eligible as best."
-    elif t.state == TrialState.PRUNED and t.user_attrs.get(attrs.REJECTED):
-        head = f"Rejected without running: {t.user_attrs.get(attrs.FAILURE_REASON, 'constraint violated')}."
-    elif t.state == TrialState.PRUNED and t.user_attrs.get(attrs.DUPLICATE_OF) is not None:
-        head = f"Repeat of trial #{t.user_attrs[attrs.DUPLICATE_OF]} (not run again)."
-    elif t.state == TrialState.PRUNED:
-        phase = t.user_attrs.get(attrs.FAILURE_PHASE, "?")
-        head = f"**FAILED** in phase `{phase}`: {t.user_attrs.get(attrs.FAILURE_REASON, '(no reason recorded)')}"
-        tail = str(t.user_attrs.get(attrs.LOG_TAIL) or "").splitlines()[-12:]
-        if tail:
-            body = ["", "Server log (last lines; full log in the artifacts):", "", "```", *tail, "```"]
-    elif t.state == TrialState.FAIL and t.user_attrs.get(attrs.INTERRUPTED):
-        head = f"Interrupted ({t.user_attrs[attrs.INTERRUPTED]}); retried on resume."
+def _recommended_note(rec: Recommendation, config: StudyConfig | None) -> str:
+    t = rec.trial
+    score = f", score {figure_text(t, config)}" if config is not None else ""
+    lines = [
+        f"**RECOMMENDED**{score}: the trial `tune best`, `tune apply --best`, `tune export` and `tune report` name."
+    ]
+    if rec.confirmed_value is not None:
+        lines.append(f"Confirmed {rec.confirmed_value:.1f} when the top configs were re-measured at the end.")
+    if gate := t.user_attrs.get(attrs.GATE):
+        lines.append(f"Correctness gate: {gate}.")
+    missing = rec.missing()
+    if missing:
+        lines.append(f"**NOT VERIFIED**: {' and '.join(missing)}; `tune finish` completes it.")
+    return "\n\n".join(lines)
+
+
+def _verdict_note(t: FrozenTrial, confirmation: Any) -> tuple[str | None, list[str]]:
+    """The note's head and body for a trial that is not the recommendation (head None: nothing to flag)."""
+    kind, words = outcome(t), outcome_text(t)
+    user = t.user_attrs
+    if t.state == TrialState.COMPLETE and kind == WRONG:
+        return f"**{words}**: fast or not, it is wrong; never recommended.", []
+    if kind == NOT_GATED:
+        return f"**{words}**.", []
+    if kind == NOT_GATED_YET:
+        return f"**{words}**.", []
+    if t.state == TrialState.COMPLETE:
+        values = confirmation.get("values", {}) if confirmation is not None else {}
+        if str(t.number) in values:
+            return (
+                f"A finalist: re-measured at the end at {values[str(t.number)]:.1f}; the confirmation recommended "
+                f"#{confirmation['winner']}.",
+                [],
+            )
+        return None, []
+    if t.state != TrialState.PRUNED or user.get(attrs.REJECTED) or user.get(attrs.DUPLICATE_OF) is not None:
+        return (f"{words[0].upper()}{words[1:]}." if t.state in (TrialState.PRUNED, TrialState.FAIL) else None), []
+    reason = user.get(attrs.FAILURE_REASON, "(no reason recorded)")
+    if kind == SLOWER:
+        return f"**{words}**: {reason}", []  # a healthy server that was slower: its log proves nothing
+    head = f"**{words}** (phase `{user.get(attrs.FAILURE_PHASE, '?')}`): {reason}"
+    tail = str(user.get(attrs.LOG_TAIL) or "").splitlines()[-12:]
+    if kind in (NOT_STARTED, DIED, OTHER) and tail:
+        return head, ["", "Server log (last lines; full log in the artifacts):", "", "```", *tail, "```"]
+    return head, []
+
+
+def trial_note_text(
+    t: FrozenTrial,
+    *,
+    rec: Recommendation | None = None,
+    confirmation: Any = None,
+    config: StudyConfig | None = None,
+) -> str | None:
+    """The verdict note for one trial, or None when there is nothing to flag (``config``: the study's file, for
+    the recommendation's figure)."""
+    head: str | None
+    body: list[str]
+    if rec is not None and t.number == rec.trial.number:
+        head, body = _recommended_note(rec, config), []
+    else:
+        head, body = _verdict_note(t, confirmation)
     if bound := client_bound_scenarios(t):
         mark = (
             f"**CLIENT-BOUND** in {', '.join(bound)}: measured while the load generator was the bottleneck, so "
@@ -227,18 +289,19 @@ def trial_note_text(t: FrozenTrial, *, best_numbers: frozenset[int] = frozenset(
         return None
     if decided := t.user_attrs.get(attrs.REPEATS_DECIDED):
         body = ["", f"Repeats beyond the first pass: {decided}.", *body]
-    return "\n".join([NOTE_MARKER, head, *body]) + "\n"
+    return "\n".join([head, *body]) + "\n"
 
 
-def annotate_trials(study: optuna.Study) -> int:
+def annotate_trials(study: optuna.Study, *, config: StudyConfig | None = None) -> int:
     """Write verdict notes on every trial that needs one; returns how many notes changed."""
-    best = frozenset(t.number for t in recommended(study))
+    rec = recommended(study)
+    confirmation = current_confirmation(study)
     changed = 0
     for t in study_trials(study):
         if t.state == TrialState.RUNNING:
             continue
         # "" clears a note of ours that no longer applies (a trial that was best earlier but is not now).
-        text = trial_note_text(t, best_numbers=best) or ""
+        text = trial_note_text(t, rec=rec, confirmation=confirmation, config=config) or ""
         if _save(storage_of(study), study_id(study), trial_id(t), text):
             changed += 1
     return changed

@@ -6,7 +6,6 @@ and plain matplotlib write them directly.
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -15,16 +14,25 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.report._facts import ScenarioComparison, feasibility_label
-from tuner.trials import attrs, gate_pending, study_trials
+from tuner.config import StudyConfig
+from tuner.report._facts import ScenarioComparison, figure_text
+from tuner.report._map import MapView
+from tuner.trials import (
+    FEASIBLE,
+    NOT_GATED,
+    NOT_GATED_YET,
+    SLOWER,
+    WRONG,
+    Recommendation,
+    current_confirmation,
+    feasible,
+    is_counted,
+    outcome,
+    rank_value,
+    study_trials,
+)
 
-__all__ = [
-    "gated_view",
-    "plot_history",
-    "plot_importances",
-    "plot_param_map",
-    "plot_scenarios",
-]
+__all__ = ["plot_history", "plot_importances", "plot_param_map", "plot_scenarios"]
 
 Target = Callable[[FrozenTrial], float]
 
@@ -51,60 +59,88 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
-def gated_view(study: optuna.Study) -> optuna.Study:
-    """``study`` as Optuna's own plots must see it: a trial that failed the end-of-study gate is infeasible.
-
-    Optuna reads feasibility from the constraints stored with a trial, and those are frozen when it finishes:
-    a finalist gated at the end (``[gate] when = "final"``) has none, so Optuna would draw a config that
-    failed its gate as feasible, even as the best value. The view is an in-memory copy of the finished trials
-    with those failures carrying a violated ``correctness`` constraint (the study itself is never changed).
-    """
-    trials = study_trials(study)
-    failed = {
-        t.number for t in trials if t.user_attrs.get(attrs.GATE_DEFERRED) and t.user_attrs.get(attrs.CORRECT) is False
-    }
-    if not failed:
-        return study
-    view = optuna.create_study(study_name=study.study_name, directions=study.directions)
-    for t in trials:
-        if not t.state.is_finished():
-            continue  # a running trial has no value to draw (and Optuna adds only finished ones)
-        if t.number in failed:
-            t = copy.deepcopy(t)
-            t.set_constraint("correctness", 1.0)
-        view.add_trial(t)
-    return view
+def _history_points(study: optuna.Study) -> dict[str, list[tuple[int, float]]]:
+    """Every counted trial by what became of it, at the value it is drawn at (failed ones: no value, NaN)."""
+    groups: dict[str, list[tuple[int, float]]] = {}
+    for t in study_trials(study):
+        if not is_counted(t):
+            continue
+        kind = outcome(t)
+        if t.state == TrialState.COMPLETE:
+            value = rank_value(t)
+        elif kind == SLOWER and t.intermediate_values:
+            value = t.intermediate_values[max(t.intermediate_values)]  # the partial objective, on its scale
+        else:
+            value = math.nan
+        groups.setdefault(kind, []).append((t.number, value))
+    return groups
 
 
-def plot_history(study: optuna.Study, path: Path, *, target: Target | None, target_name: str) -> Path:
-    """Objective per trial with the best-so-far line; Optuna draws infeasible trials apart (its constraints,
-    with the end-of-study gate's verdicts: :func:`gated_view`)."""
-    import warnings
+def _best_line(study: optuna.Study, rec: Recommendation | None) -> tuple[list[int], list[float]]:
+    """The best score so far among the configs the study could recommend: finalists the confirmation ranked
+    below its winner never lift it, so it ends at the recommended trial."""
+    overturned: set[int] = set()
+    confirmation = current_confirmation(study)
+    if confirmation is not None and rec is not None and rec.confirmed:
+        overturned = {n for n in confirmation["trials"] if n != rec.trial.number}
+    xs, ys, best = [], [], -math.inf
+    for t in sorted(feasible(study), key=lambda t: t.number):
+        if t.number in overturned or rank_value(t) <= best:
+            continue
+        best = rank_value(t)
+        xs.append(t.number)
+        ys.append(best)
+    return xs, ys
 
-    from optuna.visualization.matplotlib import plot_optimization_history
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "experimental" warnings from optuna.visualization.matplotlib
-        ax = plot_optimization_history(gated_view(study), target=target, target_name=target_name)
+_STYLE: dict[str, dict[str, Any]] = {
+    FEASIBLE: {"marker": "o", "color": "tab:blue", "label": "feasible"},
+    NOT_GATED_YET: {"marker": "o", "color": "tab:cyan", "label": "not gated yet (only finalists are)"},
+    NOT_GATED: {"marker": "s", "facecolors": "none", "edgecolors": "tab:olive", "label": "not gated (behind)"},
+    WRONG: {"marker": "x", "color": "red", "label": "infeasible (wrong answers)"},
+    SLOWER: {
+        "marker": "D",
+        "facecolors": "none",
+        "edgecolors": "tab:blue",
+        "label": "pruned: slower (where it was heading)",
+    },
+}
+
+
+def plot_history(
+    study: optuna.Study, config: StudyConfig, path: Path, *, recommended: Recommendation | None
+) -> Path:
+    """Every counted trial's score by trial number, the best-so-far line, and the recommendation marked."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    groups = _history_points(study)
+    drawn = [v for pts in groups.values() for _, v in pts if math.isfinite(v)]
+    floor = min(drawn) * 0.95 if drawn else 0.0
+    for kind, pts in groups.items():
+        style = _STYLE.get(kind)
+        xs = [n for n, _ in pts]
+        if style is None:  # failed: no value to draw, so on the floor
+            ax.scatter(xs, [floor] * len(xs), marker="v", color="grey", s=30, label=f"failed ({kind})")
+            continue
+        ax.scatter(xs, [v for _, v in pts], s=36, **style)
+    line_x, line_y = _best_line(study, recommended)
+    if line_x:
+        last = max(n for pts in groups.values() for n, _ in pts)
+        ax.step([*line_x, last], [*line_y, line_y[-1]], where="post", color="tab:red", label="best so far")
+    if recommended is not None and len(recommended.trial.values or ()) >= 1:
+        t = recommended.trial
+        ax.scatter([t.number], [rank_value(t)], marker="*", s=220, color="gold", edgecolors="black", zorder=5,
+                   label=f"recommended #{t.number}")
+        text = f"#{t.number} {figure_text(t, config)}"
+        if recommended.confirmed_value is not None:
+            text += f"\nconfirmed {recommended.confirmed_value:.1f}"
+        ax.annotate(text, (t.number, rank_value(t)), textcoords="offset points", xytext=(8, -24), fontsize=8)
+    ax.set_xlabel("trial")
+    ax.set_ylabel((study.metric_names or ["score"])[0] if len(study.directions) == 1 else "geometric mean")
     ax.set_title(f"Optimisation history: {study.study_name}")
-    # Optuna puts the legend beside the axes, where it takes half the figure: inside, small, where it hides
-    # the fewest points, is enough. Its grey infeasible points have no legend entry: they get one.
-    _resize(ax, 8, 4.5)
-    handles, labels = ax.get_legend_handles_labels()
-    if any(str(c.get_label()).startswith("_") and _is_grey(c) for c in ax.collections):
-        from matplotlib.lines import Line2D
-
-        grey = Line2D([], [], marker="o", linestyle="", color="#cccccc", label="infeasible (gate)")
-        handles, labels = [*handles, grey], [*labels, "infeasible (gate)"]
-    ax.legend(handles, labels, loc="best", fontsize=8, framealpha=0.8)
-    return _save(ax.figure, path)
-
-
-def _is_grey(collection: Any) -> bool:
-    """Optuna's infeasible points: unlabelled, #cccccc, and present (it draws the collection even when empty)."""
-    colours = collection.get_facecolor()
-    drawn = len(collection.get_offsets()) > 0
-    return drawn and len(colours) > 0 and all(abs(c[0] - 0.8) < 0.01 and abs(c[1] - 0.8) < 0.01 for c in colours)
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="best", fontsize=7, framealpha=0.8)
+    return _save(fig, path)
 
 
 def plot_importances(
@@ -124,67 +160,51 @@ def plot_importances(
     return _save(ax.figure, path)
 
 
-def plot_param_map(
-    trials: Sequence[FrozenTrial],
-    path: Path,
-    *,
-    x: str,
-    y: str,
-    score: Callable[[FrozenTrial], float],
-    score_name: str,
-    title: str,
-) -> Path:
-    """Score over two numeric params: feasible trials coloured by score, infeasible and failed ones marked.
+def plot_param_map(view: MapView, path: Path, *, score_name: str) -> Path:
+    """Score over two numeric params in the recommended branch: feasible trials coloured by score, the
+    recommendation starred, infeasible, pruned and failed ones marked.
 
     Failed configs are drawn too: where the server does not start (OOM at a large budget) is half the map.
     """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 5))
-    # A `when = "final"` study gates its finalists only: the rest are measured and presumed correct.
-    good = [
-        t for t in trials if gate_pending(t) or (t.state == TrialState.COMPLETE and feasibility_label(t) == "feasible")
-    ]
-    unchecked = [t for t in trials if t.state == TrialState.COMPLETE and t.user_attrs.get(attrs.GATE_SKIPPED)]
-    wrong = [t for t in trials if t.state == TrialState.COMPLETE and t not in good and t not in unchecked]
-    pruned = [t for t in trials if t.state == TrialState.PRUNED and t.user_attrs.get(attrs.PRUNED_SKIPPED) is not None]
-    failed = [t for t in trials if t.state == TrialState.PRUNED and t not in pruned]
+    fig, ax = plt.subplots(figsize=(8, 5))
+    x, y = view.x, view.y
+    kinds: dict[str, list[Any]] = {}
+    for t in view.trials:
+        kinds.setdefault(outcome(t), []).append(t)
 
-    def xy(ts: Sequence[FrozenTrial]) -> tuple[list[float], list[float]]:
+    def xy(ts: Sequence[Any]) -> tuple[list[float], list[float]]:
         return [float(t.params[x]) for t in ts], [float(t.params[y]) for t in ts]
 
+    good = kinds.get(FEASIBLE, []) + kinds.get(NOT_GATED_YET, [])
     if good:
-        gx, gy = xy(good)
-        values = [score(t) for t in good]
-        label = "feasible or not gated (final gate)" if any(gate_pending(t) for t in good) else "feasible"
-        points = ax.scatter(gx, gy, c=values, cmap="viridis", s=90, edgecolors="black", label=label)
+        points = ax.scatter(*xy(good), c=[rank_value(t) for t in good], cmap="viridis", s=90, edgecolors="black",
+                            label="feasible" + (" or not gated yet" if kinds.get(NOT_GATED_YET) else ""))
         fig.colorbar(points, ax=ax, label=score_name)
-        best = max(good, key=score)
-        ax.annotate(
-            f"top here: #{best.number}",
-            (float(best.params[x]), float(best.params[y])),
-            textcoords="offset points",
-            xytext=(8, 8),
-            fontsize=9,
-        )
-    if unchecked:  # measured, too far behind the best to be gated: neither feasible nor wrong
-        ux, uy = xy(unchecked)
-        ax.scatter(ux, uy, marker="s", facecolors="none", edgecolors="tab:olive", s=70, label="not gated (behind)")
-    if wrong:
-        wx, wy = xy(wrong)
-        ax.scatter(wx, wy, marker="x", c="red", s=80, label="infeasible (gate)")
-    if pruned:
-        px, py = xy(pruned)
-        ax.scatter(px, py, marker="D", facecolors="none", edgecolors="tab:blue", s=60, label="regression-pruned")
+    for kind, style in _MAP_STYLE.items():
+        if kinds.get(kind):
+            ax.scatter(*xy(kinds[kind]), **style)
+    failed = [t for k, ts in kinds.items() if k not in (FEASIBLE, NOT_GATED_YET, *_MAP_STYLE) for t in ts]
     if failed:
-        fx, fy = xy(failed)
-        ax.scatter(fx, fy, marker="o", facecolors="none", edgecolors="grey", s=80, label="failed")
+        ax.scatter(*xy(failed), marker="o", facecolors="none", edgecolors="grey", s=80, label="failed")
+    star = [t for t in view.trials if t.number == view.recommended]
+    if star:
+        ax.scatter(*xy(star), marker="*", s=260, color="gold", edgecolors="black", zorder=5,
+                   label=f"recommended #{star[0].number}")
     ax.set_xlabel(x)
     ax.set_ylabel(y)
-    ax.set_title(title)
+    ax.set_title(f"Score map: {view.title}", fontsize=11)
     ax.grid(True, alpha=0.3)
-    if good or unchecked or wrong or pruned or failed:
+    if view.trials:
         ax.legend(loc="best", fontsize=8)
     return _save(fig, path)
+
+
+_MAP_STYLE: dict[str, dict[str, Any]] = {
+    NOT_GATED: {"marker": "s", "facecolors": "none", "edgecolors": "tab:olive", "s": 70, "label": "not gated (behind)"},
+    WRONG: {"marker": "x", "c": "red", "s": 80, "label": "infeasible (wrong answers)"},
+    SLOWER: {"marker": "D", "facecolors": "none", "edgecolors": "tab:blue", "s": 60, "label": "pruned (slower)"},
+}
 
 
 def plot_scenarios(
@@ -209,19 +229,23 @@ def plot_scenarios(
         return ax.bar(idx + offset, heights, width, yerr=err, capsize=4, label=label, color=color)
 
     bars(
-        [c.baseline_tok_s for c in comparisons], [c.baseline_ci for c in comparisons], -width / 2, "baseline", "#9e9e9e"
+        [c.baseline_tok_s for c in comparisons],
+        [_interval(c.baseline_tok_s, c.baseline_half_width) for c in comparisons],
+        -width / 2,
+        "baseline",
+        "#9e9e9e",
     )
     best_bars = bars(
         [c.best_tok_s for c in comparisons],
-        [c.best_ci for c in comparisons],
+        [_interval(c.best_tok_s, c.best_half_width) for c in comparisons],
         width / 2,
-        f"best (#{best_number})",
+        f"recommended (#{best_number})",
         "#2e7d32",
     )
     for rect, c in zip(best_bars, comparisons, strict=True):
-        if c.speedup is not None and math.isfinite(c.speedup):
+        if c.speedup is not None and math.isfinite(c.speedup.ratio):
             ax.annotate(
-                f"{c.speedup:.2f}x",
+                f"{c.speedup.ratio:.2f}x",
                 (rect.get_x() + rect.get_width() / 2, rect.get_height()),
                 textcoords="offset points",
                 xytext=(0, 6),
@@ -231,7 +255,11 @@ def plot_scenarios(
     ax.set_xticks(idx)
     ax.set_xticklabels([c.scenario for c in comparisons])
     ax.set_ylabel("output tok/s")
-    ax.set_title(f"Best config vs baseline, per scenario (bars: {confidence:.0%} interval)")
+    ax.set_title(f"Recommended config vs baseline, per scenario (bars: {confidence:.0%} interval)")
     ax.legend(loc="best", fontsize=8)
     ax.grid(True, axis="y", alpha=0.3)
     return _save(fig, path)
+
+
+def _interval(point: float | None, half_width: float | None) -> tuple[float, float] | None:
+    return None if point is None or half_width is None else (point - half_width, point + half_width)

@@ -6,14 +6,12 @@ strategies are measured against the simulator's ground truth by ``scripts/bench_
 """
 
 from tuner.search._pruner import RegressionPruner, pruning_savings
-from tuner.search._results import per_scenario_best
 from tuner.search._sampler import make_pruner, make_sampler, scenario_order
 
 __all__ = [
     "RegressionPruner",
     "make_pruner",
     "make_sampler",
-    "per_scenario_best",
     "pruning_savings",
     "scenario_order",
 ]

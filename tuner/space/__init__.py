@@ -1,5 +1,6 @@
 """The search space: parameters, their conditions and constraints, and how a sample becomes a launch spec."""
 
+from tuner.space._enumerate import count_configs, iter_configs, param_values
 from tuner.space._model import BOOL_STYLES, OPERATORS, Condition, Constraint, Param, SearchSpace, Value
 from tuner.space._render import baseline_params, bool_argv, format_value, render
 from tuner.space._sample import suggest
@@ -14,7 +15,10 @@ __all__ = [
     "Value",
     "baseline_params",
     "bool_argv",
+    "count_configs",
     "format_value",
+    "iter_configs",
+    "param_values",
     "render",
     "suggest",
 ]

@@ -1,6 +1,6 @@
 """The study: Optuna storage, the trial's story, and the tuning loop."""
 
-from tuner.study._confirm import Confirmation, confirm_top, confirmation_text, last_finalist, recommended_trial
+from tuner.study._confirm import Confirmation, confirm_top, confirmation_text, last_finalist
 from tuner.study._console import Console
 from tuner.study._faults import storage_faults
 from tuner.study._fleet import MixedTargets
@@ -59,7 +59,6 @@ __all__ = [
     "make_storage",
     "objective_refinement",
     "open_study",
-    "recommended_trial",
     "recover_stale_trials",
     "refine_on_objective",
     "run_study",

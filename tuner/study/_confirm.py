@@ -60,17 +60,16 @@ from tuner.trials import (
     GateVerdict,
     attrs,
     best_trials,
+    candidates,
     confirmation_text,
+    current_confirmation,
     gate_pending,
     is_counted,
-    is_feasible,
-    recommended_trial,
     record_gate_verdict,
     scenario_repeats,
-    study_trials,
 )
 
-__all__ = ["CONFIRMATION", "Confirmation", "confirm_top", "last_finalist", "recommended_trial", "settle_final_gate"]
+__all__ = ["CONFIRMATION", "Confirmation", "confirm_top", "last_finalist", "settle_final_gate"]
 
 Claim = Callable[[list[int]], bool]
 Check = Callable[[Endpoint], bool]
@@ -90,32 +89,13 @@ class Confirmation:
     held: bool
 
 
-def ranked_candidates(study: optuna.Study) -> list[FrozenTrial]:
-    """Feasible counted trials by their own measurement (single objective), best first, distinct params.
-
-    End-of-study gate verdicts are applied: a config that failed is out, an ungated one is still a candidate.
-    """
-    done = [t for t in study_trials(study) if is_counted(t) and is_feasible(t)]
-    done.sort(key=lambda t: t.values[0], reverse=True)
-    ranked: list[FrozenTrial] = []
-    for t in done:
-        if all(t.params != o.params for o in ranked):
-            ranked.append(t)
-    return ranked
-
-
-def top_trials(study: optuna.Study, k: int) -> list[FrozenTrial]:
-    """The ``k`` best feasible counted trials by their own measurement (see :func:`ranked_candidates`)."""
-    return ranked_candidates(study)[:k]
-
-
 def last_finalist(study: optuna.Study, config: StudyConfig, *, exclude: int) -> FrozenTrial | None:
     """The last config the end-of-study confirmation would re-measure if the study ended now (the
     ``confirm_top``-th best, ``exclude`` left out); None without a confirmation or with fewer candidates."""
     k = config.search.confirm_top
     if k < 2:
         return None
-    ranked = [t for t in ranked_candidates(study) if t.number != exclude]
+    ranked = [t for t in candidates(study) if t.number != exclude]
     return ranked[k - 1] if len(ranked) >= k else None
 
 
@@ -139,7 +119,7 @@ def confirm_top(
     """
     if len(study.directions) > 1 or k < 2:
         return None
-    ranked = ranked_candidates(study)
+    ranked = candidates(study)
     top, reserve = ranked[:k], ranked[k:]
     if len(top) < 2:
         return None
@@ -434,10 +414,8 @@ def maybe_confirm(
     """
     k = config.search.confirm_top
     result = None
-    top = [t.number for t in top_trials(study, max(k, 2))]
-    done = study.user_attrs.get(CONFIRMATION)
-    confirmed = isinstance(done, dict) and done.get("trials") == top
-    if force or (k >= 2 and not confirmed):
+    top = [t.number for t in candidates(study)[: max(k, 2)]]
+    if force or (k >= 2 and current_confirmation(study) is None):
         if not force and claim is not None and len(top) >= 2 and not claim(top):
             console.line(f"confirmation of the top {len(top)} is done by another worker")
             return None  # and so is its end-of-study gate

@@ -310,8 +310,18 @@ class Fleet:
 
     def claim_confirmation(self, top: Sequence[int]) -> bool:
         """True for the one worker that re-measures this top at the end of the study: one confirmation is the
-        answer, and two workers re-measuring the same configs would only spend the fleet's night twice."""
-        return claim_once(self.claims, f"{CONFIRM_PREFIX}{','.join(map(str, top))}", self.worker)
+        answer, and two workers re-measuring the same configs would only spend the fleet's night twice.
+
+        A claim whose worker is gone (interrupted or crashed before it recorded the confirmation, or an earlier
+        run of this very process: ``tune finish`` after a Ctrl-C) is taken over, or that top would never be
+        confirmed."""
+        key = f"{CONFIRM_PREFIX}{','.join(map(str, top))}"
+        if claim_once(self.claims, key, self.worker):
+            return True
+        token = self.claims.held(key).get(key)
+        if token is None or not worker_dead(json.loads(token).get("worker", "")):
+            return False
+        return self.claims.release(key, token) and claim_once(self.claims, key, self.worker)
 
     def acquire(
         self, total: int, *, is_counted: Any, recover: Any, status: Any, idle: Any = None

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,12 +20,12 @@ from optuna.trial import TrialState
 
 from tuner.bench import import_statistics
 from tuner.config import StudyConfig
-from tuner.errors import HostError, TrialFailure, TuneError
+from tuner.errors import HostError, RegressionPruned, TrialFailure, TuneError
 from tuner.search import make_pruner, make_sampler, pruning_savings
-from tuner.space import Value, render, suggest
+from tuner.space import Value, count_configs, render, suggest
 from tuner.study import _fleet
 from tuner.study._budget import UNTIL_DEADLINE, DeadlineReached, TimeBudget
-from tuner.study._confirm import maybe_confirm, recommended_trial
+from tuner.study._confirm import maybe_confirm
 from tuner.study._console import Console, describe_params, fmt_duration, fmt_values
 from tuner.study._faults import RUN_AFTERMATH, storage_faults
 from tuner.study._objective import Evidence, TrialParts, TrialRunner
@@ -34,17 +33,31 @@ from tuner.study._partial import measured_text
 from tuner.study._policy import ENVIRONMENT, FailurePolicy, ask_next, ensure_baseline
 from tuner.study._recovery import Heartbeat, recover_stale_trials, requeue
 from tuner.study._signals import stop_signals
-from tuner.study._starts import enqueue_starting_points, find_duplicate, retry_branch
+from tuner.study._starts import enqueue_starting_points, enqueue_unmeasured, find_duplicate, retry_branch
 from tuner.study._storage import open_study
 from tuner.study._warmups import describe_warmups
 from tuner.target import Target, open_target
-from tuner.trials import attrs, best_trials, counted_trials, current_trial, is_counted, set_trial_attr
+from tuner.trials import (
+    attrs,
+    best_trials,
+    counted_trials,
+    current_trial,
+    failure_outcome,
+    is_counted,
+    outcome_words,
+    recommended,
+    set_trial_attr,
+)
 
 Progress = Callable[[str], None]
 PartsFactory = Callable[[StudyConfig, Target], TrialParts]
 
 MAX_UNCOUNTED_IN_A_ROW = 200
 MAX_HOST_ERRORS_IN_A_ROW = 3
+SPACE_COUNT_LIMIT = 10_000
+"""A space with at most this many configs is counted at start: a study never asks for more trials than it holds."""
+UNMEASURED_AFTER = 10
+"""Samples in a row that repeat measured configs before one of a small space's unmeasured configs is enqueued."""
 
 
 class Interrupted(TuneError):
@@ -54,12 +67,20 @@ class Interrupted(TuneError):
 @dataclass(frozen=True, kw_only=True)
 class RunSummary:
     study_name: str
+    storage: str
     target: int
     counted: int
     ran: int
     best_number: int | None
-    best_values: tuple[float, ...] | None
+    """The recommended trial (:func:`tuner.trials.recommended`)."""
     seconds: float
+    space_size: int | None = None
+    """How many configs the search space holds (None: more than :data:`SPACE_COUNT_LIMIT`)."""
+
+    @property
+    def exhausted(self) -> bool:
+        """Every config of the space was measured: the normal end of a study over a small space."""
+        return self.space_size is not None and self.counted >= self.space_size
 
 
 def run_study(
@@ -96,6 +117,11 @@ def run_study(
         config = dataclasses.replace(config, study=dataclasses.replace(config.study, name=study_name))
     console = console or Console()
     goal = trials if trials is not None else (UNTIL_DEADLINE if deadline else config.study.trials)
+    space_size = count_configs(config.space, limit=SPACE_COUNT_LIMIT)
+    if space_size is not None and goal > space_size:
+        if goal != UNTIL_DEADLINE:
+            console.line(f"the search space holds {space_size} configs: the study ends once all are measured")
+        goal = space_size
     worker = _fleet.WorkerId.for_target(config, name=worker_name)
     check = target is None and preflight
     if parts_factory is None:  # a real server: say once which dialect it speaks and what it lacks
@@ -113,20 +139,31 @@ def run_study(
         study, fleet = _prepare_study(
             config, storage=storage, study_name=study_name, force_config=force_config, console=console, worker=worker
         )
-        study.set_user_attr(attrs.TARGET_TRIALS, goal)
+        if goal > 0:  # `tune finish` / `best --confirm` run no trial: the study's own target stands
+            study.set_user_attr(attrs.TARGET_TRIALS, goal)
+        study.set_user_attr(attrs.CONFIRM_TOP, config.search.confirm_top)
         fleet.target = _fleet.target_fingerprint(config, target.host)
         _fleet.check_target(fleet.claims, fleet.target, allow_mixed=allow_mixed_targets)
         _run_locked(study, config, target, _Run(fleet=fleet, parts_factory=parts_factory, confirm=confirm,
-                                                deadline=deadline), console, goal, progress)
+                                                deadline=deadline, space_size=space_size), console, goal, progress)
     with storage_faults(url):
-        summary = _summarise(study, config, goal=goal, ran=progress.ran, seconds=time.monotonic() - start)
-    if progress.interrupted:
-        raise Interrupted(
-            f"stopped at {summary.counted}/{goal} trials. Resume with: tune start --trials {goal} "
-            f"--config {config.source} --study {shlex.quote(study.study_name)}   "
-            f"(or: tune resume --study {shlex.quote(study.study_name)})"
+        summary = _summarise(
+            study, config, goal=goal, ran=progress.ran, seconds=time.monotonic() - start, storage=url,
+            space_size=space_size,
         )
+    if progress.interrupted:
+        raise Interrupted(f"stopped at {summary.counted}/{goal} trials. Resume with: {_resume_hint(config, url, goal)}")
     return summary
+
+
+def _resume_hint(config: StudyConfig, storage: str, goal: int) -> str:
+    """A command that continues this study to ``goal`` trials, as it can be pasted."""
+    from tuner.report import tune_command
+
+    command = tune_command("start", config, storage=storage, study=config.study.name)
+    if command.startswith("tune start --config"):
+        return command.replace("tune start", f"tune start --trials {goal}", 1)
+    return tune_command("resume", config, storage=storage, study=config.study.name) + f" --trials {goal}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,6 +174,7 @@ class _Run:
     parts_factory: PartsFactory | None
     confirm: bool
     deadline: float | None
+    space_size: int | None = None
 
 
 def _run_locked(
@@ -160,6 +198,8 @@ def _run_locked(
         with stop_signals():  # also while putting the server back: a second signal must not kill tune mid-restore
             try:
                 _drive(study, config, runner, target.base, console, goal, progress, (run.fleet, policy, budget))
+                if run.space_size is not None and counted_trials(study) >= run.space_size:
+                    console.line(f"all {run.space_size} configs of the space were measured")
                 if budget.remaining_s() > 0:
                     policy.release()
                     maybe_confirm(
@@ -240,21 +280,30 @@ def _retry_failed_baseline(study: optuna.Study, config: StudyConfig, fleet: _fle
         ensure_baseline(study, dict(config.baseline))
 
 
-def _summarise(study: optuna.Study, config: StudyConfig, *, goal: int, ran: int, seconds: float) -> RunSummary:
+def _summarise(
+    study: optuna.Study,
+    config: StudyConfig,
+    *,
+    goal: int,
+    ran: int,
+    seconds: float,
+    storage: str,
+    space_size: int | None,
+) -> RunSummary:
     # The study-level figure of what regression pruning saved (each trial records its own share).
     study.set_user_attr(attrs.PRUNING_SAVED_S, round(pruning_savings(study), 3))
     if warmups := describe_warmups(study, config):
         study.set_user_attr(attrs.WARMUPS, warmups)  # for the report, which does not do statistics
-    best = best_trials(study)
-    best = [recommended_trial(study) or best[0]] if len(best) == 1 else best  # a confirmed winner first
+    rec = recommended(study)
     return RunSummary(
         study_name=study.study_name,
+        storage=storage,
         target=goal,
         counted=counted_trials(study),
         ran=ran,
-        best_number=best[0].number if best else None,
-        best_values=tuple(best[0].values) if best else None,
+        best_number=rec.trial.number if rec is not None else None,
         seconds=round(seconds, 1),
+        space_size=space_size,
     )
 
 
@@ -292,6 +341,8 @@ def _drive(
         )
     ) is not None:
         slot, done = claimed
+        if uncounted_in_a_row >= UNMEASURED_AFTER and _listable(config):
+            uncounted_in_a_row = 0 if enqueue_unmeasured(study, config) else uncounted_in_a_row
         if uncounted_in_a_row >= MAX_UNCOUNTED_IN_A_ROW:
             fleet.slots.release(slot)
             raise TuneError(
@@ -335,6 +386,11 @@ def _drive(
             budget.record(trial.params, time.monotonic() - t0)
         else:
             uncounted_in_a_row += 1
+
+
+def _listable(config: StudyConfig) -> bool:
+    """A space small enough to list its configs (and so to enqueue one the sampler keeps missing)."""
+    return count_configs(config.space, limit=SPACE_COUNT_LIMIT) is not None
 
 
 def _declared_dead(study: optuna.Study, trial: optuna.Trial, console: Console, exc: Exception) -> None:
@@ -418,7 +474,7 @@ def _run_one(
         try:
             result = runner.run(trial, spec, label=f"trial-{trial.number:04d}")
         except TrialFailure as failure:
-            console.line(f"  failed: [{failure.phase}] {failure.reason}{measured_text(trial, config)}")
+            console.line(f"  {_failure_words(failure)}{measured_text(trial, config)}")
             policy.failed(trial, failure, baseline=is_baseline)
             return True
     policy.success()
@@ -428,6 +484,14 @@ def _run_one(
     best_text = f"; best #{best[0].number} {fmt_values(best[0].values)}" if best else ""
     console.line(f"  score {fmt_values(result.values)}{measured_text(trial, config)}{best_text}")
     return True
+
+
+def _failure_words(failure: TrialFailure) -> str:
+    """``pruned: slower than the best (...)`` or ``failed: did not start [ready] ...``: the console's verdict."""
+    if isinstance(failure, RegressionPruned):
+        return f"pruned: slower than the best ({failure.reason})"
+    kind = failure_outcome(str(failure.phase), environment=failure.kind == ENVIRONMENT)
+    return f"{outcome_words(kind)} [{failure.phase}] {failure.reason}"
 
 
 def _rejected(study: optuna.Study, trial: optuna.Trial, config: StudyConfig, params: dict[str, Value]) -> bool:
@@ -482,10 +546,13 @@ def _on_exit(config: StudyConfig, study: optuna.Study, target: Target, console: 
         return
     spec = None  # the baseline
     if action == "best":
-        best = [t for t in (recommended_trial(study),) if t is not None]
-        if best:
-            spec = render(config.space, target.base, best[0].params)
-            console.line(f"restarting with the best config (trial #{best[0].number})")
+        rec = recommended(study)
+        if rec is not None and not rec.gated:
+            console.line(f"trial #{rec.trial.number} is not gated yet: restoring the baseline instead")
+        elif rec is not None:
+            t = rec.trial
+            spec = None if t.user_attrs.get(attrs.BASELINE) else render(config.space, target.base, t.params)
+            console.line(f"restarting with the recommended config (trial #{rec.trial.number})")
         else:
             console.line("no feasible best trial: restoring the baseline instead")
     if spec is None:

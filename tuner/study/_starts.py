@@ -6,15 +6,24 @@ real measurements chosen by people or by coverage, not by TPE's random start-up.
 
 from __future__ import annotations
 
+import random
+
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import StudyConfig
-from tuner.space import Value
+from tuner.space import Value, iter_configs
 from tuner.study._policy import ensure_baseline
-from tuner.trials import attrs, is_counted, is_feasible, storage_of, study_trials
+from tuner.trials import attrs, feasible, is_counted, storage_of
 
-__all__ = ["MAX_BRANCH_TRIES", "enqueue_branches", "enqueue_starting_points", "find_duplicate", "retry_branch"]
+__all__ = [
+    "MAX_BRANCH_TRIES",
+    "enqueue_branches",
+    "enqueue_starting_points",
+    "enqueue_unmeasured",
+    "find_duplicate",
+    "retry_branch",
+]
 
 MAX_BRANCH_TRIES = 20
 
@@ -26,11 +35,7 @@ def enqueue_starting_points(study: optuna.Study, config: StudyConfig) -> None:
         study.enqueue_trial(dict(seed), user_attrs={attrs.SEED: i}, skip_if_exists=True)
     if config.search.import_best_from:
         other = optuna.load_study(study_name=config.search.import_best_from, storage=storage_of(study))
-        ranked = sorted(
-            (t for t in study_trials(other) if is_counted(t) and is_feasible(t)),
-            key=lambda t: t.values[0],
-            reverse=True,
-        )
+        ranked = feasible(other)
         names = {p.name for p in config.space.params}
         for t in ranked[: config.search.import_top]:
             params = {k: v for k, v in t.params.items() if k in names}
@@ -71,3 +76,26 @@ def retry_branch(study: optuna.Study, trial: optuna.Trial) -> None:
     tries = sum(1 for t in study.get_trials(deepcopy=False) if t.user_attrs.get(attrs.BRANCH) == branch)
     if tries < MAX_BRANCH_TRIES:  # a branch whose every config breaks a constraint is given up, not looped on
         study.enqueue_trial(dict(branch), user_attrs={attrs.BRANCH: branch})
+
+
+def _key(params: dict[str, Value]) -> tuple[tuple[str, Value], ...]:
+    """Params comparable across Optuna's float arithmetic and the space's own grid (10 significant digits)."""
+    return tuple(sorted((k, float(f"{v:.10g}") if isinstance(v, float) else v) for k, v in params.items()))
+
+
+def enqueue_unmeasured(study: optuna.Study, config: StudyConfig) -> bool:
+    """Enqueue one config of a finite space that no trial measured, runs or waits for; False when none is left.
+
+    Near the end of a small space the sampler proposes measured configs again and again (each a duplicate told
+    its known value): one unmeasured config, picked at random, ends that.
+    """
+    done = {
+        _key(t.system_attrs.get("fixed_params", t.params))
+        for t in study.get_trials(deepcopy=False)
+        if is_counted(t) or t.state in (TrialState.RUNNING, TrialState.WAITING)
+    }
+    left = [params for params in iter_configs(config.space) if _key(params) not in done]
+    if not left:
+        return False
+    study.enqueue_trial(random.Random(len(study.trials)).choice(left), skip_if_exists=True)
+    return True

@@ -1,4 +1,5 @@
-"""Which trials count, which are feasible, which is best: the study's accounting, read from user attrs.
+"""A study's accounting, read from user attrs: which trials count, which are feasible, how they rank, what
+became of each, and which one is recommended. One rule per concept, here, for every reader.
 
 Dependency-free (Optuna only), so the loop, the search strategies, the report and the CLI all read a study the
 same way without importing each other. The user attr names every trial carries are in :mod:`tuner.trials.attrs`.
@@ -8,29 +9,85 @@ from __future__ import annotations
 
 import math
 
-import optuna
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
 from tuner.trials import attrs
-from tuner.trials._confirmed import CONFIRMATION, confirmation_text, recommended_trial
+from tuner.trials._confirmed import CONFIRMATION, confirmation_text
 from tuner.trials._optuna import current_trial, rdb_backend, set_trial_attr, storage_of, study_id, trial_id
-from tuner.trials._verdicts import GateVerdict, gate_verdicts, record_gate_verdict, study_trials
+from tuner.trials._outcome import (
+    DIED,
+    ENVIRONMENT,
+    FEASIBLE,
+    NOT_GATED,
+    NOT_GATED_YET,
+    NOT_STARTED,
+    OTHER,
+    OUTCOMES,
+    SLOWER,
+    WRONG,
+    failure_outcome,
+    infeasibility,
+    outcome,
+    outcome_text,
+    outcome_words,
+)
+from tuner.trials._ranking import (
+    best_trials,
+    candidates,
+    counted_trials,
+    feasible,
+    is_counted,
+    is_feasible,
+    rank_value,
+)
+from tuner.trials._recommend import (
+    GATE_NONE,
+    GATE_PASSED,
+    GATE_PENDING,
+    Recommendation,
+    current_confirmation,
+    recommended,
+)
+from tuner.trials._verdicts import GateVerdict, gate_pending, gate_verdicts, record_gate_verdict, study_trials
 
 __all__ = [
     "CONFIRMATION",
+    "DIED",
+    "ENVIRONMENT",
+    "FEASIBLE",
+    "GATE_NONE",
+    "GATE_PASSED",
+    "GATE_PENDING",
+    "NOT_GATED",
+    "NOT_GATED_YET",
+    "NOT_STARTED",
+    "OTHER",
+    "OUTCOMES",
+    "SLOWER",
+    "WRONG",
     "GateVerdict",
+    "Recommendation",
     "attrs",
     "best_trials",
+    "candidates",
     "client_bound_scenarios",
     "confirmation_text",
     "counted_trials",
+    "current_confirmation",
     "current_trial",
+    "failure_outcome",
+    "feasible",
     "gate_pending",
     "gate_verdicts",
+    "infeasibility",
     "is_counted",
     "is_feasible",
+    "outcome",
+    "outcome_text",
+    "outcome_words",
+    "rank_value",
     "rdb_backend",
-    "recommended_trial",
+    "recommended",
     "record_gate_verdict",
     "scenario_repeats",
     "set_trial_attr",
@@ -39,57 +96,6 @@ __all__ = [
     "study_trials",
     "trial_id",
 ]
-
-
-def is_counted(t: FrozenTrial) -> bool:
-    """A trial that ran the server to a verdict (not a rejected sample, a repeat, or an interruption)."""
-    if t.state not in (TrialState.COMPLETE, TrialState.PRUNED):
-        return False
-    return not (t.user_attrs.get(attrs.REJECTED) or t.user_attrs.get(attrs.DUPLICATE_OF) is not None)
-
-
-def is_feasible(t: FrozenTrial) -> bool:
-    """Eligible as the best: COMPLETE, no violated constraint, not failed by the gate, and gated when the study
-    skips the gate for configs behind the best (an unchecked config is never recommended).
-
-    A trial of a ``when = "final"`` study is provisionally feasible until its end-of-study verdict, which only
-    :func:`study_trials` applies: read a study's trials through it.
-    """
-    return (
-        t.state == TrialState.COMPLETE
-        and all(v <= 0 for v in t.constraints.values())
-        and t.user_attrs.get(attrs.CORRECT, True) is not False
-        and not t.user_attrs.get(attrs.GATE_SKIPPED)
-    )
-
-
-def gate_pending(t: FrozenTrial) -> bool:
-    """A COMPLETE trial of a ``when = "final"`` study that has no end-of-study verdict (yet, or ever: only the
-    finalists are gated)."""
-    user = t.user_attrs
-    return t.state == TrialState.COMPLETE and bool(user.get(attrs.GATE_DEFERRED)) and attrs.CORRECT not in user
-
-
-def counted_trials(study: optuna.Study) -> int:
-    return sum(1 for t in study.get_trials(deepcopy=False) if is_counted(t))
-
-
-def best_trials(study: optuna.Study) -> list[FrozenTrial]:
-    """Feasible, counted COMPLETE trials: the best one (single objective) or the Pareto front (multi)."""
-    done = [t for t in study_trials(study) if is_counted(t) and is_feasible(t)]
-    if not done:
-        return []
-    if len(study.directions) == 1:
-        return [max(done, key=lambda t: t.values[0])]
-    front = []
-    for t in done:
-        dominated = any(
-            all(o >= v for o, v in zip(other.values, t.values, strict=True)) and other.values != t.values
-            for other in done
-        )
-        if not dominated:
-            front.append(t)
-    return sorted(front, key=lambda t: t.number)
 
 
 def client_bound_scenarios(t: FrozenTrial) -> list[str]:

@@ -1,11 +1,10 @@
-"""The end-of-study confirmation as the study records it (see :mod:`tuner.study._confirm`, which runs it)."""
+"""The end-of-study confirmation as the study records it (:mod:`tuner.study` runs it), and its one line."""
 
 from __future__ import annotations
 
 import optuna
-from optuna.trial import FrozenTrial
 
-__all__ = ["CONFIRMATION", "confirmation_text", "recommended_trial"]
+__all__ = ["CONFIRMATION", "confirmation_text"]
 
 CONFIRMATION = "confirmation"
 """Study user attr: ``{"trials", "values", "ranks", "errors", "winner", "best_before", "held", "rounds",
@@ -13,32 +12,27 @@ CONFIRMATION = "confirmation"
 
 
 def confirmation_text(study: optuna.Study) -> str | None:
-    """One line on whether the winner held its place on re-measurement (None: no confirmation yet)."""
+    """One line on what re-measuring the top decided (None: no confirmation recorded)."""
     c = study.user_attrs.get(CONFIRMATION)
-    if not isinstance(c, dict):
+    if not isinstance(c, dict) or not isinstance(c.get("winner"), int):
         return None
     values = c.get("values", {})
-    shown = ", ".join(f"#{n} {v:.1f}" for n, v in sorted(values.items(), key=lambda kv: -kv[1]))
-    if c.get("held"):
-        rounds = c.get("rounds", 2)
-        return f"confirmation: the winner held (#{c['winner']} best again over {rounds} rounds: {shown})"
-    close = ""
-    before, after = values.get(str(c["best_before"])), values.get(str(c["winner"]))
-    precision = c.get("precision")
-    if isinstance(precision, float) and before and after and after < before * (1 + precision):
-        close = f", by less than the study's precision ({precision:.1%}): either is about as fast"
-    return (
-        f"confirmation: the winner did NOT hold: #{c['winner']} beat #{c['best_before']} on re-measurement "
-        f"({shown}{close}); #{c['winner']} is recommended"
+    errors = c.get("errors", {})
+    shown = ", ".join(
+        f"#{n} failed" if n in errors else f"#{n} {v:.1f}" for n, v in sorted(values.items(), key=lambda kv: -kv[1])
     )
-
-
-def recommended_trial(study: optuna.Study) -> FrozenTrial | None:
-    """The confirmed winner when the study was confirmed, else the best trial by its own measurement."""
-    from tuner.trials import best_trials, study_trials
-
-    c = study.user_attrs.get(CONFIRMATION)
-    if isinstance(c, dict) and isinstance(c.get("winner"), int) and len(study.directions) == 1:
-        return study_trials(study)[c["winner"]]
-    best = best_trials(study)
-    return best[0] if best else None
+    rounds = c.get("rounds", 2)
+    winner, before = c["winner"], c.get("best_before")
+    measured = f"re-measured over {rounds} rounds: {shown}"
+    if c.get("held") or before is None:
+        return f"confirmation: #{winner} held its place ({measured})"
+    precision = c.get("precision")
+    w, b = values.get(str(winner)), values.get(str(before))
+    if isinstance(precision, float) and w and b and w < b * (1 + precision):
+        return (
+            f"confirmation: #{winner} and #{before} are equally fast within the study's {precision * 100:g}% "
+            f"precision; #{winner} recommended ({measured})"
+        )
+    return (
+        f"confirmation: #{winner} beat #{before}, the best by its own measurement; #{winner} recommended ({measured})"
+    )

@@ -28,6 +28,7 @@ __all__ = [
     "GATE_VERDICT_PREFIX",
     "GateVerdict",
     "apply_verdicts",
+    "gate_pending",
     "gate_verdicts",
     "record_gate_verdict",
     "study_trials",
@@ -70,6 +71,13 @@ class GateVerdict:
             )
         except (KeyError, TypeError, ValueError):
             return None  # written by something else: no verdict rather than a crash in every reader
+
+
+def gate_pending(t: FrozenTrial) -> bool:
+    """A COMPLETE trial of a ``when = "final"`` study that has no end-of-study verdict (yet, or ever: only the
+    finalists are gated)."""
+    user = t.user_attrs
+    return t.state == TrialState.COMPLETE and bool(user.get(attrs.GATE_DEFERRED)) and attrs.CORRECT not in user
 
 
 def gate_verdicts(study: optuna.Study) -> dict[int, GateVerdict]:

@@ -40,6 +40,9 @@ PRUNING_SAVED_S = "pruning_saved_s"
 WARMUPS = "warmups"
 """Study attr: what ``[benchmark] warmup = "auto"`` concluded per scenario when the study last stopped."""
 TARGET_TRIALS = "target_trials"
+CONFIRM_TOP = "confirm_top"
+"""Study attr: the study's ``[search] confirm_top`` (how many top configs its end re-measures), for readers that
+have the study but not its file (the dashboard's notes)."""
 STEPS = "steps"
 #: What decided the repeats beyond the first pass on the whole objective (tuner.bench.decide_objective).
 REPEATS_DECIDED = "repeats_decided"

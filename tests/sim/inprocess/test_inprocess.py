@@ -12,7 +12,8 @@ from optuna.trial import TrialState
 from tuner.config import StudyConfig
 from tuner.errors import ConfigError, StartFailed
 from tuner.readiness import wait_ready
-from tuner.search import per_scenario_best, pruning_savings
+from tuner.report import per_scenario_best
+from tuner.search import pruning_savings
 from tuner.sim.inprocess import (
     ModelService,
     model_parts,
@@ -171,7 +172,7 @@ def test_multi_objective_study_reports_a_pareto_front(make_config: MakeConfig) -
         )
     best = per_scenario_best(study, ["c1-short", "c32-long"])
     assert set(best) == {"c1-short", "c32-long"}
-    assert best["c1-short"].user_attrs["c1-short.tok_s"] == max(t.user_attrs["c1-short.tok_s"] for t in front)
+    assert best["c1-short"].user_attrs["c1-short.point"] == max(t.user_attrs["c1-short.point"] for t in front)
 
 
 def test_model_readiness_fails_like_the_real_server(make_config: MakeConfig) -> None:
@@ -294,7 +295,8 @@ def test_a_per_stream_objective_is_confirmed_on_per_stream_repeats(make_config: 
 
 
 def test_confirm_top_remeasures_the_top_three_interleaved(make_config: MakeConfig) -> None:
-    from tuner.study import confirmation_text, recommended_trial
+    from tuner.study import confirmation_text
+    from tuner.trials import recommended
 
     cfg = make_config(search=seeds(GOOD, SLOW, GOOD | {"mem_fraction_static": 0.88}) + "\nconfirm_top = 3")
     run = run_inprocess(cfg, storage=cfg.study.storage, trials=8, seed=2)
@@ -322,6 +324,7 @@ def test_confirm_top_remeasures_the_top_three_interleaved(make_config: MakeConfi
         assert c["ranks"][str(n)] == rank
         # Fresh repeats, scored like a trial: close to the trial's own objective (2% noise).
         assert values[n] == pytest.approx(study.trials[n].values[0], rel=0.1)
-    assert recommended_trial(study).number == c["winner"]  # type: ignore[union-attr]
+    rec = recommended(study)
+    assert rec is not None and rec.confirmed and rec.trial.number == c["winner"]
     text = confirmation_text(study)
-    assert text is not None and ("held" in text if c["held"] else "did NOT hold" in text)
+    assert text is not None and ("held its place" in text if c["held"] else f"#{c['winner']} recommended" in text)

@@ -34,7 +34,7 @@ from tuner.sim import (
     workload_kind,
 )
 from tuner.sim._engine import PREFILL_S_PER_TOKEN
-from tuner.space import Param, SearchSpace, Value, render
+from tuner.space import Param, SearchSpace, Value, iter_configs, param_values, render
 from tuner.spec import LaunchSpec
 from tuner.target import base_spec
 
@@ -191,38 +191,27 @@ def true_objective(config: StudyConfig, params: Mapping[str, Value]) -> float:
 
 
 def _values(p: Param) -> list[Value]:
-    if p.kind == "categorical":
-        return list(p.choices)
-    if p.kind == "bool":
-        return [False, True]
+    """The space's own grid of ``p``; a continuous float on a grid of FLOAT_GRID_POINTS."""
+    values = param_values(p)
+    if values is not None:
+        return values
     assert p.low is not None and p.high is not None
-    if p.kind == "int":
-        return list(range(int(p.low), int(p.high) + 1, int(p.step or 1)))
-    if p.step is not None:
-        n = round((p.high - p.low) / p.step)
-        return [float(f"{p.low + i * p.step:.10g}") for i in range(n + 1)]
     return [float(v) for v in np.linspace(p.low, p.high, FLOAT_GRID_POINTS)]
 
 
 def _enumerate(space: SearchSpace) -> Iterator[dict[str, Value]]:
     """Every parameter set of the space (active parameters only), constraints included."""
+    if all(param_values(p) is not None for p in space.params):
+        yield from iter_configs(space)
+        return
+    yield from iter_configs(dataclasses.replace(space, params=tuple(_gridded(p) for p in space.params)))
 
-    def walk(i: int, params: dict[str, Value]) -> Iterator[dict[str, Value]]:
-        if i == len(space.params):
-            yield dict(params)
-            return
-        p = space.params[i]
-        if not p.active(params):
-            yield from walk(i + 1, params)
-            return
-        for v in _values(p):
-            params[p.name] = v
-            yield from walk(i + 1, params)
-        del params[p.name]
 
-    for params in walk(0, {}):
-        if not space.violations(params):
-            yield params
+def _gridded(p: Param) -> Param:
+    """``p`` with a continuous float given a step of FLOAT_GRID_POINTS points over its range."""
+    if param_values(p) is not None or p.low is None or p.high is None:
+        return p
+    return dataclasses.replace(p, step=(p.high - p.low) / (FLOAT_GRID_POINTS - 1))
 
 
 class _FastConfigs:

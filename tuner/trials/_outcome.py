@@ -1,0 +1,139 @@
+"""What became of a trial, in one vocabulary for the console, ``tune status``, notes, exports and the report.
+
+The words matter: a config that was only *slower* than the best is "pruned", never "failed" (it started,
+served and answered; its log is healthy). "Failed" is kept for configs that did not start, died under load or
+gave wrong answers, the ones a user must never deploy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.trials import attrs
+from tuner.trials._ranking import is_feasible
+from tuner.trials._verdicts import gate_pending
+
+__all__ = [
+    "DIED",
+    "ENVIRONMENT",
+    "FEASIBLE",
+    "NOT_GATED",
+    "NOT_GATED_YET",
+    "NOT_STARTED",
+    "OTHER",
+    "OUTCOMES",
+    "SLOWER",
+    "WRONG",
+    "failure_outcome",
+    "infeasibility",
+    "outcome",
+    "outcome_text",
+    "outcome_words",
+]
+
+FEASIBLE = "feasible"
+NOT_GATED = "not gated (behind the best)"
+NOT_GATED_YET = "not gated yet (finalists only)"
+WRONG = "infeasible (wrong answers)"
+SLOWER = "pruned (slower)"
+NOT_STARTED = "failed to start"
+DIED = "died under load"
+ENVIRONMENT = "environment"
+OTHER = "other failure"
+
+OUTCOMES = (FEASIBLE, NOT_GATED, NOT_GATED_YET, WRONG, SLOWER, NOT_STARTED, DIED, ENVIRONMENT, OTHER)
+"""What became of a counted trial, in the order the report lists them."""
+
+_START_PHASES = ("apply", "restart", "ready", "verify")
+
+
+def failure_outcome(phase: str, *, slower: bool = False, environment: bool = False) -> str:
+    """The outcome of a trial that ended in ``phase`` (``slower``: the regression pruner stopped it)."""
+    if environment:
+        return ENVIRONMENT
+    if slower:
+        return SLOWER
+    if phase == "gate":
+        return WRONG
+    if phase in _START_PHASES:
+        return NOT_STARTED
+    if phase == "benchmark":
+        return DIED
+    return OTHER
+
+
+_WORDS = {
+    FEASIBLE: "feasible",
+    NOT_GATED: "not gated: too far behind the best to need it",
+    NOT_GATED_YET: "not gated yet: only finalists are gated, at the end of the study",
+    WRONG: "failed: wrong answers",
+    SLOWER: "pruned: slower than the best",
+    NOT_STARTED: "failed: did not start",
+    DIED: "failed: died under load",
+    ENVIRONMENT: "environment fault: not counted, run again",
+    OTHER: "failed",
+}
+
+
+def outcome_words(kind: str) -> str:
+    """The words for an outcome (one of :data:`OUTCOMES`) as every view prints them."""
+    return _WORDS.get(kind, kind)
+
+
+def outcome(t: FrozenTrial) -> str:
+    """One of :data:`OUTCOMES` for a COMPLETE or PRUNED trial (the state's name otherwise)."""
+    user = t.user_attrs
+    if t.state == TrialState.COMPLETE:
+        if user.get(attrs.GATE_SKIPPED):
+            return NOT_GATED
+        if gate_pending(t):
+            return NOT_GATED_YET
+        return FEASIBLE if is_feasible(t) else WRONG
+    if t.state != TrialState.PRUNED:
+        return t.state.name
+    if user.get(attrs.CORRECT) is False:
+        return WRONG
+    return failure_outcome(
+        str(user.get(attrs.FAILURE_PHASE) or ""),
+        slower=user.get(attrs.PRUNED_SKIPPED) is not None,
+        environment=user.get(attrs.FAILURE_KIND) == "environment",
+    )
+
+
+def infeasibility(constraints: Mapping[str, float], user_attrs: Mapping[str, Any]) -> str | None:
+    """Why a measured config is not eligible (``gate 3/5``), or None when it is feasible."""
+    reasons = []
+    gate = user_attrs.get(attrs.GATE)
+    if user_attrs.get(attrs.CORRECT) is False or constraints.get("correctness", 0) > 0:
+        reasons.append(f"gate {gate}" if gate else "gate failed")
+    reasons += [f"{k}={v:g}" for k, v in sorted(constraints.items()) if v > 0 and k != "correctness"]
+    return ", ".join(reasons) if reasons else None
+
+
+def outcome_text(t: FrozenTrial) -> str:
+    """What became of ``t`` in a few words, the same in every view: ``feasible``, ``pruned: slower than the
+    best``, ``failed: did not start``, ``infeasible: wrong answers (gate 3/5)``, ``repeat of #4``, ..."""
+    user = t.user_attrs
+    if user.get(attrs.DUPLICATE_OF) is not None and t.state != TrialState.RUNNING:
+        return f"repeat of #{user[attrs.DUPLICATE_OF]} (not run again)"
+    if user.get(attrs.REJECTED):
+        return f"rejected without running: {user.get(attrs.FAILURE_REASON, 'violates a constraint')}"
+    if t.state == TrialState.FAIL:
+        if user.get(attrs.FAILURE_KIND) == "environment":
+            return f"environment fault [{user.get(attrs.FAILURE_PHASE)}]: not counted, run again"
+        if user.get(attrs.INTERRUPTED):
+            return "interrupted: run again on resume"
+        return "not counted (failed outside the trial)"
+    if t.state == TrialState.RUNNING:
+        return "running"
+    kind = outcome(t)
+    if kind == NOT_GATED:
+        return f"{_WORDS[kind]} ({user.get(attrs.GATE)})"
+    if kind == WRONG:
+        return f"infeasible: wrong answers ({infeasibility(t.constraints, user) or 'gate failed'})"
+    if kind == OTHER:
+        return f"failed in phase {user.get(attrs.FAILURE_PHASE)}"
+    return _WORDS.get(kind, t.state.name)
