@@ -30,10 +30,10 @@ from tuner.bench import HttpBenchmark
 from tuner.config import BenchmarkSection, ReadinessSection, Scenario
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, StartFailed
-from tuner.hosts import LocalHost
-from tuner.readiness import wait_ready
-from tuner.services import LaunchSpec, ProcessService
 from tuner.sim.testing import free_port
+from tuner.target.hosts import LocalHost
+from tuner.target.readiness import wait_ready
+from tuner.target.services import LaunchSpec, ProcessService
 
 MARKER = b"The server is fired up and ready to roll!"
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tuner.hosts import LocalHost
-from tuner.services import LaunchSpec, ProcessService
 from tuner.sim.testing import free_port
+from tuner.target.hosts import LocalHost
+from tuner.target.services import LaunchSpec, ProcessService
 
 ROOT = Path(__file__).resolve().parents[1]
 

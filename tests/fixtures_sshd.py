@@ -141,7 +141,7 @@ class Sshd:
         self.proc = None
 
     def host(self, **overrides: object) -> object:
-        from tuner.hosts._ssh import SSHHost
+        from tuner.target.hosts._ssh import SSHHost
 
         kwargs: dict[str, object] = {
             "host": "127.0.0.1",
@@ -301,7 +301,7 @@ def sim_argv(port: int, *extra: str) -> tuple[str, ...]:
 
 
 def write_sim_unit(server: Sshd, *, env: dict[str, str] | None = None) -> SimUnit:
-    from tuner.services._systemd import systemd_quote
+    from tuner.target.services._systemd import systemd_quote
 
     name = f"sim-{uuid.uuid4().hex[:8]}.service"
     port = free_port()

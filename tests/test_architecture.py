@@ -1,4 +1,6 @@
-"""ARCHITECTURE.md's import rules, enforced: every `import` in tuner/ (function-level ones included)."""
+"""ARCHITECTURE.md's rules, enforced on every `import` in tuner/ (function-level and type-only ones included):
+which part may import which, no module reaching into another package's private module, no import cycle between
+parts or between the modules of one package, and functions people can read (at most 60 lines)."""
 
 from __future__ import annotations
 
@@ -6,18 +8,21 @@ import ast
 import subprocess
 import sys
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "tuner"
+MAX_FUNCTION_LINES = 60
 
 # The parts of tuner/ (top-level module or package name -> part).
 PARTS = {
     "cli": "face", "__main__": "face",
     "config": "config",
     "errors": "base", "spec": "base", "metrics": "base", "wait": "base", "trials": "base", "endpoint": "base",
+    "stats": "stats",
     "space": "space",
     "dialects": "dialects",
-    "target": "target", "hosts": "target", "services": "target", "readiness": "target", "lock": "target",
+    "target": "target",
     "bench": "bench",
     "gate": "gate",
     "search": "search",
@@ -30,37 +35,66 @@ PARTS = {
 ALLOWED = {
     "base": {"base"},
     "config": {"base", "space", "dialects"},
+    "stats": {"base", "config"},
     "space": {"base"},
     "dialects": {"base", "space"},
     "target": {"base", "config", "gate", "dialects"},
-    "bench": {"base", "config", "dialects"},
+    "bench": {"base", "config", "dialects", "stats"},
     "gate": {"base", "config"},
-    "search": {"base", "config", "bench"},
+    "search": {"base", "config", "stats"},
     "report": {"base", "config", "space", "target"},
-    "study": {"base", "config", "space", "target", "bench", "gate", "search", "report"},
-    "sim": {"base", "config", "space", "target", "bench", "gate", "search", "study"},
+    "study": {"base", "config", "space", "stats", "target", "bench", "gate", "search", "report"},
+    "sim": {"base", "config", "space", "stats", "target", "bench", "gate", "search", "study"},
     "face": set(PARTS.values()),
 }
 
 
-def _imports() -> dict[str, set[tuple[str, str]]]:
-    """Module name -> {(imported tuner top-level name, file:line)}."""
-    found: dict[str, set[tuple[str, str]]] = defaultdict(set)
-    for path in ROOT.rglob("*.py"):
-        rel = path.relative_to(ROOT.parent).with_suffix("")
-        me = rel.parts[1]
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module]
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in ROOT.rglob("*.py")}
+PACKAGES = {_module_name(p) for p in ROOT.rglob("__init__.py")}
+
+
+def imports_of(module: str, source: str, *, is_package: bool) -> Iterator[tuple[str, int]]:
+    """``(imported tuner module, line)`` for every import in ``source``: ``from P import name`` is the module
+    ``P.name`` when that is a module (or a private name: it reaches into ``P``), else ``P``."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found = [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                here = module.split(".") if is_package else module.split(".")[:-1]
+                base = ".".join([*here[: len(here) - node.level + 1], *([node.module] if node.module else [])])
             else:
-                continue
-            for name in names:
-                bits = name.split(".")
-                if bits[0] == "tuner" and len(bits) > 1:
-                    found[me].add((bits[1], f"{rel}.py:{node.lineno}"))
-    return found
+                base = node.module or ""
+            found = [
+                (f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES or a.name.startswith("_") else base, node.lineno)
+                for a in node.names
+            ]
+        else:
+            continue
+        yield from ((name, line) for name, line in found if name.startswith("tuner."))
+
+
+def _imports() -> dict[str, list[tuple[str, int]]]:
+    return {
+        m: list(imports_of(m, p.read_text(), is_package=p.name == "__init__.py")) for m, p in MODULES.items()
+    }
+
+
+IMPORTS = _imports()
+
+
+def private_owner(imported: str) -> str | None:
+    """The package whose private module (or name) ``imported`` reaches into, if any (``tuner.x._y`` -> ``tuner.x``)."""
+    bits = imported.split(".")
+    for k, bit in enumerate(bits[1:], start=1):
+        if bit.startswith("_") and not bit.startswith("__"):
+            return ".".join(bits[:k])
+    return None
 
 
 def test_every_module_belongs_to_a_part() -> None:
@@ -71,30 +105,97 @@ def test_every_module_belongs_to_a_part() -> None:
 
 def test_parts_import_only_what_architecture_allows() -> None:
     bad = []
-    for me, imported in _imports().items():
-        mine = PARTS[me]
-        for other, where in imported:
-            theirs = PARTS[other]
+    for me, imported in IMPORTS.items():
+        if me == "tuner":
+            continue  # the package itself: its version, nothing else
+        mine = PARTS[me.split(".")[1]]
+        for name, line in imported:
+            theirs = PARTS[name.split(".")[1]]
             if theirs != mine and theirs not in ALLOWED[mine]:
-                bad.append(f"{where}: {mine} ({me}) imports {theirs} (tuner.{other})")
+                bad.append(f"{me}:{line}: {mine} imports {theirs} ({name})")
+    assert not bad, "\n".join(sorted(bad))
+
+
+def test_no_module_imports_another_package_s_private_module() -> None:
+    bad = [
+        f"{me}:{line} imports {name}: import it from {owner}"
+        for me, imported in IMPORTS.items()
+        for name, line in imported
+        if (owner := private_owner(name)) is not None and not (me == owner or me.startswith(owner + "."))
+    ]
     assert not bad, "\n".join(sorted(bad))
 
 
 def test_no_import_cycles_between_top_level_modules() -> None:
-    graph = {me: {o for o, _ in imported if o != me} for me, imported in _imports().items()}
-    seen: dict[str, int] = {}
+    graph: dict[str, set[str]] = defaultdict(set)
+    for me, imported in IMPORTS.items():
+        if me != "tuner":
+            graph[me.split(".")[1]] |= {name.split(".")[1] for name, _ in imported} - {me.split(".")[1]}
+    assert not find_cycles(graph)
+
+
+def _package_of(module: str) -> str:
+    return module if module in PACKAGES else module.rsplit(".", 1)[0]
+
+
+def _nearest_module(name: str) -> str:
+    while name not in MODULES and "." in name:
+        name = name.rsplit(".", 1)[0]
+    return name
+
+
+def test_no_import_cycles_between_the_modules_of_one_package() -> None:
+    cycles = []
+    for package in PACKAGES:
+        members = {m for m in MODULES if _package_of(m) == package}
+        graph = {m: {_nearest_module(n) for n, _ in IMPORTS[m]} & members - {m} for m in members}
+        cycles += find_cycles(graph)
+    assert not cycles, "\n".join(cycles)
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[str]:
+    """Every cycle a depth-first walk of ``graph`` meets, as ``a -> b -> a``."""
+    state: dict[str, int] = {}
+    cycles: list[str] = []
 
     def visit(node: str, path: list[str]) -> None:
-        seen[node] = 1
-        for nxt in graph.get(node, ()):
-            assert seen.get(nxt) != 1, "import cycle: " + " -> ".join([*path, node, nxt])
-            if nxt not in seen:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                cycles.append(" -> ".join([*path[path.index(nxt) :], node, nxt] if nxt in path else [node, nxt]))
+            elif nxt not in state:
                 visit(nxt, [*path, node])
-        seen[node] = 2
+        state[node] = 2
 
-    for node in graph:
-        if node not in seen:
+    for node in sorted(graph):
+        if node not in state:
             visit(node, [])
+    return cycles
+
+
+def test_functions_are_at_most_60_lines() -> None:
+    long = [
+        f"{m}.{node.name}: {node.end_lineno - node.lineno + 1} lines"
+        for m, path in MODULES.items()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.end_lineno is not None
+        and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
+    ]
+    assert not long, "\n".join(sorted(long))
+
+
+def test_the_rules_catch_what_they_forbid() -> None:
+    """The checks above are only as good as their parsing: each catches a planted violation."""
+    source = "from tuner.study._confirm import x\nfrom tuner.target import _lock\nimport tuner.stats._estimate\n"
+    found = [name for name, _ in imports_of("tuner.cli._x", source, is_package=False)]
+    assert [private_owner(n) for n in found] == ["tuner.study", "tuner.target", "tuner.stats"]
+    assert private_owner("tuner.target.hosts") is None
+    relative = "from ._confirm import y\nfrom . import _fleet\n"
+    found = [name for name, _ in imports_of("tuner.study._loop", relative, is_package=False)]
+    assert found == ["tuner.study._confirm", "tuner.study._fleet"]
+    assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a -> b -> c -> a"]
+    assert find_cycles({"a": {"b"}, "b": set()}) == []
 
 
 def test_the_tuner_never_loads_the_simulator() -> None:

@@ -16,21 +16,14 @@ from pathlib import Path
 import pytest
 
 from tests.bench.conftest import DDTREE, FAST
-from tuner.bench import (
-    BaseBenchmark,
-    FirstPasses,
-    HttpBenchmark,
-    Noise,
-    RepeatDecision,
-    ScenarioResult,
-    WarmupPolicy,
-)
+from tuner.bench import BaseBenchmark, FirstPasses, HttpBenchmark, ScenarioResult, WarmupPolicy
 from tuner.config import BenchmarkSection, ReadinessSection, Scenario
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, Phase
 from tuner.sim.inprocess import ModelBenchmark, ModelService, model_readiness
 from tuner.sim.testing import SimFleet
 from tuner.spec import LaunchSpec
+from tuner.stats import Noise, RepeatDecision
 
 #: A small KV pool: light scenarios run, SIXTEEN_LONG needs twice the pool and kills the server.
 FLAGS = [*FAST, *DDTREE, "--mem-fraction-static", "0.72", "--max-running-requests", "16", "--sim-time-scale", "4"]

@@ -9,8 +9,9 @@ import re
 
 import pytest
 
-from tuner.bench import FirstPasses, Noise, WarmupPolicy, first_pass_slowdown
+from tuner.bench import FirstPasses, WarmupPolicy, first_pass_slowdown
 from tuner.config import BenchmarkSection
+from tuner.stats import Noise
 
 AUTO = WarmupPolicy(mode="auto", tolerance=0.03)
 

@@ -13,9 +13,9 @@ from fixtures_sshd import Sshd
 
 from tuner.config import GpuWaitSection
 from tuner.errors import LockHeld, Phase
-from tuner.hosts import LocalHost
-from tuner.lock import TargetLock
-from tuner.services._gpu import GpuBusy, wait_gpu_free
+from tuner.target import TargetLock
+from tuner.target.hosts import LocalHost
+from tuner.target.services._gpu import GpuBusy, wait_gpu_free
 
 
 def test_second_tuner_gets_lock_held_with_owner_info(sshd: Sshd, tmp_path: Path) -> None:
@@ -41,7 +41,7 @@ def test_lock_of_a_dead_owner_on_the_same_host_is_taken_over(tmp_path: Path) -> 
     path = str(tmp_path / "tune-y.lock")
     # Another tuner process takes the lock and dies without releasing it (kill -9).
     code = (
-        "import os,sys; from tuner.hosts import LocalHost; from tuner.lock import TargetLock;"
+        "import os,sys; from tuner.target.hosts import LocalHost; from tuner.target import TargetLock;"
         f"TargetLock(host=LocalHost(), path={path!r}, study='crashed', heartbeat_s=0).acquire();"
         "os._exit(0)"
     )

@@ -12,8 +12,8 @@ import pytest
 
 from tuner.cli import main
 from tuner.report import build_report, export_dropin, export_text, launch_spec
-from tuner.services._systemd import systemd_split
 from tuner.study import best_trials
+from tuner.target.services._systemd import systemd_split
 from tuner.trials import recommended
 
 Case = Any  # tests/report/conftest.py's StudyCase (conftest modules are not importable by name)

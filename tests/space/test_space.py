@@ -6,9 +6,9 @@ import optuna
 import pytest
 
 from tuner.config import load_config
-from tuner.services import LaunchSpec
 from tuner.space import baseline_params, render, suggest
 from tuner.target import base_spec
+from tuner.target.services import LaunchSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 

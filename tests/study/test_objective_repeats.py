@@ -16,14 +16,15 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tuner.bench import EMPTY_POOL, Noise, Reference, ScenarioResult, SequentialPolicy
+from tuner.bench import ScenarioResult
 from tuner.config import BenchmarkSection, ReadinessSection, Scenario, load_config
 from tuner.endpoint import Endpoint
-from tuner.services import Restarted
 from tuner.sim.inprocess import ModelBenchmark, ModelService, model_readiness, run_inprocess
 from tuner.spec import LaunchSpec
+from tuner.stats import EMPTY_POOL, Noise, Reference, SequentialPolicy
 from tuner.study import Refinement, benchmark_server, objective_refinement, refine_on_objective
 from tuner.study._objective import REFINE_STEP, objective_bound
+from tuner.target.services import Restarted
 from tuner.trials import attrs
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,9 +15,9 @@ from fixtures_sshd import SimUnit, sim_argv
 from tuner.config import ReadinessSection
 from tuner.endpoint import Endpoint
 from tuner.errors import ConfigNotApplied, Phase, StartFailed
-from tuner.services import BaseService, LaunchSpec, ProcessService, spec_matches
 from tuner.sim.testing import READY_MARKER
 from tuner.target import Target
+from tuner.target.services import BaseService, LaunchSpec, ProcessService, spec_matches
 
 SIM = (sys.executable, "-u", "-m", "tuner.sim")
 # The readiness wait is far longer than any test: a failure must come from a verify step, never a timeout.
@@ -153,7 +153,7 @@ def test_a_server_that_dies_at_once_is_reported_by_readiness_not_as_not_applied(
 def test_a_drop_in_overridden_by_a_later_one_fails_before_readiness(sim_unit: SimUnit) -> None:
     # Someone's zz-override.conf sorts after tune's drop-in and sets ExecStart again: tune's flags never run.
     from tuner.config import SystemdSection
-    from tuner.services._systemd import SystemdService, systemd_quote
+    from tuner.target.services._systemd import SystemdService, systemd_quote
 
     override = sim_argv(sim_unit.port, "--sim-load-time", "600")
     dropins = sim_unit.path.parent / f"{sim_unit.name}.d"

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tuner.bench._load import LoadResult
-from tuner.bench._stats import percentile
+from tuner.stats import percentile
 
 __all__ = ["CPU_BUDGET_CORES", "MIN_START_DELAY_S", "START_DELAY_FRACTION", "ClientLoad", "client_load"]
 

@@ -7,10 +7,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tuner.bench._sequential import Reference, ReferenceLookup, RepeatDecision, SequentialPolicy
-from tuner.bench._stats import Noise, estimate
 from tuner.bench._warmup import WarmupLookup, WarmupPlan, WarmupPolicy
 from tuner.config import Scenario
+from tuner.stats import Noise, Reference, ReferenceLookup, RepeatDecision, SequentialPolicy, estimate
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -36,15 +36,14 @@ from tuner.bench._base import BaseBenchmark, ScenarioResult
 from tuner.bench._load import LoadResult, LoadTarget, make_client
 from tuner.bench._prompts import build_prompt, prompt_seed
 from tuner.bench._request import RequestRecord, RequestSpec, recount
-from tuner.bench._sequential import RepeatDecision, SequentialPolicy
 from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between
-from tuner.bench._stats import percentile
 from tuner.bench._warmup import WarmupPolicy
 from tuner.bench._workers import LoadPlan, LoadRunner, choose_processes, make_runner
 from tuner.config import BenchmarkSection, Scenario, chat_text, sample_chat
 from tuner.dialects import BaseServerDialect, SGLangDialect
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad
+from tuner.stats import RepeatDecision, SequentialPolicy, percentile
 
 __all__ = ["HttpBenchmark", "RepeatCallback"]
 

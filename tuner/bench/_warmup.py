@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tuner.bench._stats import Noise, _scipy_stats
 from tuner.config import WARMUPS, BenchmarkSection
+from tuner.stats import Noise, student_t
 
 __all__ = [
     "WARMUP_KINDS",
@@ -117,7 +117,7 @@ def first_pass_slowdown(passes: FirstPasses, confidence: float) -> Slowdown | No
         var, df = float((w * (d - mean) ** 2).sum() / (d.size - 1)), int(d.size) - 1
     else:
         return Slowdown(point=_fraction(mean), upper=math.inf, lower=-math.inf, pairs=1)
-    h = float(_scipy_stats().t.ppf(0.5 + confidence / 2.0, df)) * math.sqrt(var / w.sum())
+    h = student_t(0.5 + confidence / 2.0, df) * math.sqrt(var / w.sum())
     return Slowdown(point=_fraction(mean), upper=_fraction(mean + h), lower=_fraction(mean - h), pairs=int(d.size))
 
 

@@ -37,7 +37,7 @@ class _Worker:
 
 
 def run_fleet(args: argparse.Namespace, config: StudyConfig) -> int:
-    from tuner.study._fleet import default_worker_name
+    from tuner.study import default_worker_name
 
     assert config.target.ssh is not None
     members = [fleet_member(config, i) for i in range(len(config.target.ssh.hosts))]  # all checked before any starts

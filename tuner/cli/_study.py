@@ -160,7 +160,7 @@ def _deadline(args: argparse.Namespace) -> float | None:
     import time
 
     from tuner.errors import TuneError
-    from tuner.study._budget import parse_until
+    from tuner.study import parse_until
 
     if args.hours is not None:
         if args.hours <= 0:
@@ -177,8 +177,7 @@ def _deadline(args: argparse.Namespace) -> float | None:
 def _print_end(config: Any, summary: Any) -> None:
     """The end of a run in at most six lines: what ran, the recommendation, its launch command, how to deploy."""
     from tuner.report import launch_spec, recommendation_lines, tune_command
-    from tuner.study import load_existing
-    from tuner.study._budget import UNTIL_DEADLINE
+    from tuner.study import UNTIL_DEADLINE, load_existing
     from tuner.trials import recommended
 
     of = f"/{summary.target}" if summary.target != UNTIL_DEADLINE else ""

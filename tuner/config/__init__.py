@@ -1,8 +1,9 @@
 """Study configuration: TOML files validated into typed, frozen objects."""
 
-from tuner.config._fleet import FleetHost, fleet_member
+from tuner.config._fleet import FleetHost
 from tuner.config._gate import GateSection
 from tuner.config._load import StudyConfig, load_config, parse_config
+from tuner.config._member import fleet_member
 from tuner.config._search import SearchSection
 from tuner.config._sections import (
     WARMUPS,

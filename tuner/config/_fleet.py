@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import shlex
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tuner.config._reader import Table
-from tuner.errors import ConfigError
 
-if TYPE_CHECKING:
-    from tuner.config._load import StudyConfig
-
-__all__ = ["FleetHost", "fleet_member", "parse_hosts"]
+__all__ = ["FleetHost", "parse_hosts"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,34 +61,3 @@ def _parse_host(t: Table, i: int, item: Any) -> FleetHost:
     )
     entry.finish()
     return host
-
-
-def fleet_member(config: StudyConfig, index: int) -> StudyConfig:
-    """The study config of the worker that drives host ``index`` of ``[target.ssh] hosts``."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    from tuner.space import baseline_params
-    from tuner.spec import LaunchSpec
-
-    ssh = config.target.ssh
-    assert ssh is not None and ssh.hosts, "fleet_member needs [target.ssh] hosts"
-    member = ssh.hosts[index]
-    key = f"target.ssh.hosts[{index}]"
-    base_url = member.base_url
-    if base_url is None:
-        url = urlsplit(config.target.base_url)
-        netloc = member.host + (f":{url.port}" if url.port else "")
-        base_url = urlunsplit((url.scheme, netloc, url.path, url.query, url.fragment))
-    command = member.command or config.target.command
-    if baseline_params(config.space, LaunchSpec(argv=command, env=dict(config.target.env))) != config.baseline:
-        raise ConfigError(
-            file=config.source,
-            key=f"{key}.command",
-            expected="the same values as [target] command for every parameter of the search space",
-            got=shlex.join(command),
-        )
-    new_ssh = dataclasses.replace(
-        ssh, host=member.host, port=member.port or ssh.port, user=member.user or ssh.user, hosts=()
-    )
-    target = dataclasses.replace(config.target, ssh=new_ssh, base_url=base_url, command=command)
-    return dataclasses.replace(config, target=target)

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from tuner.config._gate import GateSection
+from tuner.config import GateSection
 from tuner.endpoint import Endpoint
 from tuner.errors import GateFailed
 from tuner.gate._base import BaseGate, GateResult, ProblemOutcome

@@ -8,7 +8,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner.config._gate import GateSection
+from tuner.config import GateSection
 from tuner.errors import ConfigError
 
 __all__ = ["Problem", "check_problems", "load_problems", "read_problem_file", "select_problems"]

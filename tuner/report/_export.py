@@ -62,7 +62,7 @@ def _header(study: optuna.Study, config: StudyConfig, t: FrozenTrial) -> list[st
 
 def export_dropin(study: optuna.Study, config: StudyConfig, t: FrozenTrial) -> str:
     """A systemd drop-in (``[Service]``, ``ExecStart=`` reset, the command, ``Environment=`` lines)."""
-    from tuner.services._systemd import dropin_text
+    from tuner.target.services import dropin_text
 
     spec = launch_spec(config, t)
     base = base_spec(config.target)

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.bench import EMPTY_POOL, Noise, Reference, ReferenceLookup, is_slower, objective_slower, pooled_noise
+from tuner.stats import EMPTY_POOL, Noise, Reference, ReferenceLookup, is_slower, objective_slower, pooled_noise
 from tuner.trials import attrs, best_trials, is_feasible, scenario_repeats, study_trials
 
 __all__ = ["RegressionPruner", "pruning_savings"]

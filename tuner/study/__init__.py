@@ -1,9 +1,10 @@
 """The study: Optuna storage, the trial's story, and the tuning loop."""
 
+from tuner.study._budget import UNTIL_DEADLINE, parse_until
 from tuner.study._confirm import Confirmation, confirm_top, confirmation_text, last_finalist
 from tuner.study._console import Console
 from tuner.study._faults import storage_faults
-from tuner.study._fleet import MixedTargets
+from tuner.study._fleet import MixedTargets, default_worker_name
 from tuner.study._loop import Interrupted, RunSummary, run_study
 from tuner.study._objective import (
     BenchmarkOutcome,
@@ -31,6 +32,7 @@ from tuner.study._warmups import describe_warmups, warmup_states
 from tuner.trials import best_trials, counted_trials, is_counted, is_feasible
 
 __all__ = [
+    "UNTIL_DEADLINE",
     "BenchmarkOutcome",
     "Confirmation",
     "Console",
@@ -51,6 +53,7 @@ __all__ = [
     "confirm_top",
     "confirmation_text",
     "counted_trials",
+    "default_worker_name",
     "describe_warmups",
     "is_counted",
     "is_feasible",
@@ -59,6 +62,7 @@ __all__ = [
     "make_storage",
     "objective_refinement",
     "open_study",
+    "parse_until",
     "recover_stale_trials",
     "refine_on_objective",
     "run_study",

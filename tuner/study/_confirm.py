@@ -38,21 +38,13 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
-from tuner.bench import (
-    EMPTY_POOL,
-    Noise,
-    Reference,
-    ScenarioResult,
-    SequentialPolicy,
-    WarmupLookup,
-    objective_slower,
-    pooled_noise,
-)
+from tuner.bench import ScenarioResult, WarmupLookup
 from tuner.config import StudyConfig
 from tuner.endpoint import Endpoint
 from tuner.errors import TrialFailure
 from tuner.space import render
 from tuner.spec import LaunchSpec
+from tuner.stats import EMPTY_POOL, Noise, Reference, SequentialPolicy, objective_slower, pooled_noise
 from tuner.study._objective import BenchmarkOutcome, TrialParts, benchmark_server, gate_server, score
 from tuner.study._warmups import first_passes_lookup
 from tuner.trials import (
@@ -125,7 +117,8 @@ def confirm_top(
         return None
     say = progress or (lambda text: None)
     say(
-        f"confirming the top {len(top)}: " + " ".join(f"#{t.number}" for t in top)
+        f"confirming the top {len(top)}: "
+        + " ".join(f"#{t.number}" for t in top)
         + f" ({ROUNDS} rounds, up to {MAX_ROUNDS} while one could beat the leader by more than "
         + f"{config.benchmark.precision:.1%})"
     )
@@ -277,7 +270,10 @@ def _finalist_check(
         correct = result.passed >= config.gate.min_passed
         failures = tuple(f"{o.task_id}: {o.reason or 'failed'}"[:300] for o in result.failures[:5])
         verdict = GateVerdict(
-            passed=result.passed, total=result.total, correct=correct, seconds=round(result.seconds, 3),
+            passed=result.passed,
+            total=result.total,
+            correct=correct,
+            seconds=round(result.seconds, 3),
             failures=failures,
         )
         record_gate_verdict(study, t.number, verdict)

@@ -18,11 +18,11 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from tuner.bench import import_statistics
 from tuner.config import StudyConfig
 from tuner.errors import HostError, RegressionPruned, TrialFailure, TuneError
 from tuner.search import make_pruner, make_sampler, pruning_savings
 from tuner.space import Value, count_configs, render, suggest
+from tuner.stats import import_statistics
 from tuner.study import _fleet
 from tuner.study._budget import UNTIL_DEADLINE, DeadlineReached, TimeBudget
 from tuner.study._confirm import maybe_confirm
@@ -144,11 +144,23 @@ def run_study(
         study.set_user_attr(attrs.CONFIRM_TOP, config.search.confirm_top)
         fleet.target = _fleet.target_fingerprint(config, target.host)
         _fleet.check_target(fleet.claims, fleet.target, allow_mixed=allow_mixed_targets)
-        _run_locked(study, config, target, _Run(fleet=fleet, parts_factory=parts_factory, confirm=confirm,
-                                                deadline=deadline, space_size=space_size), console, goal, progress)
+        _run_locked(
+            study,
+            config,
+            target,
+            _Run(fleet=fleet, parts_factory=parts_factory, confirm=confirm, deadline=deadline, space_size=space_size),
+            console,
+            goal,
+            progress,
+        )
     with storage_faults(url):
         summary = _summarise(
-            study, config, goal=goal, ran=progress.ran, seconds=time.monotonic() - start, storage=url,
+            study,
+            config,
+            goal=goal,
+            ran=progress.ran,
+            seconds=time.monotonic() - start,
+            storage=url,
             space_size=space_size,
         )
     if progress.interrupted:
@@ -203,8 +215,13 @@ def _run_locked(
                 if budget.remaining_s() > 0:
                     policy.release()
                     maybe_confirm(
-                        study, config, parts=parts, console=console, force=run.confirm,
-                        claim=run.fleet.claim_confirmation, until=run.deadline,
+                        study,
+                        config,
+                        parts=parts,
+                        console=console,
+                        force=run.confirm,
+                        claim=run.fleet.claim_confirmation,
+                        until=run.deadline,
                     )
             except KeyboardInterrupt:
                 progress.interrupted = True
@@ -561,4 +578,3 @@ def _on_exit(config: StudyConfig, study: optuna.Study, target: Target, console: 
         target.bring_up(spec, label="on-exit", progress=console.status)
     except TrialFailure as failure:
         console.line(f"WARNING: the server did not come back after {action}: {failure.reason}")
-

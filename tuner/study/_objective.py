@@ -19,26 +19,19 @@ from typing import Any
 
 import optuna
 
-from tuner.bench import (
-    BaseBenchmark,
-    ObjectiveDecision,
-    Reference,
-    ReferenceLookup,
-    ScenarioResult,
-    SequentialPolicy,
-    decide_objective,
-)
+from tuner.bench import BaseBenchmark, ScenarioResult
 from tuner.config import BenchmarkSection, ObjectiveSection, Scenario, StudyConfig
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, GateFailed, RegressionPruned, TrialFailure
 from tuner.gate import BaseGate, GateResult
 from tuner.metrics import objective_point, objective_value, scenario_attrs
-from tuner.readiness import LogWatch
-from tuner.services import BaseService, Restarted
 from tuner.spec import LaunchSpec
+from tuner.stats import ObjectiveDecision, Reference, ReferenceLookup, SequentialPolicy, decide_objective
 from tuner.study._partial import PartialObjective, projection_reference, reference_lookup
 from tuner.study._warmups import first_passes_lookup
 from tuner.target import Target
+from tuner.target.readiness import LogWatch
+from tuner.target.services import BaseService, Restarted
 from tuner.trials import attrs
 
 #: The intermediate step that follows the scenarios when the objective asked for more repeats (``steps`` attr).
@@ -323,6 +316,7 @@ class TrialRunner:
     def run(self, trial: optuna.Trial, spec: LaunchSpec, *, label: str) -> Score:
         """Run the whole story; raises TrialFailure with its evidence recorded on the trial."""
         from tuner.study._confirm import last_finalist  # _confirm imports this module: import at call time
+
         cfg = self._config
         target = self._parts.target
         trial.set_user_attr(attrs.COMMAND, " ".join(spec.argv))

@@ -16,9 +16,10 @@ import math
 import optuna
 from optuna.trial import FrozenTrial
 
-from tuner.bench import ReferenceLookup, ScenarioResult
+from tuner.bench import ScenarioResult
 from tuner.config import StudyConfig
 from tuner.metrics import objective_point_key
+from tuner.stats import ReferenceLookup
 from tuner.trials import attrs, best_trials
 
 __all__ = ["PartialObjective", "measured_text", "reference_lookup"]

@@ -15,16 +15,9 @@ import statistics
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.bench import (
-    FirstPasses,
-    Slowdown,
-    WarmupLookup,
-    WarmupPlan,
-    WarmupPolicy,
-    first_pass_slowdown,
-    pooled_noise,
-)
+from tuner.bench import FirstPasses, Slowdown, WarmupLookup, WarmupPlan, WarmupPolicy, first_pass_slowdown
 from tuner.config import StudyConfig
+from tuner.stats import pooled_noise
 from tuner.trials import attrs, scenario_repeats
 
 __all__ = ["describe_warmups", "first_passes", "first_passes_lookup", "warmup_states"]

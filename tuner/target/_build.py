@@ -1,7 +1,8 @@
 """Build the target from a study config: its transport, service manager, lock, endpoint and readiness check.
 
 This is the only place that knows which implementation of each seam a config asks for; everything else
-receives a :class:`Target` (or the :class:`~tuner.hosts.BaseHost` / :class:`~tuner.services.BaseService` in it).
+receives a :class:`Target` (or the :class:`~tuner.target.hosts.BaseHost` /
+:class:`~tuner.target.services.BaseService` in it).
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from urllib.parse import urlsplit
 
 from tuner.config import StudyConfig, TargetSection
 from tuner.endpoint import Endpoint
-from tuner.hosts import BaseHost, LocalHost
-from tuner.readiness import ReadinessCheck
-from tuner.services import BaseService, ProcessService
 from tuner.spec import LaunchSpec
 from tuner.target._target import Target
+from tuner.target.hosts import BaseHost, LocalHost, ssh_host
+from tuner.target.readiness import ReadinessCheck
+from tuner.target.services import BaseService, ProcessService, SystemdService
 
 __all__ = ["base_spec", "endpoint_for", "make_host", "make_service", "open_target"]
 
@@ -30,18 +31,14 @@ def base_spec(target: TargetSection) -> LaunchSpec:
 
 def make_host(target: TargetSection) -> BaseHost:
     if target.transport == "ssh":
-        from tuner.hosts._ssh import SSHHost  # paramiko is only imported for SSH targets
-
         assert target.ssh is not None
-        return SSHHost.from_section(target.ssh)
+        return ssh_host(target.ssh)  # paramiko is only imported for SSH targets
     return LocalHost()
 
 
 def make_service(config: StudyConfig, host: BaseHost) -> BaseService:
     target = config.target
     if target.manager == "systemd":
-        from tuner.services._systemd import SystemdService
-
         assert target.systemd is not None
         return SystemdService(host=host, section=target.systemd, base=base_spec(target), gpu_wait=target.gpu_wait)
     return ProcessService(
@@ -84,7 +81,7 @@ def open_target(
     the config's ``target.lock``, never for a given service) takes the per-server lock when the target is
     entered.
     """
-    from tuner.lock import TargetLock, lock_path_for
+    from tuner.target._lock import TargetLock, lock_path_for
 
     host = None
     if service is None:

@@ -13,9 +13,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from tuner.config import StudyConfig
-from tuner.hosts import BaseHost
-from tuner.services import BaseService
-from tuner.services._proc import descendants, port_listeners, process_table
+from tuner.target.hosts import BaseHost
+from tuner.target.services import BaseService, descendants, port_listeners, process_table
 
 __all__ = ["base_port", "command_port", "target_problems"]
 

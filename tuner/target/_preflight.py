@@ -13,9 +13,9 @@ import httpx
 
 from tuner.config import StudyConfig
 from tuner.errors import ConfigError, EnvironmentFault, HostError, TuneError
-from tuner.hosts import BaseHost
-from tuner.services import BaseService, Finding
 from tuner.target._build import make_host, make_service
+from tuner.target.hosts import BaseHost
+from tuner.target.services import BaseService, Finding
 
 __all__ = ["dialect_findings", "preflight", "require_preflight"]
 
@@ -149,7 +149,7 @@ def _environment(config: StudyConfig, host: BaseHost, service: BaseService, stor
 def _gpu(config: StudyConfig, host: BaseHost) -> Iterator[Finding]:
     if config.target.gpu_wait is None:
         return
-    from tuner.services import read_gpu_memory
+    from tuner.target.services import read_gpu_memory
 
     try:
         values = read_gpu_memory(host, config.target.gpu_wait)
@@ -161,7 +161,7 @@ def _gpu(config: StudyConfig, host: BaseHost) -> Iterator[Finding]:
 def _lock(config: StudyConfig, host: BaseHost) -> Iterator[Finding]:
     if not config.target.lock:
         return
-    from tuner.lock import TargetLock, lock_path_for
+    from tuner.target._lock import TargetLock, lock_path_for
 
     lock = TargetLock(host=host, path=lock_path_for(config.target), study=config.study.name)
     holder = lock.holder()

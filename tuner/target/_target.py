@@ -17,25 +17,19 @@ from urllib.parse import urlsplit
 
 from tuner.config import ReadinessSection
 from tuner.endpoint import Endpoint
-from tuner.hosts import BaseHost
-from tuner.readiness import ReadinessCheck, Ready, wait_ready
-from tuner.services import BaseService, Restarted
 from tuner.spec import LaunchSpec
-from tuner.target._verify import verify_applied, verify_started
+from tuner.target._verify import Applied, verify_applied, verify_started
+from tuner.target.hosts import BaseHost
+from tuner.target.readiness import ReadinessCheck, Ready, wait_ready
+from tuner.target.services import BaseService, Restarted
 
 if TYPE_CHECKING:
-    from tuner.lock import TargetLock
+    from tuner.target._lock import TargetLock
 
 __all__ = ["Applied", "BroughtUp", "Target", "apply_config", "await_ready", "restart_server", "verify_applied"]
 
 Progress = Callable[[str], None]
 
-
-@dataclass(frozen=True, kw_only=True)
-class Applied:
-    spec: LaunchSpec
-    """What the next restart runs (the base spec after a revert)."""
-    reverted: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,17 +10,23 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from tuner.errors import ConfigNotApplied
-from tuner.services import BaseService, Restarted
 from tuner.spec import LaunchSpec, spec_matches
+from tuner.target.services import BaseService, Restarted
 from tuner.wait import wait_until
 
-if TYPE_CHECKING:  # the step types live with the steps in _target, which calls these
-    from tuner.target._target import Applied
+__all__ = ["SETTLE_POLL_S", "Applied", "verify_applied", "verify_started"]
 
-__all__ = ["SETTLE_POLL_S", "verify_applied", "verify_started"]
+
+@dataclass(frozen=True, kw_only=True)
+class Applied:
+    """A configuration put on the server (the apply step's result, which the checks here verify)."""
+
+    spec: LaunchSpec
+    """What the next restart runs (the base spec after a revert)."""
+    reverted: bool = False
 
 SETTLE_POLL_S = 0.2
 """Between two reads of the new process tree while it settles (a read costs a few host commands)."""

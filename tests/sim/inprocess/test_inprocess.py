@@ -11,7 +11,6 @@ from optuna.trial import TrialState
 
 from tuner.config import StudyConfig
 from tuner.errors import ConfigError, StartFailed
-from tuner.readiness import wait_ready
 from tuner.report import per_scenario_best
 from tuner.search import pruning_savings
 from tuner.sim.inprocess import (
@@ -26,6 +25,7 @@ from tuner.space import suggest
 from tuner.spec import LaunchSpec
 from tuner.study._starts import MAX_BRANCH_TRIES
 from tuner.target import base_spec
+from tuner.target.readiness import wait_ready
 from tuner.trials import attrs, best_trials, counted_trials
 
 from .conftest import MakeConfig, gate_when, seeds

@@ -22,13 +22,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner.bench import BaseBenchmark, ScenarioResult, SequentialPolicy, WarmupPolicy
+from tuner.bench import BaseBenchmark, ScenarioResult, WarmupPolicy
 from tuner.config import BenchmarkSection, GateSection, ReadinessSection, Scenario, StudyConfig
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, StartFailed
 from tuner.gate import BaseGate, GateResult, ProblemOutcome, check_gate
-from tuner.readiness import LogWatch, Ready
-from tuner.services import (
+from tuner.sim import ServerConfig, capture_seconds, corrupts_code, startup_failure, startup_seconds, verify_width
+from tuner.sim.inprocess._truth import model_scenario, parse_server_config
+from tuner.stats import SequentialPolicy
+from tuner.study import Console, TrialParts, run_study
+from tuner.target import Target, base_spec, open_target
+from tuner.target.readiness import LogWatch, Ready
+from tuner.target.services import (
     BaseService,
     Finding,
     LaunchSpec,
@@ -39,10 +44,6 @@ from tuner.services import (
     ServiceState,
     program_part,
 )
-from tuner.sim import ServerConfig, capture_seconds, corrupts_code, startup_failure, startup_seconds, verify_width
-from tuner.sim.inprocess._truth import model_scenario, parse_server_config
-from tuner.study import Console, TrialParts, run_study
-from tuner.target import Target, base_spec, open_target
 
 Progress = Callable[[str], None]
 
@@ -103,7 +104,7 @@ class ModelService(BaseService):
     a draft window below the block size dies at once with an AssertionError traceback; a KV pool too small
     or speculative buffers that do not fit die during CUDA-graph capture with a ``RuntimeError`` or a
     ``torch.OutOfMemoryError: CUDA out of memory`` traceback. Readiness reads that log exactly as it reads a
-    real one (:func:`model_readiness` uses :class:`tuner.readiness.LogWatch` and the study's fatal patterns).
+    real one (:func:`model_readiness` uses :class:`tuner.target.readiness.LogWatch` and the study's fatal patterns).
 
     ``cold_start`` (default 0: the model's server is warm once ready) slows the first pass at each batch size a
     process runs by that fraction, as kernels compiled or tuned on first use would; the start-up request
@@ -263,7 +264,7 @@ def model_readiness(
     config: ReadinessSection,
     progress: Progress | None = None,
 ) -> Ready:
-    """Readiness for a :class:`ModelService`: the log decides, exactly as :func:`tuner.readiness.wait_ready`.
+    """Readiness for a :class:`ModelService`: the log decides, exactly as :func:`tuner.target.readiness.wait_ready`.
 
     A dead process fails with the fatal log line (``AssertionError``, ``torch.OutOfMemoryError: CUDA out of
     memory``, ``unrecognized arguments``) as the reason; a live one is ready after its modelled startup time.

@@ -13,8 +13,8 @@ import pytest
 from tuner.config import ReadinessSection
 from tuner.endpoint import Endpoint
 from tuner.errors import NotReady, StartFailed
-from tuner.readiness import wait_ready
-from tuner.services import Restarted
+from tuner.target.readiness import wait_ready
+from tuner.target.services import Restarted
 
 FAST = ReadinessSection(timeout_s=20, poll_interval_s=0.05, request_timeout_s=2)
 

@@ -31,7 +31,7 @@ import paramiko
 
 from tuner.config import SSHSection
 from tuner.errors import HostError
-from tuner.hosts._base import BaseHost, CommandResult, quote_command
+from tuner.target.hosts._base import BaseHost, CommandResult, quote_command
 
 __all__ = ["HostKeyRejected", "SSHAuthFailed", "SSHHost", "fingerprint"]
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from tuner.bench import (
+from tuner.stats import (
     EMPTY_POOL,
     Noise,
     ObjectiveDecision,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.services import LaunchSpec
-from tuner.services._systemd import dropin_text, parse_unit_text, systemd_quote, systemd_split
+from tuner.target.services import LaunchSpec
+from tuner.target.services._systemd import dropin_text, parse_unit_text, systemd_quote, systemd_split
 
 CASES = ["plain", "a;rm -rf x", "$(id)", "$HOME", "100%", "%n", 'say "hi"', "back\\slash", "it's", "tab\there",
          "new\nline", "", ";", "  "]  # fmt: skip

@@ -41,8 +41,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tuner.bench._stats import Noise, estimate, is_slower, student_t
 from tuner.config import BenchmarkSection
+from tuner.stats._estimate import Noise, estimate, is_slower, student_t
 
 __all__ = [
     "VERDICTS",

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from tuner.config import TargetSection
 from tuner.errors import HostError, LockHeld
-from tuner.hosts import BaseHost
+from tuner.target.hosts import BaseHost
 from tuner.wait import Every
 
 __all__ = ["LockInfo", "TargetLock", "lock_path_for"]

@@ -13,7 +13,7 @@ from typing import Any
 
 from tuner.config import GpuWaitSection
 from tuner.errors import HostError, Phase, TrialFailure
-from tuner.hosts import BaseHost
+from tuner.target.hosts import BaseHost
 from tuner.wait import wait_until
 
 __all__ = ["GpuBusy", "parse_gpu_memory", "read_gpu_memory", "wait_gpu_free"]

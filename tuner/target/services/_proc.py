@@ -8,8 +8,8 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
-from tuner.hosts import BaseHost
 from tuner.spec import LaunchSpec
+from tuner.target.hosts import BaseHost
 
 # Every process's stat line, for finding group members and start times without procps.
 PROC_STATS = r"""for d in /proc/[0-9]*; do read -r line < "$d/stat" 2>/dev/null && printf '%s\n' "$line"; done"""

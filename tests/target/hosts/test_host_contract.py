@@ -9,7 +9,7 @@ import pytest
 from fixtures_sshd import Sshd
 
 from tuner.errors import HostError
-from tuner.hosts import BaseHost, LocalHost
+from tuner.target.hosts import BaseHost, LocalHost
 
 
 @pytest.fixture(params=["local", "ssh"])

@@ -13,8 +13,8 @@ import httpx
 from tuner.config import ReadinessSection
 from tuner.endpoint import Endpoint
 from tuner.errors import NotReady, StartFailed
-from tuner.readiness._failfast import FailFast
-from tuner.services import BaseService, Restarted
+from tuner.target.readiness._failfast import FailFast
+from tuner.target.services import BaseService, Restarted
 from tuner.wait import wait_until
 
 Progress = Callable[[str], None]

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tuner.errors import HostError
-from tuner.hosts._base import BaseHost, CommandResult, quote_command
+from tuner.target.hosts._base import BaseHost, CommandResult, quote_command
 
 
 class LocalHost(BaseHost):

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 
 from tuner.config import GpuWaitSection, SystemdSection
 from tuner.errors import ConfigNotApplied, HostError, StartFailed
-from tuner.hosts import BaseHost, CommandResult
-from tuner.services._base import (
+from tuner.spec import LaunchSpec, program_part, spec_matches
+from tuner.target.hosts import BaseHost, CommandResult
+from tuner.target.services._base import (
     BaseService,
     Finding,
     LogChunk,
@@ -36,8 +37,7 @@ from tuner.services._base import (
     Restarted,
     ServiceState,
 )
-from tuner.services._proc import read_specs, serves_port, serving_pids
-from tuner.spec import LaunchSpec, program_part, spec_matches
+from tuner.target.services._proc import read_specs, serves_port, serving_pids
 
 __all__ = [
     "SystemdService",
@@ -494,7 +494,7 @@ class SystemdService(BaseService):
             if mode == "lines":
                 cursor = str(len(self._journal_all()))
             if self._gpu_wait is not None:
-                from tuner.services._gpu import wait_gpu_free
+                from tuner.target.services._gpu import wait_gpu_free
 
                 wait_gpu_free(self._host, self._gpu_wait, progress=self._progress)
             verb = "start"

@@ -15,7 +15,7 @@ import httpx
 
 from tuner.config import ReadinessSection
 from tuner.errors import NotReady
-from tuner.services import BaseService, Restarted
+from tuner.target.services import BaseService, Restarted
 
 __all__ = ["FailFast"]
 
@@ -28,7 +28,7 @@ _NO_CONNECTION = ("ConnectError", "ConnectTimeout", "RemoteProtocolError")
 
 
 class FailFast:
-    """Fed every probe's answer by :func:`~tuner.readiness.wait_ready`; raises :class:`NotReady` when waiting
+    """Fed every probe's answer by :func:`~tuner.target.readiness.wait_ready`; raises :class:`NotReady` when waiting
     longer cannot help."""
 
     def __init__(

@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 # tests/ has no __init__.py: make the shared fixture module importable from every folder that needs it.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from fixtures_sshd import private_sshd, sim_unit, sshd
 

@@ -12,7 +12,7 @@ from fixtures_sshd import Sshd
 
 from tuner.config import SSHSection
 from tuner.errors import HostError
-from tuner.hosts._ssh import HostKeyRejected, SSHAuthFailed, SSHHost
+from tuner.target.hosts._ssh import HostKeyRejected, SSHAuthFailed, SSHHost
 
 
 def _other_key_line(tmp_path: Path, port: int) -> str:

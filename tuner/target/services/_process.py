@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tuner.errors import HostError, StartFailed
-from tuner.hosts import BaseHost
-from tuner.services._base import (
+from tuner.spec import LaunchSpec, program_part
+from tuner.target.hosts import BaseHost
+from tuner.target.services._base import (
     BaseService,
     Finding,
     LogChunk,
@@ -16,7 +17,7 @@ from tuner.services._base import (
     Restarted,
     ServiceState,
 )
-from tuner.services._proc import (
+from tuner.target.services._proc import (
     ProcStat,
     descendants,
     listen_ports,
@@ -26,7 +27,6 @@ from tuner.services._proc import (
     serving_pids,
     stat_of,
 )
-from tuner.spec import LaunchSpec, program_part
 from tuner.wait import wait_until
 
 if TYPE_CHECKING:  # tuner.config imports this package (launch specs); only the type is needed here
@@ -212,7 +212,7 @@ class ProcessService(BaseService):
         old = previous.identity if previous and previous.identity and self.is_alive(previous.identity) else None
         self.stop()
         if self._gpu_wait is not None:
-            from tuner.services._gpu import wait_gpu_free
+            from tuner.target.services._gpu import wait_gpu_free
 
             # The old process is gone, but the driver may still be releasing its memory.
             wait_gpu_free(self._host, self._gpu_wait)

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from tuner.bench import MAD_TO_SIGMA, bootstrap_ci, is_slower, mad, percentile, robust_score
+from tuner.stats import MAD_TO_SIGMA, bootstrap_ci, is_slower, mad, percentile, robust_score
 
 
 def test_robust_score_is_median_minus_k_scaled_mad() -> None:
