@@ -1,7 +1,7 @@
 """What `tune start` does when the world is broken: exit status, verdict, orphans, trials burned, time to exit.
 
 Runs each fault case of tests/faults once (real `tune` subprocesses, the simulator, a stranger process; or
-only the cases whose label contains the first argument) and prints the Markdown table the README shows. Root
+only the cases whose label contains the first argument) and prints the Markdown table docs/faults.md shows. Root
 is needed for the disk-full and read-only cases (a small tmpfs); without it they are reported as skipped.
 
     .venv/bin/python scripts/bench_faults.py

@@ -165,11 +165,12 @@ def _confirm(label: str) -> bool:
 def _confirmed_fraction(study: Any, config: Any, optimum: float, cache: dict[tuple[Any, ...], float]) -> float:
     """True value of the config the study recommends after its end-of-study confirmation."""
     from tuner.sim.inprocess import true_objective
-    from tuner.study import recommended_trial
+    from tuner.trials import recommended
 
-    t = recommended_trial(study)
-    if t is None:
+    rec = recommended(study)
+    if rec is None:
         return 0.0
+    t = rec.trial
     key = tuple(sorted(t.params.items()))
     if key not in cache:
         cache[key] = true_objective(config, t.params)

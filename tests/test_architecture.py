@@ -185,6 +185,35 @@ def test_functions_are_at_most_60_lines() -> None:
     assert not long, "\n".join(sorted(long))
 
 
+OPTUNA_ADAPTER = "tuner.trials._optuna"
+#: Optuna's private attributes `tune` needs: only its adapter may touch them.
+OPTUNA_PRIVATE = {"_storage", "_study_id", "_trial_id", "_thread_local", "_backend", "_cached_frozen_trial"}
+
+
+def optuna_internals(source: str) -> list[str]:
+    """Uses of Optuna's private modules (``optuna.x._y``) and attributes (:data:`OPTUNA_PRIVATE`) in ``source``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "optuna":
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            found += [f"line {node.lineno}: {n}" for n in names if private_owner(n) is not None][:1]
+        elif isinstance(node, ast.Attribute) and node.attr in OPTUNA_PRIVATE:
+            mine = isinstance(node.value, ast.Name) and node.value.id == "self"  # an object's own attribute
+            if not mine:
+                found.append(f"line {node.lineno}: .{node.attr}")
+    return found
+
+
+def test_optuna_internals_only_behind_their_adapter() -> None:
+    bad = [
+        f"{m}: {use}"
+        for m, path in MODULES.items()
+        if m != OPTUNA_ADAPTER
+        for use in optuna_internals(path.read_text())
+    ]
+    assert not bad, "\n".join(bad) + "\n(add what you need to tuner/trials/_optuna.py and its test)"
+
+
 def test_the_rules_catch_what_they_forbid() -> None:
     """The checks above are only as good as their parsing: each catches a planted violation."""
     source = "from tuner.study._confirm import x\nfrom tuner.target import _lock\nimport tuner.stats._estimate\n"
@@ -195,6 +224,8 @@ def test_the_rules_catch_what_they_forbid() -> None:
     found = [name for name, _ in imports_of("tuner.study._loop", relative, is_package=False)]
     assert found == ["tuner.study._confirm", "tuner.study._fleet"]
     assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a -> b -> c -> a"]
+    planted = "from optuna.storages._rdb import models\nx = study._study_id\ny = self._study_id\n"
+    assert optuna_internals(planted) == ["line 1: optuna.storages._rdb", "line 2: ._study_id"]
     assert find_cycles({"a": {"b"}, "b": set()}) == []
 
 

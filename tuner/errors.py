@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "ConfigError",
@@ -86,6 +87,10 @@ class TrialFailure(TuneError):
 
     phase: Phase = Phase.APPLY
     kind: str | None = None
+    restarted: Any = None
+    """The restart this failure is about, when the server had been restarted (a
+    :class:`tuner.target.services.Restarted`, set by :meth:`tuner.target.Target.bring_up`): the new process's
+    log holds the evidence."""
 
     def __init__(self, reason: str, *, evidence: str = "", phase: Phase | None = None, kind: str | None = None) -> None:
         if phase is not None:

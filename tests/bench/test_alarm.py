@@ -12,7 +12,7 @@ from tuner.config import BenchmarkSection, Scenario
 from tuner.endpoint import Endpoint
 from tuner.metrics import scenario_attrs
 from tuner.sim.testing import SimProcess
-from tuner.study._objective import describe_result
+from tuner.study import describe_result
 
 SC = Scenario(name="c2", concurrency=2, prompt_tokens=32, output_tokens=48, requests=4)
 

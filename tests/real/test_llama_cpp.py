@@ -120,7 +120,7 @@ def test_a_four_trial_study_completes(llama: LlamaInstall, tmp_path: Path, capsy
     assert complete < 2 or (confirmed and len(confirmed["trials"]) == 2), confirmed
     captured = capsys.readouterr()
     assert "server dialect: llama.cpp" in captured.out + captured.err  # said once, at start
-    with capsys.disabled():  # the figures the README quotes
+    with capsys.disabled():  # the figures docs/benchmarks.md quotes
         print(
             f"\nllama.cpp study: 4 trials in {wall:.0f} s; best num_pred_tokens={best.params['num_pred_tokens']} "
             f"{best.values[0]:.1f} vs baseline {baseline.values[0]:.1f} tok/s "

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import optuna
 import pytest
-from optuna.storages._rdb import models
 from optuna.trial import TrialState
 
 from tuner.study import is_counted, make_storage
@@ -35,34 +34,6 @@ def storage_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 def new_study(url: str, name: str) -> optuna.Study:
     return optuna.create_study(study_name=name, storage=make_storage(url), load_if_exists=True)
-
-
-def test_optuna_internals_the_claims_rely_on(tmp_path: Path) -> None:
-    """Fails loudly when an Optuna upgrade moves what tuner/study/_fleet.py builds on."""
-    study = new_study(f"sqlite:///{tmp_path / 'internals.db'}", "internals")
-    backend = getattr(study._storage, "_backend", study._storage)
-    assert isinstance(backend, optuna.storages.RDBStorage)
-    assert backend.engine.dialect.name == "sqlite"
-    assert isinstance(study._study_id, int)
-    table = models.StudySystemAttributeModel.__table__
-    assert table.name == "study_system_attributes"
-    uniques = [
-        {c.name for c in constraint.columns}
-        for constraint in table.constraints
-        if constraint.__class__.__name__ == "UniqueConstraint"
-    ]
-    assert {"study_id", "key"} in uniques, "claims need UNIQUE (study_id, key) on study system attributes"
-    # Optuna's own setter is an upsert: it cannot tell two workers apart, which is why claims insert directly.
-    study._storage.set_study_system_attr(study._study_id, "k", 1)
-    study._storage.set_study_system_attr(study._study_id, "k", 2)
-    assert study._storage.get_study_system_attrs(study._study_id)["k"] == 2
-    # Stale recovery relies on the state change being a checked transition: a second FAIL is refused.
-    trial = study.ask()
-    study.tell(trial, state=TrialState.FAIL)
-    with pytest.raises(optuna.exceptions.UpdateFinishedTrialError):
-        backend.set_trial_state_values(trial._trial_id, TrialState.FAIL)
-    with pytest.raises(ValueError, match="Cannot tell a FAIL trial"):
-        study.tell(trial.number, state=TrialState.FAIL)
 
 
 def test_exactly_one_racer_wins_each_claim(storage_url: str, tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tuner.bench import ScenarioResult
 from tuner.config import Scenario
 from tuner.stats import RepeatDecision
-from tuner.study._objective import describe_result
+from tuner.study import describe_result
 
 SC = Scenario(name="c32-long", concurrency=32, prompt_tokens=1024, output_tokens=16, requests=32)
 

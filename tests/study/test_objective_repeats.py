@@ -22,8 +22,14 @@ from tuner.endpoint import Endpoint
 from tuner.sim.inprocess import ModelBenchmark, ModelService, model_readiness, run_inprocess
 from tuner.spec import LaunchSpec
 from tuner.stats import EMPTY_POOL, Noise, Reference, SequentialPolicy
-from tuner.study import Refinement, benchmark_server, objective_refinement, refine_on_objective
-from tuner.study._objective import REFINE_STEP, objective_bound
+from tuner.study import (
+    REFINE_STEP,
+    Refinement,
+    benchmark_server,
+    objective_bound,
+    objective_refinement,
+    refine_on_objective,
+)
 from tuner.target.services import Restarted
 from tuner.trials import attrs
 

@@ -14,7 +14,7 @@ from fixtures_sshd import SimUnit, sim_argv
 
 from tuner.config import ReadinessSection
 from tuner.endpoint import Endpoint
-from tuner.errors import ConfigNotApplied, Phase, StartFailed
+from tuner.errors import ConfigNotApplied, Phase, StartFailed, TrialFailure
 from tuner.sim.testing import READY_MARKER
 from tuner.target import Target
 from tuner.target.services import BaseService, LaunchSpec, ProcessService, spec_matches
@@ -51,9 +51,10 @@ def target_for(service: BaseService, base: LaunchSpec, port: int, config: Readin
     return Target(host=None, service=service, endpoint=endpoint, base=base, readiness_config=config)
 
 
-def log_of(target: Target) -> str:
-    assert target.last_restarted is not None
-    return target.service.read_log(target.last_restarted.log_cursor).text
+def log_of(target: Target, failure: TrialFailure) -> str:
+    """The log of the process ``failure`` is about (the restart ``bring_up`` hands on with it)."""
+    assert failure.restarted is not None
+    return target.service.read_log(failure.restarted.log_cursor).text
 
 
 def test_a_wrapper_that_drops_the_flags_fails_before_readiness(
@@ -72,8 +73,8 @@ def test_a_wrapper_that_drops_the_flags_fails_before_readiness(
     assert "readiness was not awaited" in failure.reason, "the check before readiness failed it"
     assert "--speculative-ddtree-budget 8" in failure.evidence
     # Still loading: readiness never saw it serve (the simulator logs this marker after its load time).
-    assert target.last_restarted is not None and target.service.is_alive(target.last_restarted.new)
-    assert "Load weight end" not in log_of(target)
+    assert failure.restarted is not None and target.service.is_alive(failure.restarted.new)
+    assert "Load weight end" not in log_of(target, failure)
 
 
 @pytest.mark.parametrize(
@@ -98,7 +99,7 @@ def test_a_wrapper_whose_child_serves_without_the_config_fails_on_the_socket_own
         target.bring_up(trial, label="trial-1")
     assert caught.value.phase == Phase.APPLY
     assert "readiness was not awaited" not in caught.value.reason, "it served: the check after readiness failed it"
-    assert READY_MARKER in log_of(target)
+    assert READY_MARKER in log_of(target, caught.value)
     recorded = service.running_spec()
     assert recorded is not None and recorded.argv[1] == str(script)
     assert spec_matches(trial, recorded) == [], "the wrapper itself carries the configuration"
@@ -173,8 +174,9 @@ def test_a_drop_in_overridden_by_a_later_one_fails_before_readiness(sim_unit: Si
         assert caught.value.reason.startswith("config not applied: argv is "), caught.value.reason
         assert "--sim-load-time 600" in caught.value.reason.split(", expected ")[0]
         assert "readiness was not awaited" in caught.value.reason
-        assert target.last_restarted is not None and service.is_alive(target.last_restarted.new)
-        assert "Load weight end" not in log_of(target), "still loading: readiness never saw it serve"
+        failure = caught.value
+        assert failure.restarted is not None and service.is_alive(failure.restarted.new)
+        assert "Load weight end" not in log_of(target, failure), "still loading: readiness never saw it serve"
     finally:
         service.stop()
         service.revert()

@@ -17,7 +17,7 @@ class ScenarioResult:
     """One scenario's measurements over its repeats.
 
     ``output_tok_s`` is the median over repeats of aggregate output tokens/s; ``score`` is the figure the
-    objective uses: the lower end of a t interval on log throughput (:func:`tuner.bench.estimate`), with
+    objective uses: the lower end of a t interval on log throughput (:func:`tuner.stats.estimate`), with
     ``point`` (geometric mean of the repeats) and ``half_width`` (tok/s) beside it.
     """
 
@@ -174,7 +174,7 @@ class BaseBenchmark(abc.ABC):
         """The reference trial's repeats per scenario (from the regression pruner), for worse/better stops.
 
         ``on_objective``: repeats beyond ``min_repeats`` are decided on the whole objective
-        (:func:`tuner.bench.decide_objective`, by the caller), not per scenario.
+        (:func:`tuner.stats.decide_objective`, by the caller), not per scenario.
         """
         self._reference = reference
         self._on_objective = on_objective

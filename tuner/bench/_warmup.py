@@ -9,7 +9,7 @@ can measure it instead of assuming it, for free:
 start is slower than the passes after it. The evidence costs nothing extra: every run of a scenario without a
 warm-up that counted two or more repeats (the study's first trial always does; so does every config whose
 objective asked for more) is a paired observation, its first repeat against the later ones (``1 - first /
-geomean(later)``, on logs). Pooled over the study's pairs with its repeat noise (:func:`tuner.bench.pooled_noise`),
+geomean(later)``, on logs). Pooled over the study's pairs with its repeat noise (:func:`tuner.stats.pooled_noise`),
 the slowdown gets a confidence interval. Once the interval is above zero and its point above the sequential
 policy's ``precision`` (a first pass slower by more than the precision asked for moves a score by more than
 that), the scenario gets a warm-up: a *probe*, one pass of the scenario itself, measured but not counted (sized

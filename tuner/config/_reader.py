@@ -132,7 +132,7 @@ class Table:
         unknown = sorted(set(self.data) - self._seen)
         if unknown:
             near = difflib.get_close_matches(unknown[0], sorted(self._seen), n=1)
-            hint = f"did you mean {near[0]!r}?" if near else "see README's config reference"
+            hint = f"did you mean {near[0]!r}?" if near else "see docs/configuration.md for every key"
             raise self.error(unknown[0], f"a known key ({hint})", None)
 
     def _check_range(

@@ -145,7 +145,7 @@ class BenchmarkSection:
     warmup_requests: int = 2
     min_repeats: int = 1
     max_repeats: int = 6
-    """Sequential repeats (:class:`tuner.bench.SequentialPolicy`): at least ``min_repeats``, at most
+    """Sequential repeats (:class:`tuner.stats.SequentialPolicy`): at least ``min_repeats``, at most
     ``max_repeats``, stopping when the score is ``precision``-precise or confidently worse/better than the
     reference trial."""
     precision: float = 0.02
@@ -154,7 +154,7 @@ class BenchmarkSection:
     """How much wider a scenario's interval may be than the objective's (set with the objective, see
     :func:`precision_share`): ``1 / sqrt(sum of squared normalised weights)`` for a geomean objective."""
     confidence: float = 0.8
-    """Two-sided level of the score's interval; the score is its lower end (:func:`tuner.bench.estimate`)."""
+    """Two-sided level of the score's interval; the score is its lower end (:func:`tuner.stats.estimate`)."""
     repeats: int | None = None
     """Fixed repeats (old study files): sets ``min_repeats = max_repeats = repeats``, no early stop."""
     mad_k: float = 1.0

@@ -3,7 +3,7 @@
 The objective runs a trial's scenarios cheapest first and, after each one, reports and asks
 ``trial.should_prune()``. Optuna's stock pruners compare intermediate *values*; a benchmark has something better:
 the per-repeat samples (user attr ``<scenario>.repeats``), so the comparison can be a statistical test that
-knows the noise (:func:`tuner.bench.is_slower`) instead of a rank among noisy point estimates.
+knows the noise (:func:`tuner.stats.is_slower`) instead of a rank among noisy point estimates.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ class RegressionPruner(optuna.pruners.BasePruner):
     """Prune a trial when the scenario it just finished is confidently slower than the reference's.
 
     The same test also runs after every repeat, inside the benchmark (:meth:`reference_lookup` gives the
-    benchmark's :class:`tuner.bench.SequentialPolicy` the reference's repeats): a scenario it stopped as
+    benchmark's :class:`tuner.stats.SequentialPolicy` the reference's repeats): a scenario it stopped as
     ``worse`` is pruned here without a second test.
 
     Args:
@@ -38,7 +38,7 @@ class RegressionPruner(optuna.pruners.BasePruner):
             ~10% of the time per comparison, less the further it is from the margin).
         min_repeats: Samples each side needs before the test is trusted.
         objective_margin: Also prune when the objective so far (the weighted geomean of the scenarios measured
-            up to now, :func:`tuner.bench.objective_slower`) is confidently slower than the reference's on the
+            up to now, :func:`tuner.stats.objective_slower`) is confidently slower than the reference's on the
             same scenarios by more than this fraction (None: only the per-scenario test). A geomean objective
             is what ranks configs, so a config a little slower on every scenario so far is as surely out as one
             far slower on one; this needs the study's pooled noise for each scenario.
@@ -114,11 +114,11 @@ class RegressionPruner(optuna.pruners.BasePruner):
         """The reference's repeats per scenario, for the benchmark's sequential policy (repeat-level pruning).
 
         The reference trial (the pruner's, or ``against``) is chosen once, when the trial's benchmark starts:
-        it only changes when a trial ends. Each :class:`~tuner.bench.Reference` carries the study's repeat
+        it only changes when a trial ends. Each :class:`~tuner.stats.Reference` carries the study's repeat
         noise for its scenario, pooled over every measured config but the candidate and the reference
-        (:func:`tuner.bench.pooled_noise`). When none of them repeated the scenario, a reference with
+        (:func:`tuner.stats.pooled_noise`). When none of them repeated the scenario, a reference with
         ``min_repeats`` repeats of it brings the only noise estimate the study has: its pool is then
-        :data:`~tuner.bench.EMPTY_POOL` (the baseline's repeats decide the next trials' repeats, which need not
+        :data:`~tuner.stats.EMPTY_POOL` (the baseline's repeats decide the next trials' repeats, which need not
         be repeated just to learn the noise again). A reference with fewer repeats is no reference for it.
         """
         ref = against or self.reference_trial(study, exclude=exclude)

@@ -278,22 +278,24 @@ def is_slower(
     c, r = c[c > 0], r[r > 0]
     if c.size == 0 or r.size == 0:
         return False
-    stats = _scipy_stats()
     lc = np.log(c)
     lr = np.log(r) + math.log1p(-margin)  # the threshold the candidate must be confidently below
     diff = float(lc.mean() - lr.mean())
     if noise is not None:
         return _pooled_slower(diff, lc, lr, noise.with_samples(lc).with_samples(lr), confidence)
+    return _welch_slower(diff, lc, lr, 1.0 - confidence)
+
+
+def _welch_slower(diff: float, lc: np.ndarray, lr: np.ndarray, alpha: float) -> bool:
+    """:func:`is_slower` without a pooled noise: Welch on both sides' own repeats (see its docstring)."""
     var_c = float(lc.var(ddof=1)) if lc.size >= 2 else None
     var_r = float(lr.var(ddof=1)) if lr.size >= 2 else None
     if var_c is None and var_r is None:
         return False
-    alpha = 1.0 - confidence
     if var_c is not None and var_r is not None:
         if var_c == 0.0 and var_r == 0.0:
             return diff < 0.0
-        result = stats.ttest_ind(lc, lr, equal_var=False, alternative="less")
-        p = float(result.pvalue)
+        p = float(_scipy_stats().ttest_ind(lc, lr, equal_var=False, alternative="less").pvalue)
         return math.isfinite(p) and p < alpha
     # One side has a single sample: borrow the other side's variance and degrees of freedom.
     var = var_c if var_c is not None else var_r
@@ -302,8 +304,7 @@ def is_slower(
     se = math.sqrt(var / lc.size + var / lr.size)
     if se == 0.0:
         return diff < 0.0
-    p = float(stats.t.cdf(diff / se, df))
-    return p < alpha
+    return float(_scipy_stats().t.cdf(diff / se, df)) < alpha
 
 
 def _pooled_slower(diff: float, lc: np.ndarray, lr: np.ndarray, pool: Noise, confidence: float) -> bool:

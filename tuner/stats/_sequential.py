@@ -4,17 +4,17 @@ After each measured repeat the benchmark asks :meth:`SequentialPolicy.decide` wh
 It stops as soon as one of these holds:
 
 * ``worse``: the repeats so far are confidently slower than the reference trial's repeats of the same scenario
-  by more than the regression pruner's margin (its test, :func:`tuner.bench.is_slower`, at its confidence). The
+  by more than the regression pruner's margin (its test, :func:`tuner.stats.is_slower`, at its confidence). The
   pruner then stops the trial.
 * ``better`` / ``behind``: at least ``min_repeats`` repeats, confidently faster / slower than the reference (no
   margin). Polishing a config's third decimal pays only while it could be the best: a winner is re-measured
   by the end-of-study confirmation anyway, and a config that is surely behind stays in the study (its score
   still informs the sampler) without more repeats.
 * ``precise``: at least ``min_repeats`` repeats and the score's interval is narrower than ``precision``
-  (relative half-width, see :func:`tuner.bench.estimate`).
+  (relative half-width, see :func:`tuner.stats.estimate`).
 * ``max_repeats``: the cap.
 
-The noise these tests need is the study's (:class:`tuner.bench.Noise`, pooled over every other config's
+The noise these tests need is the study's (:class:`tuner.stats.Noise`, pooled over every other config's
 repeats of the scenario and carried by the :class:`Reference`, the reference's own repeats joining it in every
 test), so one repeat can settle a config once the reference or a few configs were measured twice. Before that
 (the baseline, or a study without a reference) a scenario is repeated until its own repeats estimate the noise:
@@ -72,7 +72,7 @@ class Reference:
     trial: int | None = None
     noise: Noise | None = None
     """The study's repeat-to-repeat noise, pooled over configs other than the candidate and the reference
-    (:data:`tuner.bench.EMPTY_POOL` when none of them repeated the scenario: the reference's own repeats, which
+    (:data:`tuner.stats.EMPTY_POOL` when none of them repeated the scenario: the reference's own repeats, which
     every test adds to the pool, are then the study's whole noise estimate)."""
 
     @property
@@ -244,27 +244,12 @@ def decide_objective(
     names = [name for name in samples if samples[name]]
     if not names:
         return ObjectiveDecision(verdict="precise", reason="nothing measured")
-    first = references[names[0]]
-    confidence = first.confidence  # one reference trial: every scenario's carries the pruner's confidence
-    against = f"#{first.trial}" if first.trial is not None else "the reference"
     d = _difference(samples, references, weights)
-    var, df, own, both, diff = d.var, d.df, d.own, d.both, d.diff
     n_total = sum(len(samples[name]) for name in names)
-    se = math.sqrt(sum(both.values()))
-    if se > 0:
-        z = diff / se
-        t_one = student_t(confidence, _welch_df(both, df))
-        if z < -t_one:
-            return ObjectiveDecision(
-                verdict="behind",
-                reason=f"{diff:+.1%} against {against}, confidently, after {n_total} repeats",
-            )
-        if z > t_one:
-            return ObjectiveDecision(
-                verdict="better",
-                reason=f"{diff:+.1%} against {against}, confidently, after {n_total} repeats",
-            )
-    half = student_t(0.5 + policy.confidence / 2.0, _welch_df(own, df)) * math.sqrt(sum(own.values()))
+    verdict = _confident_verdict(d, references[names[0]], n_total)
+    if verdict is not None:
+        return verdict
+    half = student_t(0.5 + policy.confidence / 2.0, _welch_df(d.own, d.df)) * math.sqrt(sum(d.own.values()))
     if half <= policy.objective_precision:
         return ObjectiveDecision(verdict="precise", reason=f"+-{half:.1%} after {n_total} repeats")
     open_ = [name for name in names if len(samples[name]) < policy.max_repeats]
@@ -274,13 +259,29 @@ def decide_objective(
     def gain(name: str) -> float:
         # The degrees of freedom a repeat adds are left out: the pools have many once a study runs.
         n = len(samples[name])
-        return var[name] * (1.0 / n - 1.0 / (n + 1)) / max(costs.get(name, 1.0), 1e-6)
+        return d.var[name] * (1.0 / n - 1.0 / (n + 1)) / max(costs.get(name, 1.0), 1e-6)
 
-    pick = max(open_, key=gain)
     return ObjectiveDecision(
         verdict="more",
         reason=f"+-{half:.1%} after {n_total} repeats, want +-{policy.objective_precision:.1%}",
-        repeat=pick,
+        repeat=max(open_, key=gain),
+    )
+
+
+def _confident_verdict(d: _Difference, first: Reference, n_total: int) -> ObjectiveDecision | None:
+    """``behind`` / ``better`` when the difference to the reference's objective is confidently below / above 0
+    at the reference's one-sided confidence (every scenario's reference carries the pruner's); else None."""
+    se = math.sqrt(sum(d.both.values()))
+    if se <= 0:
+        return None
+    z = d.diff / se
+    t_one = student_t(first.confidence, _welch_df(d.both, d.df))
+    if abs(z) <= t_one:
+        return None
+    against = f"#{first.trial}" if first.trial is not None else "the reference"
+    return ObjectiveDecision(
+        verdict="behind" if z < 0 else "better",
+        reason=f"{d.diff:+.1%} against {against}, confidently, after {n_total} repeats",
     )
 
 

@@ -1,25 +1,31 @@
-"""The study: Optuna storage, the trial's story, and the tuning loop."""
+"""The study: Optuna storage, the trial's story (its steps, its score and what it is measured against), the tuning
+loop and its end-of-study confirmation."""
 
 from tuner.study._budget import UNTIL_DEADLINE, parse_until
-from tuner.study._confirm import Confirmation, confirm_top, confirmation_text, last_finalist
+from tuner.study._confirm import Confirmation, confirm_top, confirmation_text
 from tuner.study._console import Console
 from tuner.study._faults import storage_faults
 from tuner.study._fleet import MixedTargets, default_worker_name
 from tuner.study._loop import Interrupted, RunSummary, run_study
-from tuner.study._objective import (
-    BenchmarkOutcome,
-    Evidence,
-    Refined,
-    Refinement,
+from tuner.study._objective import REFINE_STEP, Evidence, TrialParts, TrialRunner
+from tuner.study._recovery import recover_stale_trials
+from tuner.study._scoring import (
+    References,
     Score,
-    TrialParts,
-    TrialRunner,
-    benchmark_server,
-    objective_refinement,
-    refine_on_objective,
+    last_finalist,
+    objective_bound,
+    references_for,
     score,
 )
-from tuner.study._recovery import recover_stale_trials
+from tuner.study._steps import (
+    BenchmarkOutcome,
+    Refined,
+    Refinement,
+    benchmark_server,
+    describe_result,
+    objective_refinement,
+    refine_on_objective,
+)
 from tuner.study._storage import (
     FingerprintMismatch,
     NoSuchStudy,
@@ -32,6 +38,7 @@ from tuner.study._warmups import describe_warmups, warmup_states
 from tuner.trials import best_trials, counted_trials, is_counted, is_feasible
 
 __all__ = [
+    "REFINE_STEP",
     "UNTIL_DEADLINE",
     "BenchmarkOutcome",
     "Confirmation",
@@ -41,6 +48,7 @@ __all__ = [
     "Interrupted",
     "MixedTargets",
     "NoSuchStudy",
+    "References",
     "Refined",
     "Refinement",
     "RunSummary",
@@ -54,16 +62,19 @@ __all__ = [
     "confirmation_text",
     "counted_trials",
     "default_worker_name",
+    "describe_result",
     "describe_warmups",
     "is_counted",
     "is_feasible",
     "last_finalist",
     "load_existing",
     "make_storage",
+    "objective_bound",
     "objective_refinement",
     "open_study",
     "parse_until",
     "recover_stale_trials",
+    "references_for",
     "refine_on_objective",
     "run_study",
     "score",

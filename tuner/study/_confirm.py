@@ -5,7 +5,7 @@ other, the one that drew the luckiest repeats wins. So at the end of a study (an
 the top-K feasible configs are measured again, interleaved (A B C A B C: a drift of the machine over time
 hits every config alike), each visit a full restart + readiness + benchmark of every scenario. Their
 confirmation scores come from these fresh repeats only, scored exactly like a trial
-(:func:`tuner.study._objective.score`) with the study's pooled repeat noise. The winner *held* when the trial
+(:func:`tuner.study._scoring.score`) with the study's pooled repeat noise. The winner *held* when the trial
 that was best by its own measurement is still the best by confirmation.
 
 A visit measures each scenario once when the study knows its noise (two rounds give every config two samples,
@@ -32,7 +32,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
@@ -45,7 +45,9 @@ from tuner.errors import TrialFailure
 from tuner.space import render
 from tuner.spec import LaunchSpec
 from tuner.stats import EMPTY_POOL, Noise, Reference, SequentialPolicy, objective_slower, pooled_noise
-from tuner.study._objective import BenchmarkOutcome, TrialParts, benchmark_server, gate_server, score
+from tuner.study._objective import TrialParts
+from tuner.study._scoring import score
+from tuner.study._steps import benchmark_server, gate_server
 from tuner.study._warmups import first_passes_lookup
 from tuner.trials import (
     CONFIRMATION,
@@ -61,7 +63,7 @@ from tuner.trials import (
     scenario_repeats,
 )
 
-__all__ = ["CONFIRMATION", "Confirmation", "confirm_top", "last_finalist", "settle_final_gate"]
+__all__ = ["CONFIRMATION", "Confirmation", "confirm_top", "settle_final_gate"]
 
 Claim = Callable[[list[int]], bool]
 Check = Callable[[Endpoint], bool]
@@ -79,16 +81,6 @@ class Confirmation:
     best_before: int
     winner: int
     held: bool
-
-
-def last_finalist(study: optuna.Study, config: StudyConfig, *, exclude: int) -> FrozenTrial | None:
-    """The last config the end-of-study confirmation would re-measure if the study ended now (the
-    ``confirm_top``-th best, ``exclude`` left out); None without a confirmation or with fewer candidates."""
-    k = config.search.confirm_top
-    if k < 2:
-        return None
-    ranked = [t for t in candidates(study) if t.number != exclude]
-    return ranked[k - 1] if len(ranked) >= k else None
 
 
 def confirm_top(
@@ -112,64 +104,111 @@ def confirm_top(
     if len(study.directions) > 1 or k < 2:
         return None
     ranked = candidates(study)
-    top, reserve = ranked[:k], ranked[k:]
-    if len(top) < 2:
+    if len(ranked[:k]) < 2:
         return None
     say = progress or (lambda text: None)
+    noise = study_noise(study, config)
+    race = _Race(
+        study=study,
+        config=config,
+        parts=parts,
+        say=say,
+        until=until,
+        top=ranked[:k],
+        reserve=ranked[k:],
+        noise=noise,
+        policy=visit_policy(config, noise_known=all(n is not None for n in noise.values())),
+        warmups=first_passes_lookup(study, config, trial_number=-1),
+        gating=gates_at_the_end(config, parts),
+    )
     say(
-        f"confirming the top {len(top)}: "
-        + " ".join(f"#{t.number}" for t in top)
+        f"confirming the top {len(race.top)}: "
+        + " ".join(f"#{t.number}" for t in race.top)
         + f" ({ROUNDS} rounds, up to {MAX_ROUNDS} while one could beat the leader by more than "
         + f"{config.benchmark.precision:.1%})"
     )
-    noise = study_noise(study, config)
-    policy = visit_policy(config, noise_known=all(n is not None for n in noise.values()))
-    warmups = first_passes_lookup(study, config, trial_number=-1)
-    visits: dict[int, list[ScenarioResult]] = {}
-    errors: dict[int, str] = {}
-    gating = gates_at_the_end(config, parts)
-    rounds = 0
-    spent: list[float] = []  # seconds of each visit
     for r in range(MAX_ROUNDS):
-        racing = top if r < ROUNDS else _contenders(config, top, visits, errors, noise)
-        if len(top) < 2 or len(racing) < 2:
-            break  # one config left in the race, or finalists failed the gate and none took their place
-        if r >= ROUNDS and until is not None and time.time() + len(racing) * _mean(spent) > until:
-            shown = " ".join(f"#{t.number}" for t in racing)
-            say(f"  no round {r + 1} for {shown}: it would end after the deadline")
+        racing = race.racing(r)
+        if racing is None:
             break
-        if r >= ROUNDS:
-            shown = " ".join(f"#{t.number}" for t in racing)
-            say(f"  round {r + 1}: {shown} (one could still be more than {config.benchmark.precision:.1%} faster)")
-        rounds = r + 1
+        race.run_round(r, racing)
+    if len(race.top) < 2:
+        return None
+    values = {t.number: 0.0 if t.number in race.errors else race.value(t) for t in race.top}
+    return _record(study, race.top, values, race.errors, race.rounds, config.benchmark.precision, say)
+
+
+@dataclass(kw_only=True)
+class _Race:
+    """The confirmation's state: who is still a finalist, what each measured, what failed."""
+
+    study: optuna.Study
+    config: StudyConfig
+    parts: TrialParts
+    say: Callable[[str], None]
+    until: float | None
+    top: list[FrozenTrial]
+    reserve: list[FrozenTrial]
+    """The next best configs, in order: a finalist that fails the gate hands its place to the first."""
+    noise: dict[str, Noise | None]
+    policy: SequentialPolicy
+    warmups: WarmupLookup | None
+    gating: bool
+    visits: dict[int, list[ScenarioResult]] = field(default_factory=dict)
+    errors: dict[int, str] = field(default_factory=dict)
+    spent: list[float] = field(default_factory=list)
+    """Seconds of each visit."""
+    rounds: int = 0
+
+    def value(self, t: FrozenTrial) -> float:
+        return _value(self.config, self.visits[t.number], self.noise)
+
+    def racing(self, r: int) -> list[FrozenTrial] | None:
+        """The finalists round ``r`` measures (None: the race is over)."""
+        racing = self.top if r < ROUNDS else _contenders(self.config, self.top, self.visits, self.errors, self.noise)
+        if len(self.top) < 2 or len(racing) < 2:
+            return None  # one config left in the race, or finalists failed the gate and none took their place
+        if r < ROUNDS:
+            return racing
+        shown = " ".join(f"#{t.number}" for t in racing)
+        if self.until is not None and time.time() + len(racing) * _mean(self.spent) > self.until:
+            self.say(f"  no round {r + 1} for {shown}: it would end after the deadline")
+            return None
+        precision = self.config.benchmark.precision
+        self.say(f"  round {r + 1}: {shown} (one could still be more than {precision:.1%} faster)")
+        return racing
+
+    def run_round(self, r: int, racing: list[FrozenTrial]) -> None:
+        self.rounds = r + 1
         i = 0
         while i < len(racing):  # grows while it is walked: a finalist that fails the gate hands over its place
             t = racing[i]
             i += 1
-            if t.number in errors:
-                continue
-            check = _finalist_check(study, config, parts, t, say) if gating and r == 0 and gate_pending(t) else None
-            try:
-                label = f"confirm-{t.number:04d}-{r + 1}"
-                t0 = time.monotonic()
-                results = _measure(parts, config, t, policy, label=label, check=check, warmups=warmups)
-                spent.append(time.monotonic() - t0)
-            except TrialFailure as failure:
-                errors[t.number] = f"[{failure.phase}] {failure.reason}"[:500]
-                say(f"  #{t.number} failed on re-measurement: {errors[t.number]}")
-                continue
-            if results is None:
+            if t.number not in self.errors and not self.visit(t, r):
                 i -= 1
-                top.remove(t)
-                if reserve:
-                    top.append(reserve.pop(0))
-                    say(f"  #{top[-1].number} takes its place")
-                continue
-            visits.setdefault(t.number, []).extend(results)
-    if len(top) < 2:
-        return None
-    values = {t.number: 0.0 if t.number in errors else _value(config, visits[t.number], noise) for t in top}
-    return _record(study, top, values, errors, rounds, config.benchmark.precision, say)
+
+    def visit(self, t: FrozenTrial, r: int) -> bool:
+        """One visit of finalist ``t`` in round ``r``; False when it failed the end-of-study gate (it is out)."""
+        check = None
+        if self.gating and r == 0 and gate_pending(t):
+            check = _finalist_check(self.study, self.config, self.parts, t, self.say)
+        try:
+            t0 = time.monotonic()
+            label = f"confirm-{t.number:04d}-{r + 1}"
+            results = _measure(self.parts, self.config, t, self.policy, label=label, check=check, warmups=self.warmups)
+            self.spent.append(time.monotonic() - t0)
+        except TrialFailure as failure:
+            self.errors[t.number] = f"[{failure.phase}] {failure.reason}"[:500]
+            self.say(f"  #{t.number} failed on re-measurement: {self.errors[t.number]}")
+            return True
+        if results is None:
+            self.top.remove(t)
+            if self.reserve:
+                self.top.append(self.reserve.pop(0))
+                self.say(f"  #{self.top[-1].number} takes its place")
+            return False
+        self.visits.setdefault(t.number, []).extend(results)
+        return True
 
 
 def _mean(xs: list[float]) -> float:
@@ -354,7 +393,7 @@ def _value(config: StudyConfig, results: list[ScenarioResult], noise: dict[str, 
         )
         for name, repeats in tok_s.items()
     )
-    return score(BenchmarkOutcome(results=pooled, seconds=0.0), config.objective, config.benchmark).values[0]
+    return score(pooled, config.objective, config.benchmark).values[0]
 
 
 def _record(

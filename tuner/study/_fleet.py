@@ -123,22 +123,18 @@ def worker_ordinal(claims: Claims, worker: WorkerId) -> int:
 class Claims:
     """Insert-if-absent and compare-and-delete on one study's system attributes, in Optuna's own database.
 
-    Relies on Optuna internals (checked by tests/study/test_fleet.py::test_optuna_internals_the_claims_rely_on):
-    the study's storage is an ``RDBStorage`` (:func:`tuner.trials.rdb_backend`) with an ``engine``, and
-    ``models.StudySystemAttributeModel`` has ``UNIQUE (study_id, key)``.
+    The table is Optuna's own (:func:`tuner.trials.claims_table`, checked by
+    tests/study/test_fleet.py::test_optuna_internals_the_claims_rely_on).
     """
 
     def __init__(self, study: optuna.Study) -> None:
-        from optuna.storages._rdb import models
+        from tuner.trials import claims_table, storage_of, study_id
 
-        from tuner.trials import rdb_backend, storage_of, study_id
-
-        storage = rdb_backend(study)
-        if storage is None:
+        table = claims_table(study)
+        if table is None:
             name = type(storage_of(study)).__name__
             raise TuneError(f"several workers need an RDB storage (SQLite or PostgreSQL), not {name}")
-        self._engine = storage.engine
-        self._model = models.StudySystemAttributeModel
+        self._engine, self._model = table
         self._study_id = study_id(study)
 
     def claim(self, key: str, value: Any) -> str | None:

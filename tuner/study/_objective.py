@@ -1,262 +1,53 @@
 """One trial, told as a story: apply -> restart -> ready -> (gate) -> benchmark -> refine -> (gate) -> score.
 
-Each step is a named function with a typed result. Any step may raise a
-:class:`~tuner.errors.TrialFailure`; :class:`TrialRunner` turns it into the trial's evidence (phase,
-reason, log tail) and the loop ends the trial PRUNED, so TPE learns to stay away from it.
+:class:`TrialRunner` runs the steps (:mod:`tuner.study._steps`) against the trial's parts and turns a
+:class:`~tuner.errors.TrialFailure` from any of them into the trial's evidence (phase, reason, log tail of the
+process it was about); the loop then ends the trial PRUNED, so TPE learns to stay away from it. What the trial is
+measured against is handed in (:class:`~tuner.study._scoring.References`), read from the study before it runs.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import math
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import optuna
 
 from tuner.bench import BaseBenchmark, ScenarioResult
-from tuner.config import BenchmarkSection, ObjectiveSection, Scenario, StudyConfig
+from tuner.config import StudyConfig
 from tuner.endpoint import Endpoint
-from tuner.errors import DiedUnderLoad, GateFailed, RegressionPruned, TrialFailure
-from tuner.gate import BaseGate, GateResult
-from tuner.metrics import objective_point, objective_value, scenario_attrs
+from tuner.errors import GateFailed, RegressionPruned, TrialFailure
+from tuner.gate import GateResult
+from tuner.metrics import scenario_attrs
 from tuner.spec import LaunchSpec
-from tuner.stats import ObjectiveDecision, Reference, ReferenceLookup, SequentialPolicy, decide_objective
-from tuner.study._partial import PartialObjective, projection_reference, reference_lookup
-from tuner.study._warmups import first_passes_lookup
-from tuner.target import Target
+from tuner.study._partial import PartialObjective
+from tuner.study._scoring import References, Score, score
+from tuner.study._steps import (
+    BenchmarkOutcome,
+    GateFactory,
+    benchmark_server,
+    describe_result,
+    gate_server,
+    objective_refinement,
+)
+from tuner.target import BroughtUp, Target
 from tuner.target.readiness import LogWatch
-from tuner.target.services import BaseService, Restarted
+from tuner.target.services import Restarted
 from tuner.trials import attrs
+
+__all__ = ["REFINE_STEP", "Evidence", "TrialParts", "TrialRunner"]
 
 #: The intermediate step that follows the scenarios when the objective asked for more repeats (``steps`` attr).
 REFINE_STEP = "objective repeats"
 
 Progress = Callable[[str], None]
 BenchmarkFactory = Callable[[Endpoint], BaseBenchmark]
-GateFactory = Callable[[Endpoint], BaseGate]
 GatePolicy = Callable[[GateResult], None]
-
-
-@dataclass(frozen=True, kw_only=True)
-class BenchmarkOutcome:
-    results: tuple[ScenarioResult, ...]
-    seconds: float
-    skipped: tuple[str, ...] = ()
-    refined: Refined | None = None
-    """What the objective-level repeats decided (None: each scenario decided its own repeats)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Refinement:
-    """What the objective-level repeat decision needs (:func:`tuner.bench.decide_objective`)."""
-
-    references: Mapping[str, Reference]
-    weights: Mapping[str, float]
-    policy: SequentialPolicy
-
-
-@dataclass(frozen=True, kw_only=True)
-class Refined:
-    decision: ObjectiveDecision
-    added: dict[str, int]
-    """Repeats added per scenario after the first pass."""
-
-    def describe(self) -> str:
-        added = ", ".join(f"{name} +{n}" for name, n in self.added.items() if n)
-        return f"objective {self.decision.verdict}: {self.decision.reason}" + (f" ({added})" if added else "")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Score:
-    values: tuple[float, ...]
-    per_scenario: dict[str, float] = field(default_factory=dict)
-
-
-# -- the steps ------------------------------------------------------------------
-
-
-def benchmark_server(
-    benchmark: BaseBenchmark,
-    section: BenchmarkSection,
-    *,
-    service: BaseService,
-    restarted: Restarted,
-    on_result: Callable[[int, ScenarioResult], None],
-    refinement: Refinement | None = None,
-) -> BenchmarkOutcome:
-    """Run scenarios cheapest first, so a regression pruner can stop a slow config early; then, with a
-    ``refinement``, the repeats the objective asks for (:func:`refine_on_objective`)."""
-    ordered = section.in_run_order()
-    start = time.monotonic()
-    results: list[ScenarioResult] = []
-    for step, scenario in enumerate(ordered):
-        result = benchmark.run_scenario(scenario)
-        _check_alive(service, restarted, scenario.name)
-        results.append(result)
-        try:
-            on_result(step, result)
-        except RegressionPruned as pruned:
-            pruned.skipped = tuple(s.name for s in ordered[step + 1 :])
-            raise
-    refined = None
-    if refinement is not None:
-        results, refined = refine_on_objective(
-            benchmark, ordered, results, refinement, service=service, restarted=restarted
-        )
-    return BenchmarkOutcome(results=tuple(results), seconds=round(time.monotonic() - start, 3), refined=refined)
-
-
-def refine_on_objective(
-    benchmark: BaseBenchmark,
-    scenarios: Sequence[Scenario],
-    results: Sequence[ScenarioResult],
-    refinement: Refinement,
-    *,
-    service: BaseService,
-    restarted: Restarted,
-) -> tuple[list[ScenarioResult], Refined]:
-    """Repeat scenarios one at a time until the objective is confidently behind or ahead of the reference's,
-    or precise (:func:`tuner.bench.decide_objective`); every result then records that verdict as ``stopped``."""
-    by_name = {r.name: r for r in results}
-    first = {r.name: len(r.repeats_tok_s) for r in results}
-    lookup = {s.name: s for s in scenarios}
-    while True:
-        decision = decide_objective(
-            {name: r.repeats_tok_s for name, r in by_name.items()},
-            references=refinement.references,
-            weights=refinement.weights,
-            costs={name: _repeat_seconds(r) for name, r in by_name.items()},
-            policy=refinement.policy,
-        )
-        if decision.stop or decision.repeat is None:
-            break
-        by_name[decision.repeat] = benchmark.extend_scenario(lookup[decision.repeat], by_name[decision.repeat])
-        _check_alive(service, restarted, decision.repeat)
-    final = [dataclasses.replace(by_name[r.name], stopped=decision.verdict) for r in results]
-    added = {r.name: len(r.repeats_tok_s) - first[r.name] for r in final}
-    return final, Refined(decision=decision, added=added)
-
-
-def _repeat_seconds(result: ScenarioResult) -> float:
-    """Seconds one counted repeat of the scenario took (its warm-up left out)."""
-    return max(result.seconds - (result.warmup_s or 0.0), 0.0) / max(len(result.repeats_tok_s), 1)
-
-
-def _check_alive(service: BaseService, restarted: Restarted, scenario: str) -> None:
-    if not service.is_alive(restarted.new):
-        raise DiedUnderLoad(f"server process exited during scenario {scenario}", evidence=f"{restarted.new} is gone")
-
-
-def objective_refinement(
-    config: StudyConfig,
-    policy: SequentialPolicy,
-    lookup: ReferenceLookup | None,
-    *,
-    finalist: ReferenceLookup | None = None,
-) -> Refinement | None:
-    """The objective-level repeat decision for a trial, when it applies: a single (geomean) objective on
-    aggregate throughput, sequential repeats, and every scenario's reference carrying the study's noise.
-
-    The objective is compared with the pruner's reference, or with ``finalist``: the repeats of the last config
-    the end-of-study confirmation would re-measure (:func:`tuner.study.last_finalist`), with the study's noise
-    pooled without it.
-    """
-    if lookup is None or config.objective.kind != "geomean" or config.objective.metric != "output_tok_s":
-        return None
-    found = {s.name: lookup(s.name) for s in config.benchmark.scenarios}
-    references = {name: ref for name, ref in found.items() if ref is not None and policy.on_objective(ref)}
-    if len(references) != len(found):
-        return None
-    if finalist is not None:
-        # Repeats beyond the first pass only decide whether this config joins the finalists; the confirmation
-        # re-measures those, so it is compared with the last of them, not polished against the best.
-        swapped = {name: finalist(name) for name in references}
-        if all(ref is not None and policy.on_objective(ref) for ref in swapped.values()):
-            references = {name: ref for name, ref in swapped.items() if ref is not None}
-    return Refinement(
-        references=references,
-        weights=config.benchmark.objective_weights(),
-        policy=policy,
-    )
-
-
-def gate_server(gate_factory: GateFactory, endpoint: Endpoint) -> GateResult:
-    """Ask the correctness gate's problems of the server at ``endpoint`` and judge the answers."""
-    gate = gate_factory(endpoint)
-    try:
-        return gate.run()
-    finally:
-        gate.close()
-
-
-def scenario_metric(r: ScenarioResult, objective: ObjectiveSection) -> float:
-    """The figure of one scenario the objective combines (its score, a lower bound)."""
-    return objective_value(r, objective.metric)
-
-
-def scenario_point(r: ScenarioResult, objective: ObjectiveSection) -> float:
-    """The point estimate :func:`scenario_metric` is the lower bound of."""
-    return objective_point(r, objective.metric)
-
-
-def objective_bound(points: dict[str, float], scores: dict[str, float], section: BenchmarkSection) -> float:
-    """The lower end of the weighted geomean's interval, from per-scenario points and lower bounds.
-
-    With normalised weights ``w`` over the scenarios in ``points`` and per-scenario half-widths on logs
-    ``h = log(point / score)``: ``exp(sum(w * log point) - sqrt(sum(w**2 * h**2)))``. Scenario errors are
-    independent (different repeats at different times), so their half-widths add in quadrature; the geomean
-    of the per-scenario lower bounds would add them linearly, as if every scenario erred low at once.
-    """
-    weights = {k: w for k, w in section.objective_weights().items() if k in points}
-    if not weights:
-        weights = dict.fromkeys(points, 1.0)
-    total = sum(weights.values())
-    log_point = sum(w * math.log(max(points[k], 1e-9)) for k, w in weights.items()) / total
-    spread = sum(
-        (w / total * max(0.0, math.log(max(points[k], 1e-9)) - math.log(max(scores[k], 1e-9)))) ** 2
-        for k, w in weights.items()
-    )
-    return math.exp(log_point - math.sqrt(spread))
-
-
-def score(outcome: BenchmarkOutcome, objective: ObjectiveSection, section: BenchmarkSection) -> Score:
-    per = {r.name: scenario_metric(r, objective) for r in outcome.results}
-    if objective.kind == "multi":
-        return Score(values=tuple(per[name] for name in objective.objectives), per_scenario=per)
-    points = {r.name: scenario_point(r, objective) for r in outcome.results}
-    return Score(values=(objective_bound(points, per, section),), per_scenario=per)
-
-
-def describe_result(result: ScenarioResult, *, last: bool = False) -> str:
-    """One scenario's line: score (point +- half-width), repeats taken and why they stopped.
-
-    ``last``: the trial's last scenario, which is never pruned (nothing is left to skip), so a ``worse`` there
-    says who decides instead.
-    """
-    n = len(result.repeats_tok_s)
-    hw = f" ± {result.half_width:.1f}" if result.half_width is not None else ""
-    point = result.point if result.point is not None else result.output_tok_s
-    accept = f", accept {result.accept_length:.2f}" if result.accept_length else ""
-    why = ""
-    if result.stopped:
-        why = ", more if the objective asks" if result.stopped == "objective" else f", {result.stopped}"
-        if result.stopped == "worse" and last:
-            why = ", worse than the reference (the last scenario: the objective decides)"
-    warm = {"none": ", no warm-up"}.get(result.warmup or "", "")
-    if result.first_pass_tok_s is not None:
-        warm = f", probe {result.first_pass_tok_s:.1f}"
-    if result.client_reruns:
-        warm += f", {result.client_reruns} pass{'es' if result.client_reruns != 1 else ''} re-run (client-bound)"
-    return (
-        f"{result.name}: score {result.score:.1f} ({point:.1f}{hw}) tok/s, "
-        f"{n} repeat{'s' if n != 1 else ''}{why}{accept}{warm}"
-    )
 
 
 # -- evidence ------------------------------------------------------------------
@@ -312,70 +103,81 @@ class TrialRunner:
         self._parts = parts
         self._evidence = evidence
         self._progress = progress
+        gate = config.gate
+        self._gate_when = gate.when if gate is not None and gate.enabled and parts.gate is not None else None
 
-    def run(self, trial: optuna.Trial, spec: LaunchSpec, *, label: str) -> Score:
-        """Run the whole story; raises TrialFailure with its evidence recorded on the trial."""
-        from tuner.study._confirm import last_finalist  # _confirm imports this module: import at call time
-
-        cfg = self._config
-        target = self._parts.target
+    def run(self, trial: optuna.Trial, spec: LaunchSpec, *, label: str, references: References) -> Score:
+        """apply -> restart -> ready -> (gate) -> benchmark -> (gate) -> score; a failure of any step is
+        recorded on the trial with its evidence, then raised."""
         trial.set_user_attr(attrs.COMMAND, " ".join(spec.argv))
         if spec.env:
             trial.set_user_attr(attrs.ENV, dict(spec.env))
-        target.last_restarted = None
+        restarted: Restarted | None = None
         try:
-            up = target.bring_up(spec, label=label, progress=self._progress)
-            trial.set_user_attr(attrs.READY_S, up.ready.seconds)
-            trial.set_user_attr(attrs.PHASE_TIMES, up.ready.phase_times)
-            endpoint = up.ready.endpoint or target.endpoint
-            gate_when = cfg.gate.when if cfg.gate and cfg.gate.enabled and self._parts.gate else None
-            if gate_when == "before":
+            up = self._parts.target.bring_up(spec, label=label, progress=self._progress)
+            restarted = up.restarted
+            endpoint = self._ready(trial, up)
+            if self._gate_when == "before":
                 self._gate(trial, endpoint)
-            bench = self._parts.benchmark(endpoint)
-            lookup = reference_lookup(trial)
-            finalist = last_finalist(trial.study, cfg, exclude=trial.number)
-            refinement = objective_refinement(
-                cfg, bench.policy, lookup, finalist=reference_lookup(trial, against=finalist) if finalist else None
-            )
-            bench.use_reference(lookup, on_objective=refinement is not None)
-            bench.use_first_passes(first_passes_lookup(trial.study, cfg, trial_number=trial.number))
-            partial = PartialObjective(config=cfg, reference=projection_reference(trial.study, exclude=trial.number))
-            try:
-                outcome = benchmark_server(
-                    bench,
-                    cfg.benchmark,
-                    service=target.service,
-                    restarted=up.restarted,
-                    on_result=lambda step, r: self._intermediate(trial, step, r, partial),
-                    refinement=refinement,
-                )
-            finally:
-                bench.close()
-            if outcome.refined is not None:
-                self._refined(trial, outcome)
-            trial.set_user_attr(attrs.BENCHMARK_S, outcome.seconds)
-            self._evidence.attach_json(trial, "benchmark.json", {"scenarios": [r.to_dict() for r in outcome.results]})
-            result = score(outcome, cfg.objective, cfg.benchmark)
-            if gate_when == "final":
-                # Gated at the end if it is a finalist (tuner.study._confirm); provisionally feasible until then.
-                trial.set_user_attr(attrs.GATE_DEFERRED, True)
-                trial.set_user_attr(attrs.GATE, "at the end, if a finalist")
-            elif gate_when in ("after", "contenders"):
-                behind = self._behind_the_best(trial, result) if gate_when == "contenders" else None
-                if behind is None:
-                    self._gate(trial, endpoint)
-                else:
-                    trial.set_user_attr(attrs.GATE, f"not run: {behind}")
-                    trial.set_user_attr(attrs.GATE_SKIPPED, True)
-                    if self._progress:
-                        self._progress(f"gate not run: {behind} (not a contender)")
+            outcome = self._benchmark(trial, endpoint, up.restarted, references)
+            result = score(outcome.results, self._config.objective, self._config.benchmark)
+            self._gate_after(trial, endpoint, result, references)
             trial.set_user_attr(attrs.SCORE, {k: round(v, 3) for k, v in result.per_scenario.items()})
             return result
         except TrialFailure as failure:
             if isinstance(failure, RegressionPruned):
                 self._record_savings(trial, failure)
-            self._record_failure(trial, failure, target.last_restarted)
+            self._record_failure(trial, failure, restarted or failure.restarted)
             raise
+
+    def _ready(self, trial: optuna.Trial, up: BroughtUp) -> Endpoint:
+        trial.set_user_attr(attrs.READY_S, up.ready.seconds)
+        trial.set_user_attr(attrs.PHASE_TIMES, up.ready.phase_times)
+        return up.ready.endpoint or self._parts.target.endpoint
+
+    def _benchmark(
+        self, trial: optuna.Trial, endpoint: Endpoint, restarted: Restarted, references: References
+    ) -> BenchmarkOutcome:
+        cfg = self._config
+        bench = self._parts.benchmark(endpoint)
+        refinement = objective_refinement(cfg, bench.policy, references.pruner, finalist=references.finalist)
+        bench.use_reference(references.pruner, on_objective=refinement is not None)
+        bench.use_first_passes(references.first_passes)
+        partial = PartialObjective(config=cfg, reference=references.best)
+        try:
+            outcome = benchmark_server(
+                bench,
+                cfg.benchmark,
+                service=self._parts.target.service,
+                restarted=restarted,
+                on_result=lambda step, r: self._intermediate(trial, step, r, partial),
+                refinement=refinement,
+            )
+        finally:
+            bench.close()
+        if outcome.refined is not None:
+            self._refined(trial, outcome)
+        trial.set_user_attr(attrs.BENCHMARK_S, outcome.seconds)
+        self._evidence.attach_json(trial, "benchmark.json", {"scenarios": [r.to_dict() for r in outcome.results]})
+        return outcome
+
+    def _gate_after(self, trial: optuna.Trial, endpoint: Endpoint, result: Score, references: References) -> None:
+        """The gate after the benchmark: now (``after``), only for a contender (``contenders``), or at the end of
+        the study if the config is a finalist (``final``, provisionally feasible until then)."""
+        if self._gate_when == "final":
+            trial.set_user_attr(attrs.GATE_DEFERRED, True)
+            trial.set_user_attr(attrs.GATE, "at the end, if a finalist")
+            return
+        if self._gate_when not in ("after", "contenders"):
+            return
+        behind = self._behind(result, references.best) if self._gate_when == "contenders" else None
+        if behind is None:
+            self._gate(trial, endpoint)
+            return
+        trial.set_user_attr(attrs.GATE, f"not run: {behind}")
+        trial.set_user_attr(attrs.GATE_SKIPPED, True)
+        if self._progress:
+            self._progress(f"gate not run: {behind} (not a contender)")
 
     def _intermediate(self, trial: optuna.Trial, step: int, result: ScenarioResult, partial: PartialObjective) -> None:
         for key, value in scenario_attrs(result).items():
@@ -419,7 +221,8 @@ class TrialRunner:
             # plots end where the trial does): the extra repeats are one more step.
             steps = [*trial.user_attrs.get(attrs.STEPS, []), REFINE_STEP]
             trial.set_user_attr(attrs.STEPS, steps)
-            trial.report(score(outcome, self._config.objective, self._config.benchmark).values[0], len(steps) - 1)
+            value = score(outcome.results, self._config.objective, self._config.benchmark).values[0]
+            trial.report(value, len(steps) - 1)
         if self._progress:
             for result in outcome.results:
                 if outcome.refined.added.get(result.name):
@@ -435,9 +238,8 @@ class TrialRunner:
         saved = [baseline.user_attrs.get(attrs.scenario_key(name, "seconds")) for name in pruned.skipped]
         trial.set_user_attr(attrs.PRUNING_SAVED_S, round(sum(s for s in saved if isinstance(s, int | float)), 3))
 
-    def _behind_the_best(self, trial: optuna.Trial, result: Score) -> str | None:
+    def _behind(self, result: Score, best: optuna.trial.FrozenTrial | None) -> str | None:
         """How far behind the best feasible trial ``result`` is, when by more than ``[search] prune_margin``."""
-        best = projection_reference(trial.study, exclude=trial.number)
         if best is None or len(result.values) != 1 or not best.values or best.values[0] <= 0:
             return None
         ratio = result.values[0] / best.values[0]

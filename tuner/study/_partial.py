@@ -19,10 +19,10 @@ from optuna.trial import FrozenTrial
 from tuner.bench import ScenarioResult
 from tuner.config import StudyConfig
 from tuner.metrics import objective_point_key
-from tuner.stats import ReferenceLookup
-from tuner.trials import attrs, best_trials
+from tuner.study._scoring import objective_bound, scenario_metric, scenario_point
+from tuner.trials import attrs
 
-__all__ = ["PartialObjective", "measured_text", "reference_lookup"]
+__all__ = ["PartialObjective", "measured_text"]
 
 
 class PartialObjective:
@@ -40,8 +40,6 @@ class PartialObjective:
 
     def add(self, result: ScenarioResult) -> float:
         """Record one finished scenario; the partial objective after it."""
-        from tuner.study._objective import objective_bound, scenario_metric, scenario_point
-
         objective, section = self._config.objective, self._config.benchmark
         self._scores[result.name] = scenario_metric(result, objective)
         self._points[result.name] = scenario_point(result, objective)
@@ -53,8 +51,6 @@ class PartialObjective:
 
     def _reference_bound(self) -> float | None:
         """The reference's objective over the scenarios measured so far (None: no usable reference)."""
-        from tuner.study._objective import objective_bound
-
         ref = self._reference
         if ref is None or not ref.values or not math.isfinite(ref.values[0]):
             return None
@@ -71,25 +67,6 @@ class PartialObjective:
             scores[name] = float(theirs)
             points[name] = float(point) if isinstance(point, int | float) and point >= theirs else float(theirs)
         return objective_bound(points, scores, self._config.benchmark)
-
-
-def projection_reference(study: optuna.Study, *, exclude: int) -> FrozenTrial | None:
-    """The best feasible trial so far (single objective), the scale the partial objective is projected on."""
-    if len(study.directions) > 1:
-        return None
-    best = [t for t in best_trials(study) if t.number != exclude]
-    return best[0] if best else None
-
-
-def reference_lookup(trial: optuna.Trial, *, against: FrozenTrial | None = None) -> ReferenceLookup | None:
-    """The regression pruner's reference repeats for the benchmark's sequential policy (None: no pruner), or
-    ``against``'s, with the study's noise pooled without it."""
-    from tuner.search import RegressionPruner
-
-    pruner = trial.study.pruner
-    if not isinstance(pruner, RegressionPruner) or len(trial.study.directions) > 1:
-        return None
-    return pruner.reference_lookup(trial.study, exclude=trial.number, against=against)
 
 
 def measured_text(trial: optuna.Trial, config: StudyConfig) -> str:

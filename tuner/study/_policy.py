@@ -24,7 +24,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.errors import EnvironmentFault, GateFailed, RegressionPruned, TrialFailure
-from tuner.trials import attrs
+from tuner.trials import attrs, pop_waiting, storage_of, trial_id
 
 __all__ = [
     "CONFIG",
@@ -107,16 +107,8 @@ def ask_next(study: optuna.Study) -> optuna.Trial:
     Optuna pops waiting trials oldest first; a baseline enqueued again (it failed last time) is younger than
     the seeds and retries waiting before it, but nothing sampled may run before the baseline has worked.
     """
-    storage = study._storage
-    for t in storage.get_all_trials(study._study_id, deepcopy=False, states=(TrialState.WAITING,)):
-        if not t.user_attrs.get(attrs.BASELINE):
-            continue
-        # The same compare-and-set as Optuna's own pop: a worker sharing the study may have taken it.
-        with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
-            if storage.set_trial_state_values(t._trial_id, state=TrialState.RUNNING):
-                study._thread_local.cached_all_trials = None
-                return optuna.Trial(study, t._trial_id)
-    return study.ask()
+    baseline = pop_waiting(study, lambda t: bool(t.user_attrs.get(attrs.BASELINE)))
+    return baseline if baseline is not None else study.ask()
 
 
 def requeue_params(study: optuna.Study, t: FrozenTrial) -> None:
@@ -164,14 +156,14 @@ class FailurePolicy:
         trial.set_user_attr(attrs.FAILURE_KIND, ENVIRONMENT if baseline else kind)
         if baseline:
             self.release()
-            self._end_fail(trial._trial_id, trial.number)
+            self._end_fail(trial_id(trial), trial.number)
             raise EnvironmentFault(
                 f"the unmodified base command fails: [{failure.phase}] {failure.reason}; fix the environment or "
                 "the base command, then run `tune start` again"
             )
         if kind == ENVIRONMENT:
             self.release()
-            self._end_fail(trial._trial_id, trial.number)
+            self._end_fail(trial_id(trial), trial.number)
             raise EnvironmentFault(
                 f"trial #{trial.number} failed because of its environment, not its config: [{failure.phase}] "
                 f"{failure.reason}; nothing was counted and its params will run again: fix it, then run "
@@ -187,13 +179,13 @@ class FailurePolicy:
         if sig != self._signature:
             self.release()
             self._signature = sig
-        self._held.append(_Held(number=trial.number, trial_id=trial._trial_id, params=dict(trial.params)))
+        self._held.append(_Held(number=trial.number, trial_id=trial_id(trial), params=dict(trial.params)))
         distinct = {tuple(sorted((k, repr(v)) for k, v in h.params.items())) for h in self._held}
         if len(distinct) < self.max_same_failures:
             return
         held, self._held, self._signature = self._held, [], None
         for h in held:
-            self.study._storage.set_trial_user_attr(h.trial_id, attrs.FAILURE_KIND, ENVIRONMENT)
+            storage_of(self.study).set_trial_user_attr(h.trial_id, attrs.FAILURE_KIND, ENVIRONMENT)
             self._end_fail(h.trial_id, h.number)
         raise EnvironmentFault(
             f"{len(held)} trials in a row (#{held[0].number}-#{held[-1].number}) failed the same way on different "
@@ -204,7 +196,7 @@ class FailurePolicy:
 
     def _end_fail(self, trial_id: int, number: int) -> None:
         self.study.tell(number, state=TrialState.FAIL)
-        requeue_params(self.study, self.study._storage.get_trial(trial_id))
+        requeue_params(self.study, storage_of(self.study).get_trial(trial_id))
 
     def release(self) -> None:
         """End the held failures as the configs' own (PRUNED, counted)."""

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from tuner.config import ReadinessSection
 from tuner.endpoint import Endpoint
+from tuner.errors import TrialFailure
 from tuner.spec import LaunchSpec
 from tuner.target._verify import Applied, verify_applied, verify_started
 from tuner.target.hosts import BaseHost
@@ -96,18 +97,22 @@ class Target:
         self.readiness_config = readiness_config
         self.readiness: ReadinessCheck = readiness or wait_ready
         self.lock = lock
-        self.last_restarted: Restarted | None = None
-        """The most recent restart, kept so a failure's evidence can read the new process's log."""
 
     def bring_up(self, spec: LaunchSpec | None, *, label: str, progress: Progress | None = None) -> BroughtUp:
         """apply -> restart -> verify (early) -> ready -> verify; ``spec=None`` restores the base configuration.
 
-        Raises :class:`~tuner.errors.TrialFailure` from the step that failed (``last_restarted`` then tells
-        which process it was about).
+        Raises :class:`~tuner.errors.TrialFailure` from the step that failed; once the server was restarted,
+        the failure's ``restarted`` says which process it was about (its log holds the evidence).
         """
         applied = apply_config(self.service, spec, base=self.base)
         restarted = restart_server(self.service, label=label)
-        self.last_restarted = restarted
+        try:
+            return self._prove(applied, restarted, progress)
+        except TrialFailure as failure:
+            failure.restarted = restarted
+            raise
+
+    def _prove(self, applied: Applied, restarted: Restarted, progress: Progress | None) -> BroughtUp:
         port = urlsplit(self.endpoint.base_url).port
         settle_s = self.readiness_config.verify_settle_s
         settle_reads = verify_started(self.service, applied, restarted, port=port, settle_s=settle_s)

@@ -13,7 +13,16 @@ from optuna.trial import FrozenTrial
 
 from tuner.trials import attrs
 from tuner.trials._confirmed import CONFIRMATION, confirmation_text
-from tuner.trials._optuna import current_trial, rdb_backend, set_trial_attr, storage_of, study_id, trial_id
+from tuner.trials._optuna import (
+    claims_table,
+    current_trial,
+    pop_waiting,
+    rdb_backend,
+    set_trial_attr,
+    storage_of,
+    study_id,
+    trial_id,
+)
 from tuner.trials._outcome import (
     DIED,
     ENVIRONMENT,
@@ -70,6 +79,7 @@ __all__ = [
     "attrs",
     "best_trials",
     "candidates",
+    "claims_table",
     "client_bound_scenarios",
     "confirmation_text",
     "counted_trials",
@@ -85,6 +95,7 @@ __all__ = [
     "outcome",
     "outcome_text",
     "outcome_words",
+    "pop_waiting",
     "rank_value",
     "rdb_backend",
     "recommended",

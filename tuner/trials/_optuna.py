@@ -1,19 +1,32 @@
-"""The few Optuna internals `tune` needs, in one place (tests/trials/test_optuna_internals.py guards them).
+"""The few Optuna internals `tune` needs, in one place (tests/trials/test_optuna_internals.py guards them, and
+tests/test_architecture.py that no other module touches one).
 
 Optuna's public API has no way to set a user attr on a trial known only by number (a stale trial found on
-resume, the trial whose heartbeat a thread keeps), nor to read a live trial's constraints before ``tell``; the
-dashboard's notes need the study's id. Each is a private attribute (``Study._storage``, ``Study._study_id``,
-``Trial._trial_id``); an Optuna upgrade that renames one breaks exactly this module and its test, loudly.
+resume, the trial whose heartbeat a thread keeps), to read a live trial's constraints before ``tell``, to take
+one particular waiting trial (a baseline enqueued again must run before the seeds), or to write rows next to its
+own (the fleet's claims); the dashboard's notes need the study's id. Each uses a private attribute or module
+(``Study._storage``, ``Study._study_id``, ``Study._thread_local``, ``Trial._trial_id``, ``_CachedStorage._backend``,
+``optuna.storages._rdb.models``); an Optuna upgrade that renames one breaks exactly this module and its test, loudly.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial
 
-__all__ = ["current_trial", "rdb_backend", "set_trial_attr", "storage_of", "study_id", "trial_id"]
+__all__ = [
+    "claims_table",
+    "current_trial",
+    "pop_waiting",
+    "rdb_backend",
+    "set_trial_attr",
+    "storage_of",
+    "study_id",
+    "trial_id",
+]
 
 
 def storage_of(study: optuna.Study) -> optuna.storages.BaseStorage:
@@ -45,3 +58,31 @@ def set_trial_attr(study: optuna.Study, trial: optuna.Trial | FrozenTrial, key: 
 def current_trial(trial: optuna.Trial) -> FrozenTrial:
     """The live trial as stored now (its constraints and user attrs so far)."""
     return storage_of(trial.study).get_trial(trial_id(trial))
+
+
+def pop_waiting(study: optuna.Study, wanted: Callable[[FrozenTrial], bool]) -> optuna.Trial | None:
+    """Take the first WAITING trial ``wanted`` accepts, as ``study.ask()`` takes the oldest: with the same
+    compare-and-set (a worker sharing the study may have taken it first). None when none is left."""
+    import contextlib
+
+    from optuna.trial import TrialState
+
+    storage = storage_of(study)
+    for t in storage.get_all_trials(study_id(study), deepcopy=False, states=(TrialState.WAITING,)):
+        if not wanted(t):
+            continue
+        with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
+            if storage.set_trial_state_values(trial_id(t), state=TrialState.RUNNING):
+                study._thread_local.cached_all_trials = None  # the study's own cache must see the trial run
+                return optuna.Trial(study, trial_id(t))
+    return None
+
+
+def claims_table(study: optuna.Study) -> tuple[Any, Any] | None:
+    """``(engine, model)`` of the table that holds the study's system attributes, for rows written beside
+    Optuna's own (``model`` has ``UNIQUE (study_id, key)``, which makes an insert a claim); None when the study's
+    storage is not an RDB."""
+    from optuna.storages._rdb import models
+
+    storage = rdb_backend(study)
+    return None if storage is None else (storage.engine, models.StudySystemAttributeModel)

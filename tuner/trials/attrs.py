@@ -44,7 +44,7 @@ CONFIRM_TOP = "confirm_top"
 """Study attr: the study's ``[search] confirm_top`` (how many top configs its end re-measures), for readers that
 have the study but not its file (the dashboard's notes)."""
 STEPS = "steps"
-#: What decided the repeats beyond the first pass on the whole objective (tuner.bench.decide_objective).
+#: What decided the repeats beyond the first pass on the whole objective (tuner.stats.decide_objective).
 REPEATS_DECIDED = "repeats_decided"
 """The scenario measured at each intermediate step (``steps[i]`` for step ``i``)."""
 FAILURE_KIND = "failure_kind"
