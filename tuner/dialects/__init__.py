@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tuner.dialects._base import BaseServerDialect
+from tuner.dialects._flagtable import FlagOption, FlagTable, known_tables, server_argv, sglang_table
 from tuner.dialects._generic import GenericDialect
 from tuner.dialects._llamacpp import LlamaCppDialect
 from tuner.dialects._sglang import SGLangDialect
@@ -20,12 +21,17 @@ __all__ = [
     "DIALECTS",
     "SERVER_CHOICES",
     "BaseServerDialect",
+    "FlagOption",
+    "FlagTable",
     "GenericDialect",
     "LlamaCppDialect",
     "SGLangDialect",
     "VLLMDialect",
     "detect_dialect",
     "get_dialect",
+    "known_tables",
+    "server_argv",
+    "sglang_table",
 ]
 
 DIALECTS: dict[str, type[BaseServerDialect]] = {
