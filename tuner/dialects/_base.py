@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import abc
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from tuner.space import SearchSpace, bool_argv
@@ -63,6 +63,16 @@ class BaseServerDialect(abc.ABC):
     @abc.abstractmethod
     def matches(cls, argv: Sequence[str]) -> str | None:
         """What in ``argv`` shows this server's launch command (for the report), or None."""
+
+    def tunable_for(
+        self, argv: Sequence[str], env: Mapping[str, str], *, trained_block_size: int | None = None
+    ) -> tuple[dict[str, Any], ...]:
+        """The :attr:`tunable` entries for this launch command (a dialect may adapt them to it)."""
+        return self.tunable
+
+    def constraints_for(self, names: Sequence[str]) -> list[tuple[str, str, str]]:
+        """``(left, op, right)`` constraints between the suggested knobs ``names`` (``tune init``)."""
+        return []
 
     def bool_args(self, flag: str, value: bool) -> list[str]:
         """The argv elements for a boolean flag set to ``value`` (maybe none)."""

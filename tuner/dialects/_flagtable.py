@@ -174,6 +174,21 @@ class FlagTable:
         self._argparser = parser
         return parser
 
+    def value_error(self, flag: str, text: str) -> str | None:
+        """argparse's complaint about ``flag text`` (type or choices), None when the value is accepted."""
+        option, _ = self.resolve(flag)
+        if option is None or not option.takes_value:
+            return None
+        convert = _CONVERTERS.get(option.type or "str", str)
+        name = "/".join(option.flags)
+        try:
+            value = convert(text)
+        except (TypeError, ValueError):
+            return f"argument {name}: invalid {getattr(convert, '__name__', convert)} value: {text!r}"
+        if option.choices is not None and convert in (str, int, float) and value not in option.choices:
+            return f"argument {name}: invalid choice: {value!r} (choose from {', '.join(map(repr, option.choices))})"
+        return None
+
     def verdict(self, flag: str) -> str:
         """What this version makes of one spelling, in words (for reports and ``tune check``)."""
         option, ambiguous = self.resolve(flag)
