@@ -137,17 +137,21 @@ class FlagTable:
             return upper
         return self.algorithm_aliases.get(upper)
 
-    def parse_errors(self, argv: Sequence[str]) -> list[str]:
+    def parse_errors(self, argv: Sequence[str], *, ignore_prefix: str | None = None) -> list[str]:
         """Why SGLang would refuse to start with ``argv`` (the program part is skipped); empty when it parses.
 
         The first message is argparse's own ("unrecognized arguments: ...", "ambiguous option: ...",
         "argument --x: invalid int value: ..."); an unknown algorithm is SGLang's ``ValueError`` text.
+        ``ignore_prefix`` (the simulator's ``--sim-``): options of a wrapper, and their values, are not SGLang's.
         """
         args = server_argv(argv)
         try:
-            namespace = self._parser().parse_args(list(args))
+            namespace, extras = self._parser().parse_known_args(list(args))
         except _ParseError as exc:
             return [str(exc)]
+        unknown = _unknown(extras, ignore_prefix)
+        if unknown:
+            return [f"unrecognized arguments: {' '.join(unknown)}"]
         algorithm = getattr(namespace, "speculative_algorithm", None)
         if isinstance(algorithm, str) and self.canonical_algorithm(algorithm) is None:
             text = self.messages.get("unknown_algorithm", "Unknown speculative algorithm name: {name}")
@@ -204,6 +208,18 @@ class FlagTable:
         if flag not in option.flags:
             return f"accepted as an abbreviation of {option.flags[0]}"
         return "accepted"
+
+
+def _unknown(extras: Sequence[str], ignore_prefix: str | None) -> list[str]:
+    """argparse's leftovers, without the options that start with ``ignore_prefix`` and the values after them."""
+    out: list[str] = []
+    skipping = False
+    for token in extras:
+        if token.startswith("-"):
+            skipping = bool(ignore_prefix) and token.startswith(ignore_prefix or "")
+        if not skipping:
+            out.append(token)
+    return out
 
 
 def server_argv(argv: Sequence[str]) -> tuple[str, ...]:

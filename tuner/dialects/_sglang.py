@@ -84,6 +84,10 @@ class SGLangDialect(BaseServerDialect):
                 return f"{arg.rsplit('/', 1)[-1]} {argv[i + 1]}"
         return None
 
+    def own_flag_prefix(self, argv: Sequence[str]) -> str | None:
+        """The simulator's own options (``--sim-...``) are not SGLang's: flag tables skip them."""
+        return "--sim-" if _find(argv, "tuner.sim") or self.matches(argv) == "tune sim" else None
+
     def version_line(self) -> str:
         if self.version is None:
             return "SGLang version: not set ([target] server_version); found on the host by tune check / tune start"

@@ -104,7 +104,9 @@ def _param_values(p: Param) -> list[str]:
     return []
 
 
-def _space_verdicts(version: SGLangVersion, table: FlagTable, space: SearchSpace) -> Iterator[Verdict]:
+def _space_verdicts(
+    version: SGLangVersion, table: FlagTable, space: SearchSpace, *, spellings: bool = True
+) -> Iterator[Verdict]:
     severity = False if version.exact else None
     for p in space.params:
         if p.env and p.env.startswith("SGLANG_DDTREE_") and p.env not in table.environment:
@@ -112,7 +114,7 @@ def _space_verdicts(version: SGLangVersion, table: FlagTable, space: SearchSpace
                                 "branch does)")
         if not p.flag:
             continue
-        found = spelling_verdict(version, table, p.flag)
+        found = spelling_verdict(version, table, p.flag) if spellings else None
         if found is not None:
             yield Verdict(found.ok, f"[space.{p.name}] {found.text}")
         option, _ = table.resolve(p.flag)
@@ -147,22 +149,29 @@ def check_command(
     *,
     space: SearchSpace | None = None,
     env: Mapping[str, str] | None = None,
+    ignore_prefix: str | None = None,
+    spellings: bool = True,
 ) -> list[Verdict]:
     """Everything ``version``'s flag table says about the base command (and the space's flags and values).
 
-    Empty when the version has no table (only ``--help`` can be checked then).
+    Empty when the version has no table (only ``--help`` can be checked then). Options starting with
+    ``ignore_prefix`` are a wrapper's (the simulator's ``--sim-``), not SGLang's. ``spellings=False`` leaves out
+    the verdicts on flag names (when a neighbour's table stands in and the live ``--help`` judges them better).
     """
     table = version.flags
     if table is None:
         return []
-    out = [v for f in dict.fromkeys(flag_spellings(argv)) if (v := spelling_verdict(version, table, f)) is not None]
+    flags = [f for f in flag_spellings(argv) if not (ignore_prefix and f.startswith(ignore_prefix))]
+    out = [v for f in dict.fromkeys(flags) if (v := spelling_verdict(version, table, f)) is not None]
     names = [n for n in [_value_of(argv, _ALGORITHM)] if n]
     if space is not None:
-        out += list(_space_verdicts(version, table, space))
+        out += list(_space_verdicts(version, table, space, spellings=spellings))
         names += [format_value(c) for p in space.params if p.flag == _ALGORITHM for c in p.choices]
+    if not spellings:
+        out = [v for v in out if not v.text.startswith(tuple(f"{f}:" for f in flags))]
     out += list(_algorithm_verdicts(version, table, names))
-    said = set(flag_spellings(argv)) if out else set()
-    for error in table.parse_errors(argv):
+    said = set(flags) if out or not spellings else set()
+    for error in table.parse_errors(argv, ignore_prefix=ignore_prefix):
         # What the verdicts above explain already (argparse names the flag it stopped at) is not said twice.
         if "Unknown speculative algorithm" not in error and not any(f in error for f in said):
             severity = False if version.exact else None

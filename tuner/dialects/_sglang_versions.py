@@ -206,7 +206,7 @@ def version_from_help(listed: Iterable[str]) -> SGLangVersion | None:
         return dataclasses.replace(
             MAINLINE,
             name="0.5.x",
-            label="SGLang 0.5.x (from --help: after the draft-window rename)",
+            label="SGLang 0.5.x (after the draft-window rename)",
             exact=False,
             note="checked against 0.5.23's flag table (the newest known), as warnings",
         )
