@@ -33,7 +33,8 @@ class BaseServerDialect(abc.ABC):
     flush_path: ClassVar[str | None] = None
     """POST here resets the prefix cache between repeats."""
     acceptance: ClassVar[str | None] = None
-    """Where speculative acceptance comes from: ``server_info`` (SGLang), ``prometheus`` (vLLM), None."""
+    """Where speculative acceptance comes from: ``server_info`` (SGLang: its Prometheus counters with
+    ``--enable-metrics``, ``/server_info`` as the server-wide fallback), ``prometheus`` (vLLM), None."""
     metrics_path: ClassVar[str | None] = None
     stream_usage: ClassVar[bool] = True
     """Whether streamed responses carry ``usage`` token counts."""
