@@ -36,6 +36,11 @@ class SGLangDialect(BaseServerDialect):
     name = "sglang"
     health_path = "/health"
     phase_markers: ClassVar[tuple[tuple[str, str], ...]] = _merged_markers()
+    # SGLang's parser errors and its unknown-algorithm ValueError, in the words of its own code.
+    fatal_patterns: ClassVar[tuple[str, ...]] = (
+        r"error: (ambiguous option|argument --)",
+        r"Unknown speculative algorithm name",
+    )
     flush_path = "/flush_cache"
     acceptance = "server_info"
     metrics_path = "/metrics"

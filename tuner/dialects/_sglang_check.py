@@ -60,7 +60,7 @@ def spelling_verdict(version: SGLangVersion, table: FlagTable, flag: str) -> Ver
     option, ambiguous = table.resolve(flag)
     if option is None:
         new = renamed_flags().get(flag)
-        if new is not None:
+        if new is not None and table.option(new) is not None:
             renamed = f"renamed in {renamed_in(flag)}"
             return Verdict(severity, f"{flag}: not accepted by {who}; did you mean {new} ({renamed})")
         if ambiguous:
