@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from tuner.space import Condition, Constraint, Param, SearchSpace, count_configs
 
-
 DDTREE_ONLY = Condition(param="algorithm", values=("DDTREE",))
 
 
