@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from tuner.dialects._flagtable import FlagTable, sglang_table
+from tuner.dialects._flagtable import FlagTable, known_tables, sglang_table
 
 __all__ = [
     "DDTREE_BRANCH",
@@ -128,6 +128,8 @@ def sglang_version(text: str) -> SGLangVersion:
         raise ValueError(f"not an SGLang version: {text!r}")
     if text == MAINLINE.name:
         return MAINLINE
+    if text in known_tables():  # a release whose table was made with scripts/sglang_flags.py
+        return SGLangVersion(name=text, label=f"mainline SGLang {text}", table=text, markers=_MARKERS_0_5_15)
     numbers = tuple(int(g) for g in match.groups()[:3])
     if numbers <= (0, 5, 10):
         return dataclasses.replace(LEGACY, name=text, label=f"SGLang {text} (0.5.10 or older)")
