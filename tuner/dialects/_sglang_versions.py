@@ -200,10 +200,13 @@ def version_from_output(text: str) -> SGLangVersion | None:
 
 
 def version_from_help(listed: Iterable[str]) -> SGLangVersion | None:
-    """The version a ``--help`` flag list shows, when one of the distinguishing flags is there."""
+    """The version a ``--help`` flag list shows, when one of the distinguishing flags is there.
+
+    A guess from one flag: its table's verdicts are warnings (the live ``--help`` judges the flags themselves).
+    """
     flags = set(listed)
     if "--speculative-ddtree-budget" in flags:
-        return DDTREE_BRANCH
+        return dataclasses.replace(DDTREE_BRANCH, exact=False, note="told by --help: its table's verdicts are warnings")
     if "--speculative-draft-window-size" in flags:
         return dataclasses.replace(
             MAINLINE,
