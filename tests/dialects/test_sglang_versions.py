@@ -80,6 +80,12 @@ def test_each_phase_marker_matches_the_versions_own_log_line(name: str) -> None:
     assert phase("[2026-07-01 10:00:00 TP0] Capture cuda graph end. Time elapsed: 12.3 s") == "warming up"  # <=0.5.10
 
 
+def test_health_endpoints_are_the_versions_own() -> None:
+    for version in (MAINLINE, DDTREE_BRANCH):
+        assert version.flags is not None
+        assert set(version.health) <= set(version.flags.endpoints)
+
+
 def test_init_torch_distributed_is_gone_in_0_5_23() -> None:
     assert "init_torch_distributed" not in sglang_table("0.5.23").messages
     assert sglang_table("ddtree-pr29907").messages["init_torch_distributed"].startswith("Init torch distributed")
