@@ -6,7 +6,7 @@ from tuner.bench._http import HttpBenchmark, RepeatCallback
 from tuner.bench._load import LoadResult, LoadTarget, make_client, run_load
 from tuner.bench._prompts import build_prompt
 from tuner.bench._request import RequestRecord, RequestSpec, build_body, stream_request
-from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between, parse_prometheus
+from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between, parse_prometheus, prometheus_series
 from tuner.bench._sse import SSEDecoder
 from tuner.bench._warmup import (
     WARMUP_KINDS,
@@ -49,6 +49,7 @@ __all__ = [
     "first_pass_slowdown",
     "make_client",
     "parse_prometheus",
+    "prometheus_series",
     "run_load",
     "stream_request",
 ]

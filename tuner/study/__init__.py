@@ -4,6 +4,7 @@ loop and its end-of-study confirmation."""
 from tuner.study._budget import UNTIL_DEADLINE, parse_until
 from tuner.study._confirm import Confirmation, confirm_top, confirmation_text
 from tuner.study._console import Console
+from tuner.study._dryrun import PlannedLaunch, planned_launches
 from tuner.study._faults import storage_faults
 from tuner.study._fleet import MixedTargets, default_worker_name
 from tuner.study._loop import Interrupted, RunSummary, run_study
@@ -48,6 +49,7 @@ __all__ = [
     "Interrupted",
     "MixedTargets",
     "NoSuchStudy",
+    "PlannedLaunch",
     "References",
     "Refined",
     "Refinement",
@@ -73,6 +75,7 @@ __all__ = [
     "objective_refinement",
     "open_study",
     "parse_until",
+    "planned_launches",
     "recover_stale_trials",
     "references_for",
     "refine_on_objective",
