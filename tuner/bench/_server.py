@@ -22,7 +22,8 @@ counters behind that average, so :func:`acceptance_between` tries, in order:
 Which endpoints are asked at all is the server dialect's (:mod:`tuner.dialects`): SGLang's ``/server_info``
 and ``sglang:*`` metrics; vLLM's Prometheus counters ``vllm:spec_decode_num_accepted_tokens_total`` and
 ``vllm:spec_decode_num_drafts_total``, read as ``counters`` with accepted = accepted + drafts (the bonus token of
-every draft) and steps = drafts, so acceptance = 1 + accepted / drafts; nothing for llama-cpp-python.
+every draft) and steps = drafts, so acceptance = 1 + accepted / drafts; llama-server's ``llamacpp:`` counters of
+the same names (with ``--metrics``) the same way; nothing for llama-cpp-python.
 """
 
 from __future__ import annotations
@@ -152,6 +153,8 @@ class ServerProbe:
                 state = states
         metrics = await self._read_metrics()
         if self._dialect.acceptance == "prometheus":
+            if _LLAMACPP_DRAFTS in metrics:
+                return _llamacpp_snapshot(metrics)
             return _vllm_snapshot(metrics)
         avg = _num(state, ("avg_spec_accept_length",))
         return ServerSnapshot(
@@ -205,7 +208,8 @@ class ServerProbe:
         except httpx.HTTPError:
             return {}
         if r.status_code != 200:
-            if r.status_code in (404, 405):
+            # llama-server answers 501 when started without --metrics.
+            if r.status_code in (404, 405, 501):
                 self._metrics = False
             return {}
         return parse_prometheus(r.text)
@@ -216,6 +220,23 @@ def _vllm_snapshot(metrics: dict[str, float]) -> ServerSnapshot:
     accepted = metrics.get("vllm:spec_decode_num_accepted_tokens_total")
     drafts = metrics.get("vllm:spec_decode_num_drafts_total")
     generated = metrics.get("vllm:generation_tokens_total")
+    if accepted is None or drafts is None:
+        return ServerSnapshot(generated=generated)
+    return ServerSnapshot(accepted=accepted + drafts, steps=drafts, generated=generated)
+
+
+_LLAMACPP_DRAFTS = "llamacpp:spec_decode_num_drafts_total"
+
+
+def _llamacpp_snapshot(metrics: dict[str, float]) -> ServerSnapshot:
+    """llama-server's counters (``--metrics``) as SGLang-style ones, as for vLLM: a draft is one verification step.
+
+    The server adds a request's figures to these counters when the request ends, so a snapshot after a pass
+    holds all of it; its own per-request log line ("mean len") is the same 1 + accepted / drafts.
+    """
+    accepted = metrics.get("llamacpp:spec_decode_num_accepted_tokens_total")
+    drafts = metrics.get(_LLAMACPP_DRAFTS)
+    generated = metrics.get("llamacpp:tokens_predicted_total")
     if accepted is None or drafts is None:
         return ServerSnapshot(generated=generated)
     return ServerSnapshot(accepted=accepted + drafts, steps=drafts, generated=generated)

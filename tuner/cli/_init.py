@@ -9,16 +9,19 @@ llama-cpp-python), each range widened to hold the command's own value, which bec
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import re
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuner.dialects import SERVER_CHOICES, BaseServerDialect, get_dialect
+from tuner.dialects import SERVER_CHOICES, BaseServerDialect, LlamaServerDialect, get_dialect
 from tuner.errors import ConfigError, TuneError
+from tuner.space import Param, SearchSpace, Value
 
-__all__ = ["init_study_text", "register"]
+__all__ = ["configs_in_space", "init_study", "init_study_text", "llama_server_command", "register"]
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,8 +45,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     out: Path = args.out
     if out.exists():
         raise TuneError(f"{out} exists: tune init never overwrites a file (choose another --out)")
-    text = init_study_text(argv, server=args.server, name=args.name or out.stem)
+    text, notes = init_study(argv, server=args.server, name=args.name or out.stem)
     out.write_text(text)
+    for note in notes:
+        print(f"note: {note}")
     from tuner.config import load_config
 
     config = load_config(out)  # what we wrote must load; a bug here must not reach the user's night of trials
@@ -51,7 +56,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         f"wrote {out}: {config.dialect.name} server, {len(config.space.params)} tuned parameter(s), baseline "
         + ", ".join(f"{k}={v}" for k, v in config.baseline.items())
     )
-    print(f"next: tune check --config {out} && tune start --config {out} --trials 20")
+    print(f"next: tune check --config {out} && tune start --config {out}  ({config.study.trials} trials)")
     return 0
 
 
@@ -99,18 +104,115 @@ def _fit(entry: dict[str, Any], value: Any) -> dict[str, Any] | None:
     return e
 
 
+def _required(entry: dict[str, Any], argv: list[str]) -> bool:
+    """Whether the command has what ``entry['requires']`` asks for (see ``BaseServerDialect.tunable``)."""
+    need_flag, need_value = entry.get("requires", (None, None))
+    if need_flag is None:
+        return True
+    have = _flag_value(argv, need_flag)
+    if have is None or need_value is None:
+        return have is not None
+    if isinstance(need_value, tuple):
+        return any(v in need_value for v in have.split(","))
+    return bool(have == need_value)
+
+
 def suggest_space(dialect: BaseServerDialect, argv: list[str], env: dict[str, str]) -> list[dict[str, Any]]:
     out = []
     for entry in dialect.tunable:
-        need_flag, need_value = entry.get("requires", (None, None))
-        if need_flag is not None:
-            have = _flag_value(argv, need_flag)
-            if have is None or (need_value is not None and have != need_value):
-                continue
+        if not _required(entry, argv):
+            continue
         fitted = _fit(entry, _command_value(entry, argv, env))
         if fitted is not None:
             out.append(fitted)
+    if dialect.name == "llama-server":
+        out = llama_server_space(out, argv)
     return out
+
+
+def llama_server_command(argv: list[str]) -> tuple[list[str], list[str]]:
+    """A llama-server command as today's llama-server takes it, and a note for each change made.
+
+    Removed flags (``--draft-max`` ...) get their new names (``--spec-ngram-mod-n-*`` with ``--spec-type
+    ngram-mod``); a draft model without ``--spec-type`` gets ``draft-simple`` (alone it drafts nothing);
+    ``--metrics`` is added, since acceptance comes from its counters.
+    """
+    spec = _flag_value(argv, "--spec-type") or ""
+    out: list[str] = []
+    notes: list[str] = []
+    for arg in argv:
+        flag, eq, value = arg.partition("=")
+        new = LlamaServerDialect.removed_flags.get(flag)
+        if new is None:
+            out.append(arg)
+            continue
+        if "ngram-mod" in spec.split(","):
+            new = LlamaServerDialect.ngram_mod_flags[new]
+        out.append(new + eq + value)
+        notes.append(f"{flag} is {new} now (llama-server removed {flag}: it exits at start)")
+    flags = {a.partition("=")[0] for a in out}
+    if flags.intersection(LlamaServerDialect.draft_model_flags) and "--spec-type" not in flags:
+        out += ["--spec-type", "draft-simple"]
+        notes.append("added --spec-type draft-simple: without it llama-server loads the draft model but drafts nothing")
+    if "--metrics" not in flags:
+        out.append("--metrics")
+        notes.append("added --metrics: the acceptance length comes from its speculative-decoding counters")
+    return out, notes
+
+
+def llama_server_space(entries: list[dict[str, Any]], argv: list[str]) -> list[dict[str, Any]]:
+    """The command's drafter against no speculation (``spec_type``), its knobs only while it drafts."""
+    spec = _flag_value(argv, "--spec-type")
+    if not spec or spec == "none":
+        return []
+    out = []
+    for entry in entries:
+        if entry["name"] == "spec_type":
+            entry = {**entry, "choices": [spec, "none"]}
+        else:
+            entry = {**entry, "when": {"spec_type": spec}}
+        out.append(entry)
+    return out
+
+
+def configs_in_space(space: SearchSpace, *, limit: int = 100_000) -> int | None:
+    """How many distinct configurations the space holds (None: more than ``limit``, or a continuous range).
+
+    Inactive parameters do not multiply (their condition does not hold), and configurations that break a
+    constraint do not count: a study asked for more trials than this can only repeat itself.
+    """
+    grids: list[tuple[str, tuple[Value, ...]]] = []
+    total = 1
+    for p in space.params:
+        values = _grid(p)
+        if values is None:
+            return None
+        grids.append((p.name, values))
+        total *= len(values)
+        if total > limit:
+            return None
+    seen = set()
+    for combo in itertools.product(*(values for _, values in grids)):
+        params = dict(zip((name for name, _ in grids), combo, strict=True))
+        if space.violations(params):
+            continue
+        seen.add(tuple(sorted(space.effective_values(params).items(), key=lambda kv: kv[0])))
+    return len(seen)
+
+
+def _grid(p: Param) -> tuple[Value, ...] | None:
+    """Every value ``p`` can take (None for a continuous float range)."""
+    if p.kind == "categorical":
+        return p.choices
+    if p.kind == "bool":
+        return (False, True)
+    assert p.low is not None and p.high is not None
+    if p.kind == "int":
+        return tuple(range(int(p.low), int(p.high) + 1, int(p.step or 1)))
+    if p.step is None:
+        return None
+    n = round((p.high - p.low) / p.step)
+    return tuple(round(p.low + i * p.step, 10) for i in range(n + 1))
 
 
 def _toml(value: Any) -> str:
@@ -189,15 +291,25 @@ def _space_text(space: list[dict[str, Any]]) -> list[str]:
     lines = []
     for entry in space:
         lines.append(f"[space.{entry['name']}]")
-        lines.extend(f"{k} = {_toml(v)}" for k, v in entry.items() if k != "name")
+        lines.extend(f"{k} = {_toml(v)}" for k, v in entry.items() if k not in ("name", "when"))
+        if "when" in entry:
+            lines.append("when = { " + ", ".join(f"{k} = {_toml(v)}" for k, v in entry["when"].items()) + " }")
         lines.append("")
     return lines
 
 
 def init_study_text(argv: list[str], *, server: str = "auto", name: str = "study") -> str:
     """A commented study file for ``argv`` (see the module docstring); raises ConfigError if none can be made."""
+    return init_study(argv, server=server, name=name)[0]
+
+
+def init_study(argv: list[str], *, server: str = "auto", name: str = "study") -> tuple[str, list[str]]:
+    """The study file's text, and a note for each change made to the command (said to the user too)."""
     command, env = _split_env(argv)
     dialect = get_dialect(server, command)
+    notes: list[str] = []
+    if dialect.name == "llama-server":
+        command, notes = llama_server_command(command)
     space = suggest_space(dialect, command, env)
     if not space:
         raise ConfigError(
@@ -207,20 +319,58 @@ def init_study_text(argv: list[str], *, server: str = "auto", name: str = "study
             "(or --server to name the server); write [space] by hand for other knobs",
             got=shlex.join(command),
         )
+    parts = _StudyParts(argv=argv, command=command, env=env, dialect=dialect, server=server, name=name, notes=notes)
+    text = _study_text(parts, space, trials=DEFAULT_TRIALS)
+    from tuner.config import parse_config
+
+    configs = configs_in_space(parse_config(text, source="tune init", base_dir=Path.cwd()).space)
+    if configs is not None and configs < DEFAULT_TRIALS:
+        text = _study_text(parts, space, trials=configs)
+    return text, notes
+
+
+#: Trials `tune init` asks for, unless the space holds fewer configurations.
+DEFAULT_TRIALS = 20
+
+
+@dataclass(frozen=True, kw_only=True)
+class _StudyParts:
+    argv: list[str]
+    command: list[str]
+    env: dict[str, str]
+    dialect: BaseServerDialect
+    server: str
+    name: str
+    notes: list[str]
+
+
+def _constraints_text(dialect: BaseServerDialect, space: list[dict[str, Any]]) -> list[str]:
+    names = {entry["name"] for entry in space}
+    lines = []
+    for left, op, right in dialect.tunable_constraints:
+        if left in names and right in names:
+            lines += ["[[constraints]]", f"left = {_toml(left)}", f"op = {_toml(op)}", f"right = {_toml(right)}", ""]
+    return lines
+
+
+def _study_text(parts: _StudyParts, space: list[dict[str, Any]], *, trials: int) -> str:
+    dialect, command, env = parts.dialect, parts.command, parts.env
     conc = 1 if dialect.name == "llama.cpp" else 4  # llama-cpp-python serves one request at a time
+    trials_note = "" if trials == DEFAULT_TRIALS else "          # every configuration the space holds"
     lines = [
-        f"# Written by `tune init` from: {shlex.join(argv)}",
+        f"# Written by `tune init` from: {shlex.join(parts.argv)}",
+        *(f"# {note}" for note in parts.notes),
         f"# {dialect.describe()[0]}",
         *(f"# {m.strip()}" for m in dialect.describe()[1:]),
         "# Check it with `tune check --config THIS_FILE` (add --cycle for one restart), then `tune start`.",
         "",
         "[study]",
-        f"name = {_toml(name)}",
-        "trials = 20",
+        f"name = {_toml(parts.name)}",
+        f"trials = {trials}{trials_note}",
         'on_exit = "baseline"      # put the base command back when the study ends',
         "",
         "[target]",
-        f"server = {_toml(dialect.name)}" + ('       # detected; "auto" re-detects' if server == "auto" else ""),
+        f"server = {_toml(dialect.name)}" + ('       # detected; "auto" re-detects' if parts.server == "auto" else ""),
         'transport = "local"       # "ssh" + [target.ssh] for a remote host',
         'manager = "process"       # "systemd" + [target.systemd] for a unit',
         f"base_url = {_toml(_base_url(dialect, command))}",
@@ -232,6 +382,7 @@ def init_study_text(argv: list[str], *, server: str = "auto", name: str = "study
         "",
         "# Suggested from the flags the server's dialect knows are tunable; the command's values are the baseline.",
         *_space_text(space),
+        *_constraints_text(dialect, space),
         _SCENARIOS.format(conc=conc, requests=4 * conc),
     ]
     return "\n".join(lines)

@@ -1,9 +1,9 @@
-"""Server dialects: what differs between SGLang, vLLM, llama-cpp-python and a generic OpenAI server.
+"""Server dialects: what differs between SGLang, vLLM, llama.cpp's servers and a generic OpenAI server.
 
-``[target] server = "sglang" | "vllm" | "llama.cpp" | "generic" | "auto"`` chooses one; ``auto`` (the default)
-detects it from the launch command (``sglang.launch_server`` and the bundled ``tuner.sim`` are SGLang,
-``vllm serve`` / ``vllm.entrypoints`` vLLM, ``llama_cpp.server`` llama-cpp-python) and falls back to
-``generic``.
+``[target] server = "sglang" | "vllm" | "llama-server" | "llama.cpp" | "generic" | "auto"`` chooses one;
+``auto`` (the default) detects it from the launch command (``sglang.launch_server`` and the bundled
+``tuner.sim`` are SGLang, ``vllm serve`` / ``vllm.entrypoints`` vLLM, ``llama-server`` llama.cpp's C++ server,
+``llama_cpp.server`` llama-cpp-python's Python server) and falls back to ``generic``.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from tuner.dialects._base import BaseServerDialect
 from tuner.dialects._generic import GenericDialect
 from tuner.dialects._llamacpp import LlamaCppDialect
+from tuner.dialects._llamaserver import LlamaServerDialect
 from tuner.dialects._sglang import SGLangDialect
 from tuner.dialects._vllm import VLLMDialect
 
@@ -22,6 +23,7 @@ __all__ = [
     "BaseServerDialect",
     "GenericDialect",
     "LlamaCppDialect",
+    "LlamaServerDialect",
     "SGLangDialect",
     "VLLMDialect",
     "detect_dialect",
@@ -29,7 +31,7 @@ __all__ = [
 ]
 
 DIALECTS: dict[str, type[BaseServerDialect]] = {
-    cls.name: cls for cls in (SGLangDialect, VLLMDialect, LlamaCppDialect, GenericDialect)
+    cls.name: cls for cls in (SGLangDialect, VLLMDialect, LlamaServerDialect, LlamaCppDialect, GenericDialect)
 }
 SERVER_CHOICES = ("auto", *DIALECTS)
 
