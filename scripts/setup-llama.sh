@@ -30,20 +30,21 @@ ready() {
     && "$VENV/bin/llama-server" --version >/dev/null 2>&1
 }
 
-build() {  # llama-server and the shared libraries into $CACHE/build/bin, once per $KEY
+build() {  # llama-server and the shared libraries into $CACHE/build/bin, once per $KEY (an interrupted build resumes)
   if [ -x "$CACHE/build/bin/llama-server" ] && [ -f "$CACHE/.built" ]; then
     return
   fi
-  local t0 src
+  local t0 sdist="$CACHE/sdist/llama_cpp_python-$VERSION.tar.gz" src="$CACHE/llama_cpp_python-$VERSION/vendor/llama.cpp"
   t0=$(date +%s)
   echo "setup-llama: building llama-server and libllama from llama-cpp-python $VERSION's sources (first time: several minutes)"
-  rm -rf "$CACHE" && mkdir -p "$CACHE"
-  "$PYTHON" -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-python==$VERSION" -d "$CACHE/sdist"
-  tar -xzf "$CACHE/sdist/llama_cpp_python-$VERSION.tar.gz" -C "$CACHE"
-  src="$CACHE/llama_cpp_python-$VERSION/vendor/llama.cpp"
-  # shellcheck disable=SC2086  # CMAKE_FLAGS is a list of flags
-  cmake -S "$src" -B "$CACHE/build" -G Ninja $CMAKE_FLAGS >"$CACHE/cmake.log" 2>&1 \
-    || { tail -20 "$CACHE/cmake.log"; exit 1; }
+  mkdir -p "$CACHE"
+  [ -f "$sdist" ] || "$PYTHON" -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-python==$VERSION" -d "$CACHE/sdist"
+  [ -d "$src" ] || tar -xzf "$sdist" -C "$CACHE"
+  if [ ! -f "$CACHE/build/build.ninja" ]; then
+    # shellcheck disable=SC2086  # CMAKE_FLAGS is a list of flags
+    cmake -S "$src" -B "$CACHE/build" -G Ninja $CMAKE_FLAGS >"$CACHE/cmake.log" 2>&1 \
+      || { tail -20 "$CACHE/cmake.log"; rm -rf "$CACHE/build"; exit 1; }
+  fi
   ninja -C "$CACHE/build" llama-server mtmd >"$CACHE/build.log" 2>&1 || { tail -30 "$CACHE/build.log"; exit 1; }
   touch "$CACHE/.built"
   echo "setup-llama: built in $(( $(date +%s) - t0 )) s ($CACHE)"

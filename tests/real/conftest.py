@@ -94,7 +94,7 @@ class LlamaServerInstall:
 
 
 #: llama-server's log line once it serves (tools/server/server.cpp).
-SERVER_SERVING = "main: model loaded"
+SERVER_SERVING = "llama_server: model loaded"
 
 
 @pytest.fixture(scope="session")

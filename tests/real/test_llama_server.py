@@ -25,7 +25,7 @@ from tuner.config import load_config
 from tuner.dialects import LlamaServerDialect
 from tuner.sim.testing import SimProcess, free_port
 from tuner.target import open_target
-from tuner.trials import attrs
+from tuner.trials import attrs, is_counted, recommended_trial
 
 BENCH = """
 [study]
@@ -41,6 +41,7 @@ type = "int"
 low = 1
 high = 8
 flag = "--spec-draft-n-max"
+default = 3
 
 [benchmark]
 warmup_requests = 0
@@ -175,6 +176,11 @@ def test_a_model_free_drafter_and_no_speculation(
     assert ngram_result["accept_length"] == pytest.approx(1 + accepted / steps, rel=0.01), ngram_log[-2000:]
     none_result, none_log = found["none"]
     assert none_result["accept_length"] is None and "draft acceptance" not in none_log
+    with capsys.disabled():
+        print(
+            f"\nllama-server ngram-simple: accept length {ngram_result['accept_length']:.2f}, "
+            f"{ngram_result['output_tok_s']:.1f} tok/s; no speculation {none_result['output_tok_s']:.1f} tok/s"
+        )
 
 
 def _lean_study(text: str, tmp: Path) -> str:
@@ -236,7 +242,7 @@ def test_init_check_and_a_study_over_the_speculative_knobs(
         finally:
             target.close()
     out = capsys.readouterr().out
-    assert "server dialect: llama-server (detected from the launch command: llama-server)" in out
+    assert "server dialect: llama-server ([target] server)" in out  # tune init wrote it down
     assert "all 4 tuned flags are accepted by the server" in out
     assert "one full apply/restart/ready/benchmark/restore cycle worked" in out
 
@@ -244,8 +250,8 @@ def test_init_check_and_a_study_over_the_speculative_knobs(
     assert main(["start", "--config", str(path)]) == 0
     wall = time.monotonic() - started
     study = optuna.load_study(study_name="study", storage=f"sqlite:///{tmp_path}/study.db")
-    counted = [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)]
-    assert len(counted) == 3, [(t.number, t.state, t.user_attrs.get(attrs.FAILURE_REASON)) for t in study.trials]
+    counted = [t for t in study.trials if is_counted(t)]  # not a duplicate of a configuration measured before
+    assert len(counted) == 3, [(t.number, t.state, t.params, t.user_attrs) for t in study.trials]
     complete = [t for t in counted if t.state == optuna.trial.TrialState.COMPLETE]
     for t in complete:
         accept = t.user_attrs.get("c1-code.accept_length")
@@ -255,7 +261,10 @@ def test_init_check_and_a_study_over_the_speculative_knobs(
             assert accept is not None and accept >= 1, t.user_attrs
     confirmed = study.user_attrs.get("confirmation")
     assert len(complete) < 2 or (confirmed and len(confirmed["trials"]) == 2), confirmed
-    assert any(t.user_attrs.get(attrs.GATE) for t in complete), [t.user_attrs for t in complete]
+    recommended = recommended_trial(study)
+    assert recommended is not None and recommended.number in confirmed["trials"]
+    # Judged in the sandbox: real answers to both problems (the tiny model mostly fails them; min_passed = 0).
+    assert recommended.user_attrs[attrs.CORRECT] is True and recommended.user_attrs[attrs.GATE], recommended.user_attrs
     with capsys.disabled():
         print(
             f"\nllama-server study: {len(counted)} trials in {wall:.0f} s; "

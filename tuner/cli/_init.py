@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuner.dialects import SERVER_CHOICES, BaseServerDialect, LlamaServerDialect, get_dialect
+from tuner.dialects import SERVER_CHOICES, BaseServerDialect, LlamaServerDialect, get_dialect, spec_types
 from tuner.errors import ConfigError, TuneError
 from tuner.space import Param, SearchSpace, Value
 
@@ -137,21 +137,20 @@ def llama_server_command(argv: list[str]) -> tuple[list[str], list[str]]:
     ngram-mod``); a draft model without ``--spec-type`` gets ``draft-simple`` (alone it drafts nothing);
     ``--metrics`` is added, since acceptance comes from its counters.
     """
-    spec = _flag_value(argv, "--spec-type") or ""
+    dialect = LlamaServerDialect
+    types = spec_types(argv)
     out: list[str] = []
     notes: list[str] = []
     for arg in argv:
         flag, eq, value = arg.partition("=")
-        new = LlamaServerDialect.removed_flags.get(flag)
-        if new is None:
-            out.append(arg)
-            continue
-        if "ngram-mod" in spec.split(","):
-            new = LlamaServerDialect.ngram_mod_flags[new]
-        out.append(new + eq + value)
-        notes.append(f"{flag} is {new} now (llama-server removed {flag}: it exits at start)")
+        new = dialect.replacement(flag, types) if flag in dialect.removed_flags else None
+        if flag in dialect.removed_flags and new is None:
+            notes.append(f"{flag}: llama-server removed it; use {dialect.removed_flags[flag]} (not changed)")
+        out.append(arg if new is None else new + eq + value)
+        if new is not None:
+            notes.append(f"{flag} is {new} now (llama-server removed {flag}: it exits at start)")
     flags = {a.partition("=")[0] for a in out}
-    if flags.intersection(LlamaServerDialect.draft_model_flags) and "--spec-type" not in flags:
+    if flags.intersection(dialect.draft_model_flags) and "--spec-type" not in flags:
         out += ["--spec-type", "draft-simple"]
         notes.append("added --spec-type draft-simple: without it llama-server loads the draft model but drafts nothing")
     if "--metrics" not in flags:

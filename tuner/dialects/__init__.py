@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from tuner.dialects._base import BaseServerDialect
 from tuner.dialects._generic import GenericDialect
 from tuner.dialects._llamacpp import LlamaCppDialect
-from tuner.dialects._llamaserver import LlamaServerDialect
+from tuner.dialects._llamaserver import LlamaServerDialect, spec_types
 from tuner.dialects._sglang import SGLangDialect
 from tuner.dialects._vllm import VLLMDialect
 
@@ -28,6 +28,7 @@ __all__ = [
     "VLLMDialect",
     "detect_dialect",
     "get_dialect",
+    "spec_types",
 ]
 
 DIALECTS: dict[str, type[BaseServerDialect]] = {

@@ -6,20 +6,23 @@ from typing import Any, ClassVar
 from tuner.dialects._base import BaseServerDialect
 from tuner.space import SearchSpace
 
-__all__ = ["LlamaServerDialect"]
+__all__ = ["LlamaServerDialect", "spec_types"]
 
-#: Flags llama-server has removed (it exits with "the argument has been removed. use ..."): old -> new spelling
-#: for a draft model's speculation. With ``--spec-type ngram-mod`` the new names are ``--spec-ngram-mod-n-*``.
+#: Flags llama-server has removed (it exits with "the argument has been removed. use ..."): old -> what it says
+#: to use instead (common/arg.cpp). :meth:`LlamaServerDialect.replacement` picks one for a given command.
 REMOVED_FLAGS: dict[str, str] = {
-    "--draft": "--spec-draft-n-max",
-    "--draft-n": "--spec-draft-n-max",
-    "--draft-max": "--spec-draft-n-max",
-    "--draft-min": "--spec-draft-n-min",
-    "--draft-n-min": "--spec-draft-n-min",
+    "--draft": "--spec-draft-n-max or --spec-ngram-mod-n-max",
+    "--draft-n": "--spec-draft-n-max or --spec-ngram-mod-n-max",
+    "--draft-max": "--spec-draft-n-max or --spec-ngram-mod-n-max",
+    "--draft-min": "--spec-draft-n-min or --spec-ngram-mod-n-min",
+    "--draft-n-min": "--spec-draft-n-min or --spec-ngram-mod-n-min",
+    "--spec-ngram-size-n": "the respective --spec-ngram-*-size-n or --spec-ngram-mod-n-match",
+    "--spec-ngram-size-m": "the respective --spec-ngram-*-size-m",
+    "--spec-ngram-min-hits": "the respective --spec-ngram-*-min-hits",
 }
-#: The same knobs for the n-gram "mod" drafter (what the removed flags mean with ``--spec-type ngram-mod``).
-NGRAM_MOD_FLAGS: dict[str, str] = {"--spec-draft-n-max": "--spec-ngram-mod-n-max",
-                                   "--spec-draft-n-min": "--spec-ngram-mod-n-min"}  # fmt: skip
+_DRAFT_LENGTH = {"--draft": "n-max", "--draft-n": "n-max", "--draft-max": "n-max", "--draft-min": "n-min",
+                 "--draft-n-min": "n-min"}  # fmt: skip
+_NGRAM_SIZE = {"--spec-ngram-size-n": "size-n", "--spec-ngram-size-m": "size-m", "--spec-ngram-min-hits": "min-hits"}
 #: Every spelling of the draft model flag.
 DRAFT_MODEL_FLAGS = ("--spec-draft-model", "-md", "--model-draft")
 #: ``--spec-type`` values that draft with a model (``-md``); the rest are model-free (n-gram lookups).
@@ -43,17 +46,17 @@ class LlamaServerDialect(BaseServerDialect):
 
     name = "llama-server"
     health_path = "/health"
+    # Its start-up log (tools/server/server.cpp): the HTTP server is up first (/health: 503), then these.
     phase_markers: ClassVar[tuple[tuple[str, str], ...]] = (
-        ("loading model", r"srv\s+load_model: loading model|llama_model_loader: loaded meta data"),
-        ("loading draft model", r"loading draft model|common_speculative_init"),
-        ("creating context", r"llama_context: constructing|srv\s+load_model: initializing slots"),
-        ("serving", r"main: model loaded|starting the main loop|all slots are idle"),
+        ("loading model", r"load_model: loading model"),
+        ("loading draft model", r"loading draft model"),
+        ("creating slots", r"load_model: initializing, n_slots"),
+        ("serving", r"llama_server: model loaded|llama_server: listening on"),
     )
     fatal_patterns: ClassVar[tuple[str, ...]] = (
-        r"the argument has been removed",
         r"error while handling (argument|environment variable)",
-        r"error: invalid argument",
         r"failed to load model",
+        r"llama_server: exiting due to",
         r"couldn't bind HTTP server socket",
     )
     flush_path = None
@@ -65,7 +68,6 @@ class LlamaServerDialect(BaseServerDialect):
     default_port = 8080
     flag_separator = "-"
     removed_flags: ClassVar[dict[str, str]] = REMOVED_FLAGS
-    ngram_mod_flags: ClassVar[dict[str, str]] = NGRAM_MOD_FLAGS
     draft_model_flags: ClassVar[tuple[str, ...]] = DRAFT_MODEL_FLAGS
     # `tune init` suggests spec_type (the command's --spec-type against "none") and the knobs of the drafters the
     # command uses; ranges hold the server's defaults (common/common.h) and are widened to the command's values.
@@ -107,22 +109,36 @@ class LlamaServerDialect(BaseServerDialect):
     def token_count_request(self, text: str, model: str) -> dict[str, Any]:
         return {"content": text, "add_special": False}
 
+    @staticmethod
+    def replacement(flag: str, spec_types: Sequence[str]) -> str | None:
+        """The flag that replaces the removed ``flag`` for a command drafting with ``spec_types`` (None: unsure)."""
+        if flag in _DRAFT_LENGTH:
+            drafter = "ngram-mod" if "ngram-mod" in spec_types else "draft"
+            return f"--spec-{drafter}-{_DRAFT_LENGTH[flag]}"
+        if flag in _NGRAM_SIZE:
+            lookups = [t for t in spec_types if t in ("ngram-simple", "ngram-map-k", "ngram-map-k4v")]
+            if len(lookups) == 1:
+                return f"--spec-{lookups[0]}-{_NGRAM_SIZE[flag]}"
+            if not lookups and "ngram-mod" in spec_types and flag == "--spec-ngram-size-n":
+                return "--spec-ngram-mod-n-match"
+        return None
+
     def lint(self, space: SearchSpace) -> list[str]:
         problems = super().lint(space)
         for p in space.params:
             for flag in (p.flag, *p.aliases):
                 if flag in self.removed_flags:
-                    problems.append(
-                        f"[space.{p.name}] {flag}: llama-server removed it; use {self.removed_flags[flag]}"
-                    )
+                    problems.append(f"[space.{p.name}] {flag}: llama-server removed it; use {self.removed_flags[flag]}")
         return problems
 
     def command_problems(self, argv: Sequence[str]) -> list[str]:
+        types = spec_types(argv)
         problems = []
         for arg in argv:
             flag = arg.partition("=")[0]
             if flag in self.removed_flags:
-                problems.append(f"{flag}: llama-server removed it (it exits at start); use {self.removed_flags[flag]}")
+                use = self.replacement(flag, types) or self.removed_flags[flag]
+                problems.append(f"{flag}: llama-server removed it (it exits at start); use {use}")
         return problems
 
     def command_notes(self, argv: Sequence[str]) -> list[str]:
@@ -133,3 +149,14 @@ class LlamaServerDialect(BaseServerDialect):
         if "--metrics" not in flags:
             notes.append("no --metrics in the command: acceptance length is not measured (its counters are there)")
         return notes
+
+
+def spec_types(argv: Sequence[str]) -> list[str]:
+    """The drafters a llama-server command asks for (``--spec-type a,b``, possibly repeated; [] for none)."""
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        name, eq, inline = arg.partition("=")
+        if name == "--spec-type":
+            value = inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+            out += [t for t in value.split(",") if t and t != "none"]
+    return out
