@@ -117,7 +117,8 @@ def test_llama_server_study_validates_and_a_removed_flag_is_named(tmp_path: Path
     assert cfg.baseline == {"spec_type": "draft-simple", "draft_max": 16, "draft_min": 1, "draft_p_min": 0.0}
     off = render(cfg.space, base_spec(cfg.target), {"spec_type": "none"}).argv  # no speculation: its flags all gone
     assert not {"--spec-type", "--spec-draft-n-max", "--spec-draft-n-min"} & set(off) and "--metrics" in off
-    text = (ROOT / "studies" / "llama-server.toml").read_text().replace('"--spec-draft-n-min", "1"', '"--draft-min", "1"')
+    text = (ROOT / "studies" / "llama-server.toml").read_text()
+    text = text.replace('"--spec-draft-n-min", "1"', '"--draft-min", "1"')
     findings = [(f.ok, f.text) for f in dialect_findings(parse_config(text, source="old.toml", base_dir=tmp_path))]
     assert [f for f in findings if f[0] is False] == [
         (False, "[target] command: --draft-min: llama-server removed it (it exits at start); use --spec-draft-n-min")
