@@ -2,8 +2,11 @@
 
 The dialect is detected from the command (or ``--server``); the search space is what that dialect knows is
 tunable for speculative decoding and the command actually uses (DDTree budget / top-k / window / block size for
-SGLang, ``num_speculative_tokens`` inside vLLM's ``--speculative-config``, ``--draft_model_num_pred_tokens`` for
-llama-cpp-python), each range widened to hold the command's own value, which becomes the baseline trial.
+SGLang, ``num_speculative_tokens`` inside vLLM's ``--speculative-config``, ``--spec-type`` and the drafter's
+lengths for llama-server, ``--draft_model_num_pred_tokens`` for llama-cpp-python), each range widened to hold the
+command's own value, which becomes the baseline trial. A llama-server command is first brought up to date
+(:func:`llama_server_command`). The study asks for no more trials than the space holds configurations
+(:func:`configs_in_space`).
 """
 
 from __future__ import annotations
@@ -297,6 +300,21 @@ def _space_text(space: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+#: Trials `tune init` asks for, unless the space holds fewer configurations.
+DEFAULT_TRIALS = 20
+
+
+@dataclass(frozen=True, kw_only=True)
+class _StudyParts:
+    argv: list[str]
+    command: list[str]
+    env: dict[str, str]
+    dialect: BaseServerDialect
+    server: str
+    name: str
+    notes: list[str]
+
+
 def init_study_text(argv: list[str], *, server: str = "auto", name: str = "study") -> str:
     """A commented study file for ``argv`` (see the module docstring); raises ConfigError if none can be made."""
     return init_study(argv, server=server, name=name)[0]
@@ -326,21 +344,6 @@ def init_study(argv: list[str], *, server: str = "auto", name: str = "study") ->
     if configs is not None and configs < DEFAULT_TRIALS:
         text = _study_text(parts, space, trials=configs)
     return text, notes
-
-
-#: Trials `tune init` asks for, unless the space holds fewer configurations.
-DEFAULT_TRIALS = 20
-
-
-@dataclass(frozen=True, kw_only=True)
-class _StudyParts:
-    argv: list[str]
-    command: list[str]
-    env: dict[str, str]
-    dialect: BaseServerDialect
-    server: str
-    name: str
-    notes: list[str]
 
 
 def _constraints_text(dialect: BaseServerDialect, space: list[dict[str, Any]]) -> list[str]:
