@@ -14,8 +14,9 @@ if [ -n "$missing" ] && [ "$(id -u)" = "0" ]; then
   apt-get update -qq >/dev/null
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
 fi
-# A real inference server (llama-cpp-python + SmolLM2-135M) for tests/real: built once, then cached. Its tests
-# skip only when it is absent, so the set-up must not be: TUNE_REQUIRE_LLAMA turns a skip into a failure.
+# Real inference servers for tests/real (llama.cpp's llama-server and llama-cpp-python, from one build of the
+# llama.cpp sources, + SmolLM2-135M): built once, then cached. Their tests skip only when they are absent, so the
+# set-up must not be: TUNE_REQUIRE_LLAMA turns a skip into a failure.
 "$ROOT/scripts/setup-llama.sh"
 export TUNE_REQUIRE_LLAMA=1
 .venv/bin/ruff check tuner tests scripts

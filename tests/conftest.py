@@ -56,12 +56,15 @@ def process_service(tmp_path: Path) -> Iterator[Callable[[LaunchSpec], ProcessSe
 
 
 # Under pytest-xdist (`-n`, --dist loadgroup): the tests of one expensive session fixture run on one worker, so
-# each worker does not start its own llama.cpp server or run its own 6-trial report study.
+# each worker does not start its own llama.cpp server or run its own 6-trial report study. A file whose tests
+# share a server of their own (llama-server's) is a group apart, free to run beside its folder's.
 _GROUPS = {"real": "llama", "report": "report-study"}
+_FILE_GROUPS = {"test_llama_server.py": "llama-server"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         parts = Path(str(item.path)).relative_to(ROOT / "tests").parts
-        if len(parts) > 1 and parts[0] in _GROUPS:
-            item.add_marker(pytest.mark.xdist_group(_GROUPS[parts[0]]))
+        group = _FILE_GROUPS.get(parts[-1]) or (_GROUPS.get(parts[0]) if len(parts) > 1 else None)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))

@@ -1,11 +1,11 @@
-"""Acceptance from vLLM's Prometheus counters, differenced over a scenario."""
+"""Acceptance from vLLM's and llama-server's Prometheus counters, differenced over a scenario."""
 
 from __future__ import annotations
 
 import pytest
 
 from tuner.bench import ServerSnapshot, acceptance_between, parse_prometheus, prometheus_series
-from tuner.bench._server import _vllm_snapshot
+from tuner.bench._server import _llamacpp_snapshot, _vllm_snapshot
 
 BEFORE = """# TYPE vllm:spec_decode_num_drafts_total counter
 vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 100.0
@@ -82,3 +82,26 @@ def test_gauges_are_never_summed() -> None:
     assert accept == pytest.approx(4.5) and method == "gauge: last log interval"  # not 9.0
     accept, method = acceptance_between(ServerSnapshot(), ServerSnapshot(avg_accept=3.9))
     assert accept == pytest.approx(3.9) and method == "server_info: server-wide since boot, lagging"
+
+
+# llama-server's /metrics (with --metrics) after one 24-token request drafted by SmolLM2-135M for itself; its log
+# said "draft acceptance = 1.00000 (18 accepted / 18 generated), mean len = 4.60".
+LLAMACPP = """# HELP llamacpp:tokens_predicted_total Number of generation tokens processed
+# TYPE llamacpp:tokens_predicted_total counter
+llamacpp:tokens_predicted_total 24
+llamacpp:spec_decode_num_draft_tokens_total 18
+llamacpp:spec_decode_num_accepted_tokens_total 18
+llamacpp:spec_decode_num_drafts_total 5
+llamacpp:requests_processing 0
+llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 5
+llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="1"} 5
+"""
+IDLE = LLAMACPP.replace(" 24\n", " 0\n").replace(" 18\n", " 0\n").replace(" 5\n", " 0\n")
+
+
+def test_llama_server_accept_length_is_its_own_mean_len() -> None:
+    before, after = (_llamacpp_snapshot(parse_prometheus(t)) for t in (IDLE, LLAMACPP))
+    accept, method = acceptance_between(before, after)
+    assert accept == pytest.approx(4.60) and method == "counters"  # 1 + 18 / 5, as the server logged
+    assert acceptance_between(after, after) == (None, None)  # no drafts in between: speculation off
+

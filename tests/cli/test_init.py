@@ -9,6 +9,7 @@ import pytest
 
 from tuner.cli import main
 from tuner.config import load_config
+from tuner.space import count_configs
 
 SGLANG = [
     "env", "SGLANG_DDTREE_MAX_TOPK=8", "python3", "-m", "sglang.launch_server", "--model-path", "/m",
@@ -98,7 +99,7 @@ def test_ddtree_on_mainline_is_refused(tmp_path: Path, capsys: pytest.CaptureFix
     assert "DDTREE needs the DDTree branch (sgl-project/sglang PR #29907)" in capsys.readouterr().err
 
 
-def test_never_more_trials_than_the_space_holds() -> None:
+def test_llama_cpp_python_s_space_is_asked_for_once_per_config() -> None:
     from tuner.cli._init import init_study_text
 
     text = init_study_text(LLAMA, name="tiny")  # num_pred_tokens: 1..16 -> 16 configurations
@@ -147,3 +148,51 @@ def test_nothing_to_tune_is_a_clear_error(tmp_path: Path, capsys: pytest.Capture
     assert not (tmp_path / "x.toml").exists()
     assert main(["init", "--out", str(tmp_path / "x.toml")]) == 2
     assert "a launch command after --" in capsys.readouterr().err
+
+
+LLAMA_SERVER = ["/opt/llama.cpp/llama-server", "-m", "q.gguf", "-md", "d.gguf", "--draft-max", "16", "--port", "8081"]
+
+
+def test_llama_server_with_a_draft_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue's command: the removed --draft-max is renamed, the drafter switched on, the counters asked for."""
+    path = _init(tmp_path, LLAMA_SERVER)
+    out = capsys.readouterr().out
+    assert "note: --draft-max is --spec-draft-n-max now (llama-server removed --draft-max" in out
+    assert "note: added --spec-type draft-simple" in out and "note: added --metrics" in out
+    config = load_config(path)
+    assert config.dialect.name == "llama-server" and config.target.base_url == "http://127.0.0.1:8081"
+    assert config.target.command == (
+        "/opt/llama.cpp/llama-server", "-m", "q.gguf", "-md", "d.gguf", "--spec-draft-n-max", "16",
+        "--port", "8081", "--spec-type", "draft-simple", "--metrics",
+    )  # fmt: skip
+    assert config.baseline == {"spec_type": "draft-simple", "draft_max": 16, "draft_min": 0, "draft_p_min": 0.0}
+    assert config.space.by_name("spec_type").choices == ("draft-simple", "none")
+    assert [str(c) for c in config.space.constraints] == ["draft_min <= draft_max"]
+    # The drafter's knobs exist only while it drafts: "none" is one configuration, not 16 x 9 x 10.
+    assert config.space.violations({"spec_type": "none", "draft_min": 8, "draft_max": 1}) == []
+    assert config.space.violations({"spec_type": "draft-simple", "draft_min": 8, "draft_max": 1, "draft_p_min": 0.0})
+    assert config.dialect.lint(config.space) == [] and config.dialect.command_problems(config.target.command) == []
+    assert main(["init", "--out", str(tmp_path / "again.toml"), "--server", "llama-server", "--", *LLAMA_SERVER]) == 0
+
+
+def test_llama_server_model_free_drafter(tmp_path: Path) -> None:
+    """With --spec-type ngram-mod the removed flags mean the n-gram drafter's own lengths."""
+    argv = ["llama-server", "-m", "q.gguf", "--spec-type", "ngram-mod", "--draft-max", "32", "--metrics"]
+    config = load_config(_init(tmp_path, argv))
+    assert "--spec-ngram-mod-n-max" in config.target.command and "--draft-max" not in config.target.command
+    assert config.baseline == {"spec_type": "ngram-mod", "ngram_mod_n_max": 32, "ngram_mod_n_min": 48,
+                               "ngram_mod_n_match": 24}  # fmt: skip
+    assert config.target.command.count("--metrics") == 1
+
+
+def test_llama_server_without_a_drafter_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["init", "--out", str(tmp_path / "x.toml"), "--", "llama-server", "-m", "q.gguf"]) == 2
+    assert "speculative-decoding flag the llama-server dialect knows how to tune" in capsys.readouterr().err
+
+
+def test_never_more_trials_than_the_space_holds(tmp_path: Path) -> None:
+    """vLLM's num_speculative_tokens 1..8 is eight configurations: twenty trials would repeat them."""
+    config = load_config(_init(tmp_path, VLLM))
+    assert config.study.trials == count_configs(config.space) == 8
+    (tmp_path / "s").mkdir()
+    assert load_config(_init(tmp_path / "s", SGLANG)).study.trials == 20

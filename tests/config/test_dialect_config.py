@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tuner.config import load_config, parse_config
-from tuner.dialects import LlamaCppDialect, SGLangDialect, VLLMDialect
+from tuner.dialects import LlamaCppDialect, LlamaServerDialect, SGLangDialect, VLLMDialect
 from tuner.errors import ConfigError
 from tuner.space import render
 from tuner.target import base_spec
@@ -104,3 +104,22 @@ def test_lint_names_a_misspelt_json_key_and_wrong_flag_spelling(tmp_path: Path) 
     assert len(lines) == 2, lines
     assert any("key 'num_spec_tokens': not a --speculative-config key" in line for line in lines)
     assert any("--max_num_seqs: vllm flags join words with '-'" in line for line in lines)
+
+
+def test_llama_server_study_validates_and_a_removed_flag_is_named(tmp_path: Path) -> None:
+    """The shipped llama-server study passes `tune check`'s dialect items; the old --draft-max is caught there,
+    before a start that would exit with "the argument has been removed"."""
+    cfg = load_config(ROOT / "studies" / "llama-server.toml")
+    assert isinstance(cfg.dialect, LlamaServerDialect) and cfg.readiness.health_path == "/health"
+    assert [f.text for f in dialect_findings(cfg) if f.ok is not True] == [
+        "missing: no cache flush: repeats may reuse the prefix cache (prompts are unique per request)"
+    ]
+    assert cfg.baseline == {"spec_type": "draft-simple", "draft_max": 16, "draft_min": 1, "draft_p_min": 0.0}
+    off = render(cfg.space, base_spec(cfg.target), {"spec_type": "none"}).argv  # no speculation: its flags all gone
+    assert not {"--spec-type", "--spec-draft-n-max", "--spec-draft-n-min"} & set(off) and "--metrics" in off
+    text = (ROOT / "studies" / "llama-server.toml").read_text()
+    text = text.replace('"--spec-draft-n-min", "1"', '"--draft-min", "1"')
+    findings = [(f.ok, f.text) for f in dialect_findings(parse_config(text, source="old.toml", base_dir=tmp_path))]
+    assert [f for f in findings if f[0] is False] == [
+        (False, "[target] command: --draft-min: llama-server removed it (it exits at start); use --spec-draft-n-min")
+    ]

@@ -15,6 +15,7 @@ COMMANDS: dict[str, list[str]] = {
     "sglang": ["python3", "-m", "sglang.launch_server", "--model-path", "/m", "--port", "30000"],
     "vllm": ["vllm", "serve", "meta-llama/Llama-3.1-8B", "--port", "8000"],
     "llama.cpp": ["python3", "-m", "llama_cpp.server", "--model", "/m.gguf", "--port", "8000"],
+    "llama-server": ["/opt/llama.cpp/bin/llama-server", "-m", "/m.gguf", "--port", "8080"],
     "generic": ["/opt/bin/my-server", "--listen", "0.0.0.0:9000"],
 }
 
@@ -23,6 +24,8 @@ HELP = {
     "sglang": "  --model-path MODEL_PATH\n  --enable-metrics      Enable log prometheus metrics.\n",
     "vllm": "  --enable-prefix-caching, --no-enable-prefix-caching\n  --speculative-config SPECULATIVE_CONFIG\n",
     "llama.cpp": "  --model MODEL  The path to the model.\n  --flash_attn FLASH_ATTN  Use flash attention.\n",
+    "llama-server": "--metrics                               enable prometheus compatible metrics endpoint\n"
+    "-md,   --spec-draft-model, --model-draft FNAME  draft model for speculative decoding\n",
     "generic": "usage: my-server [--listen ADDR] [--verbose]\n",
 }
 

@@ -17,7 +17,7 @@ import time
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from tuner.bench._request import RequestRecord, StreamError, StreamEvents, timed_stream
+from tuner.bench._request import RequestRecord, StreamError, StreamEvents, resend_unanswered, timed_stream
 
 if TYPE_CHECKING:
     import aiohttp
@@ -84,8 +84,12 @@ async def stream_request_aiohttp(
     rec = RequestRecord(index=index, t_start=clock())
     events = StreamEvents(chat=api == "chat", keep_text=keep_text)
 
-    async def exchange() -> None:
+    answered = False
+
+    async def send() -> None:
+        nonlocal answered
         async with session.post(url, data=body, headers=headers, trace_request_ctx=rec) as resp:
+            answered = True
             if resp.status != 200:
                 text = (await resp.read())[:500].decode("utf-8", "replace")
                 raise StreamError(f"HTTP {resp.status}", text.strip() or (resp.reason or ""))
@@ -94,4 +98,17 @@ async def stream_request_aiohttp(
                 feed(chunk, clock())
             events.close()
 
+    async def exchange() -> None:
+        await resend_unanswered(send, answered=lambda: answered, stale=_stale_connection)
+
     return await timed_stream(rec, events, exchange, timeout_s=timeout_s, classify=_classify)
+
+
+def _stale_connection(exc: BaseException) -> bool:
+    """Whether aiohttp failed on a connection that was already closed ("Can not write request body", "Server
+    disconnected"), not on connecting (a server that is down)."""
+    import aiohttp
+
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return False
+    return isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError)

@@ -49,6 +49,7 @@ __all__ = [
     "StreamEvents",
     "build_body",
     "recount",
+    "resend_unanswered",
     "stream_request",
     "timed_stream",
 ]
@@ -181,6 +182,10 @@ def build_body(
     return json.dumps(body, separators=(",", ":")).encode()
 
 
+#: Times a request that failed on a connection the server had closed, before any answer, is sent again.
+RESENDS = 1
+
+
 def _classify(exc: BaseException) -> tuple[str, str]:
     """A short kind (for "12/32 requests failed (connection reset)") and a detail line."""
     detail = f"{type(exc).__name__}: {exc}".strip()
@@ -224,8 +229,12 @@ async def stream_request(
         if name == "http11.send_request_body.complete":
             rec.t_sent = clock()
 
-    async def exchange() -> None:
+    answered = False
+
+    async def send() -> None:
+        nonlocal answered
         async with client.stream("POST", url, content=body, headers=headers, extensions={"trace": trace}) as resp:
+            answered = True
             if resp.status_code != 200:
                 text = (await resp.aread())[:500].decode("utf-8", "replace")
                 raise StreamError(f"HTTP {resp.status_code}", text.strip() or resp.reason_phrase)
@@ -234,7 +243,38 @@ async def stream_request(
                 feed(chunk, clock())
             events.close()
 
+    async def exchange() -> None:
+        await resend_unanswered(send, answered=lambda: answered, stale=_stale_connection)
+
     return await timed_stream(rec, events, exchange, timeout_s=timeout_s, classify=_classify)
+
+
+def _stale_connection(exc: BaseException) -> bool:
+    """Whether httpx failed on a connection that was already closed (not on connecting: the server is down)."""
+    return isinstance(exc, httpx.RemoteProtocolError | httpx.WriteError | httpx.ReadError)
+
+
+async def resend_unanswered(
+    send: Callable[[], Awaitable[None]],
+    *,
+    answered: Callable[[], bool],
+    stale: Callable[[BaseException], bool],
+) -> None:
+    """Run ``send``; run it again, on a new connection, if it failed on a dead connection before any answer.
+
+    A server that closes a keep-alive connection right after a response (llama-server does, after a stream)
+    races the client's next request on it: the client may write before it has seen the close, and the request
+    fails at once, unread. Such a request is safe to send again (:data:`RESENDS` times; the failed connection is
+    dropped, so the next try opens a new one). One that got any byte of an answer (``answered``) is never resent:
+    the server worked on it, and its failure is the config's.
+    """
+    for attempt in range(RESENDS + 1):
+        try:
+            await send()
+            return
+        except Exception as exc:
+            if attempt == RESENDS or answered() or not stale(exc):
+                raise
 
 
 async def timed_stream(

@@ -20,7 +20,8 @@ Acceptance length of one scenario
 4. ``server_info`` alone (since boot): the cumulative average itself, when nothing else is there.
 5. ``None``: nothing usable. Never invented.
 
-Which endpoints are asked at all is the server dialect's (:mod:`tuner.dialects`); nothing for llama-cpp-python.
+Which endpoints are asked at all is the server dialect's (:mod:`tuner.dialects`): llama-server's ``llamacpp:``
+counters of the same names as vLLM's (with ``--metrics``) are read the same way; nothing for llama-cpp-python.
 """
 
 from __future__ import annotations
@@ -150,7 +151,8 @@ class ServerProbe:
                 state = states
         series = await self._read_metrics()
         if self._dialect.acceptance == "prometheus":
-            return _vllm_snapshot(_summed(series))
+            totals = _summed(series)
+            return _llamacpp_snapshot(totals) if _LLAMACPP_DRAFTS in totals else _vllm_snapshot(totals)
         generated = _counter(series, "sglang:generation_tokens_total")
         return ServerSnapshot(
             accepted=generated,
@@ -203,7 +205,8 @@ class ServerProbe:
         except httpx.HTTPError:
             return {}
         if r.status_code != 200:
-            if r.status_code in (404, 405):
+            # llama-server answers 501 when started without --metrics.
+            if r.status_code in (404, 405, 501):
                 self._metrics = False
             return {}
         return prometheus_series(r.text)
@@ -214,6 +217,23 @@ def _vllm_snapshot(metrics: dict[str, float]) -> ServerSnapshot:
     accepted = metrics.get("vllm:spec_decode_num_accepted_tokens_total")
     drafts = metrics.get("vllm:spec_decode_num_drafts_total")
     generated = metrics.get("vllm:generation_tokens_total")
+    if accepted is None or drafts is None:
+        return ServerSnapshot(generated=generated)
+    return ServerSnapshot(accepted=accepted + drafts, steps=drafts, generated=generated)
+
+
+_LLAMACPP_DRAFTS = "llamacpp:spec_decode_num_drafts_total"
+
+
+def _llamacpp_snapshot(metrics: dict[str, float]) -> ServerSnapshot:
+    """llama-server's counters (``--metrics``) as SGLang-style ones, as for vLLM: a draft is one verification step.
+
+    The server adds a request's figures to these counters when the request ends, so a snapshot after a pass
+    holds all of it; its own per-request log line ("mean len") is the same 1 + accepted / drafts.
+    """
+    accepted = metrics.get("llamacpp:spec_decode_num_accepted_tokens_total")
+    drafts = metrics.get(_LLAMACPP_DRAFTS)
+    generated = metrics.get("llamacpp:tokens_predicted_total")
     if accepted is None or drafts is None:
         return ServerSnapshot(generated=generated)
     return ServerSnapshot(accepted=accepted + drafts, steps=drafts, generated=generated)

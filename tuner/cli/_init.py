@@ -2,8 +2,11 @@
 
 The dialect is detected from the command (or ``--server``); the search space is what that dialect knows is
 tunable for speculative decoding and the command actually uses (DDTree budget / top-k / window / block size for
-SGLang, ``num_speculative_tokens`` inside vLLM's ``--speculative-config``, ``--draft_model_num_pred_tokens`` for
-llama-cpp-python), each range widened to hold the command's own value, which becomes the baseline trial.
+SGLang, ``num_speculative_tokens`` inside vLLM's ``--speculative-config``, ``--spec-type`` and the drafter's
+lengths for llama-server, ``--draft_model_num_pred_tokens`` for llama-cpp-python), each range widened to hold the
+command's own value, which becomes the baseline trial. A llama-server command is first brought up to date
+(:func:`llama_server_command`). The study asks for no more trials than the space holds configurations
+(:func:`tuner.space.count_configs`).
 """
 
 from __future__ import annotations
@@ -16,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from tuner.cli._init_sglang import drafter_block_size, versioned_dialect
-from tuner.dialects import SERVER_CHOICES, BaseServerDialect, get_dialect
+from tuner.dialects import SERVER_CHOICES, BaseServerDialect, LlamaServerDialect, get_dialect, spec_types
 from tuner.errors import ConfigError, TuneError
 
-__all__ = ["init_study_text", "register"]
+__all__ = ["init_study", "init_study_text", "llama_server_command", "register"]
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,8 +48,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     out: Path = args.out
     if out.exists():
         raise TuneError(f"{out} exists: tune init never overwrites a file (choose another --out)")
-    text = init_study_text(argv, server=args.server, name=args.name or out.stem, server_version=args.server_version)
+    text, notes = init_study(argv, server=args.server, name=args.name or out.stem, server_version=args.server_version)
     out.write_text(text)
+    for note in notes:
+        print(f"note: {note}")
     from tuner.config import load_config
 
     config = load_config(out)  # what we wrote must load; a bug here must not reach the user's night of trials
@@ -110,18 +115,76 @@ def _fit(entry: dict[str, Any], value: Any) -> dict[str, Any] | None:
     return e
 
 
+def _required(entry: dict[str, Any], argv: list[str]) -> bool:
+    """Whether the command has what ``entry['requires']`` asks for (see ``BaseServerDialect.tunable``)."""
+    need_flag, need_value = entry.get("requires", (None, None))
+    if need_flag is None:
+        return True
+    have = _flag_value(argv, need_flag)
+    if have is None or need_value is None:
+        return have is not None
+    if isinstance(need_value, tuple):
+        return any(v in need_value for v in have.split(","))
+    return bool(have == need_value)
+
+
 def suggest_space(dialect: BaseServerDialect, argv: list[str], env: dict[str, str]) -> list[dict[str, Any]]:
     out = []
     for entry in dialect.tunable_for(argv, env, trained_block_size=drafter_block_size(argv)):
-        need_flag, need_value = entry.get("requires", (None, None))
-        if need_flag is not None:
-            have = _flag_value(argv, need_flag)
-            if have is None or (need_value is not None and have != need_value):
-                continue
+        if not _required(entry, argv):
+            continue
         fitted = _fit(entry, _command_value(entry, argv, env))
         if fitted is not None:
             out.append(fitted)
+    if dialect.name == "llama-server":
+        out = llama_server_space(out, argv)
     return out
+
+
+def llama_server_command(argv: list[str]) -> tuple[list[str], list[str]]:
+    """A llama-server command as today's llama-server takes it, and a note for each change made.
+
+    Removed flags (``--draft-max`` ...) get their new names (``--spec-ngram-mod-n-*`` with ``--spec-type
+    ngram-mod``); a draft model without ``--spec-type`` gets ``draft-simple`` (alone it drafts nothing);
+    ``--metrics`` is added, since acceptance comes from its counters.
+    """
+    dialect = LlamaServerDialect
+    types = spec_types(argv)
+    out: list[str] = []
+    notes: list[str] = []
+    for arg in argv:
+        flag, eq, value = arg.partition("=")
+        new = dialect.replacement(flag, types) if flag in dialect.removed_flags else None
+        if flag in dialect.removed_flags and new is None:
+            notes.append(f"{flag}: llama-server removed it; use {dialect.removed_flags[flag]} (not changed)")
+        out.append(arg if new is None else new + eq + value)
+        if new is not None:
+            notes.append(f"{flag} is {new} now (llama-server removed {flag}: it exits at start)")
+    flags = {a.partition("=")[0] for a in out}
+    if flags.intersection(dialect.draft_model_flags) and "--spec-type" not in flags:
+        out += ["--spec-type", "draft-simple"]
+        notes.append("added --spec-type draft-simple: without it llama-server loads the draft model but drafts nothing")
+    if "--metrics" not in flags:
+        out.append("--metrics")
+        notes.append("added --metrics: the acceptance length comes from its speculative-decoding counters")
+    return out, notes
+
+
+def llama_server_space(entries: list[dict[str, Any]], argv: list[str]) -> list[dict[str, Any]]:
+    """The command's drafter against no speculation (``spec_type``), its knobs only while it drafts."""
+    spec = _flag_value(argv, "--spec-type")
+    if not spec or spec == "none":
+        return []
+    out = []
+    for entry in entries:
+        if entry["name"] == "spec_type":
+            entry = {**entry, "choices": [spec, "none"]}
+        else:
+            entry = {**entry, "when": {"spec_type": spec}}
+        out.append(entry)
+    return out
+
+
 
 
 def _toml(value: Any) -> str:
@@ -200,7 +263,9 @@ def _space_text(space: list[dict[str, Any]]) -> list[str]:
     lines = []
     for entry in space:
         lines.append(f"[space.{entry['name']}]")
-        lines.extend(f"{k} = {_toml(v)}" for k, v in entry.items() if k != "name")
+        lines.extend(f"{k} = {_toml(v)}" for k, v in entry.items() if k not in ("name", "when"))
+        if "when" in entry:
+            lines.append("when = { " + ", ".join(f"{k} = {_toml(v)}" for k, v in entry["when"].items()) + " }")
         lines.append("")
     return lines
 
@@ -214,8 +279,18 @@ def _constraints_text(dialect: BaseServerDialect, space: list[dict[str, Any]]) -
 
 def init_study_text(argv: list[str], *, server: str = "auto", name: str = "study", server_version: str = "auto") -> str:
     """A commented study file for ``argv`` (see the module docstring); raises ConfigError if none can be made."""
+    return init_study(argv, server=server, name=name, server_version=server_version)[0]
+
+
+def init_study(
+    argv: list[str], *, server: str = "auto", name: str = "study", server_version: str = "auto"
+) -> tuple[str, list[str]]:
+    """The study file's text, and a note for each change made to the command (said to the user too)."""
     command, env = _split_env(argv)
     dialect = versioned_dialect(get_dialect(server, command), command, env, server_version)
+    notes: list[str] = []
+    if dialect.name == "llama-server":
+        command, notes = llama_server_command(command)
     space = suggest_space(dialect, command, env)
     if not space:
         raise ConfigError(
@@ -228,6 +303,7 @@ def init_study_text(argv: list[str], *, server: str = "auto", name: str = "study
     conc = 1 if dialect.name == "llama.cpp" else 4  # llama-cpp-python serves one request at a time
     lines = [
         f"# Written by `tune init` from: {shlex.join(argv)}",
+        *(f"# {note}" for note in notes),
         f"# {dialect.describe()[0]}",
         *(f"# {m.strip()}" for m in dialect.describe()[1:]),
         "# Check it with `tune check --config THIS_FILE` (add --cycle for one restart), then `tune start`.",
@@ -237,6 +313,22 @@ def init_study_text(argv: list[str], *, server: str = "auto", name: str = "study
         _TRIALS_LINE,
         'on_exit = "baseline"      # put the base command back when the study ends',
         "",
+        *_target_text(dialect, command, env, server=server, server_version=server_version),
+        "[readiness]",
+        "timeout_s = 900           # weights of a big model take minutes to load",
+        "",
+        "# Suggested from the flags the server's dialect knows are tunable; the command's values are the baseline.",
+        *_space_text(space),
+        *_constraints_text(dialect, space),
+        _SCENARIOS.format(conc=conc, requests=4 * conc),
+    ]
+    return _with_trials("\n".join(lines)), notes
+
+
+def _target_text(
+    dialect: BaseServerDialect, command: list[str], env: dict[str, str], *, server: str, server_version: str
+) -> list[str]:
+    return [
         "[target]",
         f"server = {_toml(dialect.name)}" + ('       # detected; "auto" re-detects' if server == "auto" else ""),
         *([f"server_version = {_toml(server_version)}"] if server_version != "auto" else []),
@@ -246,15 +338,7 @@ def init_study_text(argv: list[str], *, server: str = "auto", name: str = "study
         f"command = {_toml(command)}",
         *([f"env = {{ {', '.join(f'{k} = {_toml(v)}' for k, v in env.items())} }}"] if env else []),
         "",
-        "[readiness]",
-        "timeout_s = 900           # weights of a big model take minutes to load",
-        "",
-        "# Suggested from the flags the server's dialect knows are tunable; the command's values are the baseline.",
-        *_space_text(space),
-        *_constraints_text(dialect, space),
-        _SCENARIOS.format(conc=conc, requests=4 * conc),
     ]
-    return _with_trials("\n".join(lines))
 
 
 _TRIALS_LINE = "trials = {trials}{why}"

@@ -1,9 +1,9 @@
-"""Server dialects: what differs between SGLang, vLLM, llama-cpp-python and a generic OpenAI server.
+"""Server dialects: what differs between SGLang, vLLM, llama.cpp's servers and a generic OpenAI server.
 
-``[target] server = "sglang" | "vllm" | "llama.cpp" | "generic" | "auto"`` chooses one; ``auto`` (the default)
-detects it from the launch command (``sglang.launch_server`` and the bundled ``tuner.sim`` are SGLang,
-``vllm serve`` / ``vllm.entrypoints`` vLLM, ``llama_cpp.server`` llama-cpp-python) and falls back to
-``generic``.
+``[target] server = "sglang" | "vllm" | "llama-server" | "llama.cpp" | "generic" | "auto"`` chooses one;
+``auto`` (the default) detects it from the launch command (``sglang.launch_server`` and the bundled
+``tuner.sim`` are SGLang, ``vllm serve`` / ``vllm.entrypoints`` vLLM, ``llama-server`` llama.cpp's C++ server,
+``llama_cpp.server`` llama-cpp-python's Python server) and falls back to ``generic``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from tuner.dialects._base import BaseServerDialect
 from tuner.dialects._flagtable import FlagOption, FlagTable, known_tables, server_argv, sglang_table
 from tuner.dialects._generic import GenericDialect
 from tuner.dialects._llamacpp import LlamaCppDialect
+from tuner.dialects._llamaserver import LlamaServerDialect, spec_types
 from tuner.dialects._sglang import SGLangDialect, replace_version
 from tuner.dialects._sglang_check import Verdict, check_command, flag_spellings, metrics_verdict, spelling_verdict
 from tuner.dialects._sglang_versions import (
@@ -43,6 +44,7 @@ __all__ = [
     "FlagTable",
     "GenericDialect",
     "LlamaCppDialect",
+    "LlamaServerDialect",
     "SGLangDialect",
     "SGLangVersion",
     "VLLMDialect",
@@ -60,13 +62,14 @@ __all__ = [
     "server_argv",
     "sglang_table",
     "sglang_version",
+    "spec_types",
     "spelling_verdict",
     "version_from_help",
     "version_from_output",
 ]
 
 DIALECTS: dict[str, type[BaseServerDialect]] = {
-    cls.name: cls for cls in (SGLangDialect, VLLMDialect, LlamaCppDialect, GenericDialect)
+    cls.name: cls for cls in (SGLangDialect, VLLMDialect, LlamaServerDialect, LlamaCppDialect, GenericDialect)
 }
 SERVER_CHOICES = ("auto", *DIALECTS)
 

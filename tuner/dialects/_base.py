@@ -54,7 +54,10 @@ class BaseServerDialect(abc.ABC):
     """The JSON-valued flags this server takes and the keys each object knows."""
     tunable: ClassVar[tuple[dict[str, Any], ...]] = ()
     """Speculative-decoding knobs `tune init` suggests: one [space.NAME] table each (``name`` + its keys), and
-    ``requires`` = (flag, value or None): suggested only when the launch command has that flag (with that value)."""
+    ``requires`` = (flag, value or None): suggested only when the launch command has that flag (with that value;
+    a tuple of values: with one of them in the flag's comma-separated list)."""
+    tunable_constraints: ClassVar[tuple[tuple[str, str, str], ...]] = ()
+    """``(left, op, right)`` between :attr:`tunable` knobs, written by `tune init` when both are suggested."""
 
     def __init__(self, *, reason: str = "") -> None:
         self.reason = reason
@@ -72,8 +75,8 @@ class BaseServerDialect(abc.ABC):
         return self.tunable
 
     def constraints_for(self, names: Sequence[str]) -> list[tuple[str, str, str]]:
-        """``(left, op, right)`` constraints between the suggested knobs ``names`` (``tune init``)."""
-        return []
+        """The :attr:`tunable_constraints` between knobs that are all among the suggested ``names`` (``tune init``)."""
+        return [c for c in self.tunable_constraints if c[0] in names and c[2] in names]
 
     def bool_args(self, flag: str, value: bool) -> list[str]:
         """The argv elements for a boolean flag set to ``value`` (maybe none)."""
@@ -116,6 +119,14 @@ class BaseServerDialect(abc.ABC):
                         f"[space.{p.name}] key {p.key!r}: not a {p.json_flag} key (known: {', '.join(sorted(keys))})"
                     )
         return problems
+
+    def command_problems(self, argv: Sequence[str]) -> list[str]:
+        """What in the launch command this server rejects at start (a removed flag, ...), each in words."""
+        return []
+
+    def command_notes(self, argv: Sequence[str]) -> list[str]:
+        """What in the launch command this server would ignore, or what it lacks for `tune` to measure it."""
+        return []
 
     def missing(self) -> list[str]:
         """Each capability this server lacks, and what `tune` does instead."""

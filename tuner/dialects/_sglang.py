@@ -48,6 +48,7 @@ class SGLangDialect(BaseServerDialect):
     bool_style = "switch"
     flag_separator = "-"
     default_port = 30000
+    tunable_constraints = DFLASH_CONSTRAINTS
     tunable = (
         {
             "name": "budget",
@@ -109,9 +110,6 @@ class SGLangDialect(BaseServerDialect):
         """The knobs for this command on this version: flags the version lacks are left out, a deprecated
         spelling in the command is read as the knob's value, the block size reaches the drafter's trained one."""
         return fit_knobs(self.tunable, argv, self.version, trained_block_size=trained_block_size)
-
-    def constraints_for(self, names: Sequence[str]) -> list[tuple[str, str, str]]:
-        return [c for c in DFLASH_CONSTRAINTS if c[0] in names and c[2] in names]
 
     def __repr__(self) -> str:
         version = f"version={self.version.name!r}" if self.version else ""

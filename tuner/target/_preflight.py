@@ -74,8 +74,11 @@ def dialect_findings(config: StudyConfig) -> Iterator[Finding]:
     for line in lines[1:]:
         yield Finding(ok=None if line.strip().startswith("missing:") else True, text=line.strip())
     problems = config.dialect.lint(config.space)
+    problems += [f"[target] command: {p}" for p in config.dialect.command_problems(config.target.command)]
     for problem in problems:
         yield Finding(ok=False, text=problem)
+    for note in config.dialect.command_notes(config.target.command):
+        yield Finding(ok=None, text=f"[target] command: {note}")
     if not problems:
         yield Finding(ok=True, text=f"the search space is written the way {config.dialect.name} expects")
 

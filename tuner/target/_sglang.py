@@ -27,9 +27,9 @@ from tuner.dialects import (
     version_from_output,
 )
 from tuner.errors import ConfigError, HostError
+from tuner.spec import program_part
 from tuner.target.hosts import BaseHost
 from tuner.target.services import Finding
-from tuner.spec import program_part
 
 __all__ = ["detect_version", "help_findings", "judged_flags", "require_flags", "table_findings", "version_findings"]
 

@@ -1,0 +1,162 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from tuner.dialects._base import BaseServerDialect
+from tuner.space import SearchSpace
+
+__all__ = ["LlamaServerDialect", "spec_types"]
+
+#: Flags llama-server has removed (it exits with "the argument has been removed. use ..."): old -> what it says
+#: to use instead (common/arg.cpp). :meth:`LlamaServerDialect.replacement` picks one for a given command.
+REMOVED_FLAGS: dict[str, str] = {
+    "--draft": "--spec-draft-n-max or --spec-ngram-mod-n-max",
+    "--draft-n": "--spec-draft-n-max or --spec-ngram-mod-n-max",
+    "--draft-max": "--spec-draft-n-max or --spec-ngram-mod-n-max",
+    "--draft-min": "--spec-draft-n-min or --spec-ngram-mod-n-min",
+    "--draft-n-min": "--spec-draft-n-min or --spec-ngram-mod-n-min",
+    "--spec-ngram-size-n": "the respective --spec-ngram-*-size-n or --spec-ngram-mod-n-match",
+    "--spec-ngram-size-m": "the respective --spec-ngram-*-size-m",
+    "--spec-ngram-min-hits": "the respective --spec-ngram-*-min-hits",
+}
+_DRAFT_LENGTH = {"--draft": "n-max", "--draft-n": "n-max", "--draft-max": "n-max", "--draft-min": "n-min",
+                 "--draft-n-min": "n-min"}  # fmt: skip
+_NGRAM_SIZE = {"--spec-ngram-size-n": "size-n", "--spec-ngram-size-m": "size-m", "--spec-ngram-min-hits": "min-hits"}
+#: Every spelling of the draft model flag.
+DRAFT_MODEL_FLAGS = ("--spec-draft-model", "-md", "--model-draft")
+#: ``--spec-type`` values that draft with a model (``-md``); the rest are model-free (n-gram lookups).
+MODEL_DRAFTERS = ("draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark")
+MODEL_FREE_DRAFTERS = ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
+
+
+class LlamaServerDialect(BaseServerDialect):
+    """llama.cpp's own C++ server, ``llama-server`` (not llama-cpp-python's Python server: that is ``llama.cpp``).
+
+    Read from the llama.cpp sources llama-cpp-python 0.3.36 vendors (``tools/server``, ``common/arg.cpp``) and
+    checked against a build of them. ``/health`` answers 503 while the model loads; streams carry ``usage`` and,
+    in their last chunk, the request's ``timings`` (``draft_n`` / ``draft_n_accepted`` when it drafted);
+    with ``--metrics``, ``/metrics`` has the counters ``llamacpp:spec_decode_num_drafts_total`` (verification
+    steps) and ``llamacpp:spec_decode_num_accepted_tokens_total``: a scenario's acceptance length is
+    1 + delta(accepted) / delta(drafts), the server's own "mean len". Speculation is ``--spec-type`` (default
+    ``none``: a draft model given with ``-md`` alone drafts nothing) with ``--spec-draft-n-max`` /
+    ``--spec-draft-n-min`` / ``--spec-draft-p-min``. Booleans are ``--flag`` / ``--no-flag``; every flag has an
+    environment twin (``LLAMA_ARG_...``) that the command line overrides.
+    """
+
+    name = "llama-server"
+    health_path = "/health"
+    # Its start-up log (tools/server/server.cpp): the HTTP server is up first (/health: 503), then these.
+    phase_markers: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("loading model", r"load_model: loading model"),
+        ("loading draft model", r"loading draft model"),
+        ("creating slots", r"load_model: initializing, n_slots"),
+        ("serving", r"llama_server: model loaded|llama_server: listening on"),
+    )
+    fatal_patterns: ClassVar[tuple[str, ...]] = (
+        r"error while handling (argument|environment variable)",
+        r"failed to load model",
+        r"llama_server: exiting due to",
+        r"couldn't bind HTTP server socket",
+    )
+    flush_path = None
+    acceptance = "prometheus"
+    metrics_path = "/metrics"
+    stream_usage = True
+    tokenize_path = "/tokenize"
+    bool_style = "negatable"
+    default_port = 8080
+    flag_separator = "-"
+    removed_flags: ClassVar[dict[str, str]] = REMOVED_FLAGS
+    draft_model_flags: ClassVar[tuple[str, ...]] = DRAFT_MODEL_FLAGS
+    # `tune init` suggests spec_type (the command's --spec-type against "none") and the knobs of the drafters the
+    # command uses; ranges hold the server's defaults (common/common.h) and are widened to the command's values.
+    tunable = (
+        {
+            "name": "spec_type",
+            "type": "categorical",
+            "choices": ["draft-simple", "none"],
+            "flag": "--spec-type",
+            "absent": "none",
+            "requires": ("--spec-type", None),
+        },
+        {"name": "draft_max", "type": "int", "low": 1, "high": 16, "flag": "--spec-draft-n-max", "default": 3,
+         "requires": ("--spec-type", MODEL_DRAFTERS)},
+        {"name": "draft_min", "type": "int", "low": 0, "high": 8, "flag": "--spec-draft-n-min", "default": 0,
+         "requires": ("--spec-type", MODEL_DRAFTERS)},
+        {"name": "draft_p_min", "type": "float", "low": 0.0, "high": 0.9, "step": 0.1, "flag": "--spec-draft-p-min",
+         "aliases": ["--draft-p-min"], "default": 0.0, "requires": ("--spec-type", MODEL_DRAFTERS)},
+        {"name": "ngram_mod_n_max", "type": "int", "low": 8, "high": 64, "step": 8, "flag": "--spec-ngram-mod-n-max",
+         "default": 64, "requires": ("--spec-type", ("ngram-mod",))},
+        {"name": "ngram_mod_n_min", "type": "int", "low": 0, "high": 48, "step": 8, "flag": "--spec-ngram-mod-n-min",
+         "default": 48, "requires": ("--spec-type", ("ngram-mod",))},
+        {"name": "ngram_mod_n_match", "type": "int", "low": 4, "high": 32, "step": 4,
+         "flag": "--spec-ngram-mod-n-match", "default": 24, "requires": ("--spec-type", ("ngram-mod",))},
+        {"name": "ngram_size_n", "type": "int", "low": 1, "high": 16, "flag": "--spec-ngram-simple-size-n",
+         "default": 12, "requires": ("--spec-type", ("ngram-simple",))},
+        {"name": "ngram_size_m", "type": "int", "low": 4, "high": 64, "step": 4, "flag": "--spec-ngram-simple-size-m",
+         "default": 48, "requires": ("--spec-type", ("ngram-simple",))},
+    )  # fmt: skip
+    tunable_constraints = (("draft_min", "<=", "draft_max"), ("ngram_mod_n_min", "<=", "ngram_mod_n_max"))
+
+    @classmethod
+    def matches(cls, argv: Sequence[str]) -> str | None:
+        for arg in argv:
+            if arg.rsplit("/", 1)[-1] == "llama-server":
+                return "llama-server"
+        return None
+
+    def token_count_request(self, text: str, model: str) -> dict[str, Any]:
+        return {"content": text, "add_special": False}
+
+    @staticmethod
+    def replacement(flag: str, spec_types: Sequence[str]) -> str | None:
+        """The flag that replaces the removed ``flag`` for a command drafting with ``spec_types`` (None: unsure)."""
+        if flag in _DRAFT_LENGTH:
+            drafter = "ngram-mod" if "ngram-mod" in spec_types else "draft"
+            return f"--spec-{drafter}-{_DRAFT_LENGTH[flag]}"
+        if flag in _NGRAM_SIZE:
+            lookups = [t for t in spec_types if t in ("ngram-simple", "ngram-map-k", "ngram-map-k4v")]
+            if len(lookups) == 1:
+                return f"--spec-{lookups[0]}-{_NGRAM_SIZE[flag]}"
+            if not lookups and "ngram-mod" in spec_types and flag == "--spec-ngram-size-n":
+                return "--spec-ngram-mod-n-match"
+        return None
+
+    def lint(self, space: SearchSpace) -> list[str]:
+        problems = super().lint(space)
+        for p in space.params:
+            for flag in (p.flag, *p.aliases):
+                if flag in self.removed_flags:
+                    problems.append(f"[space.{p.name}] {flag}: llama-server removed it; use {self.removed_flags[flag]}")
+        return problems
+
+    def command_problems(self, argv: Sequence[str]) -> list[str]:
+        types = spec_types(argv)
+        problems = []
+        for arg in argv:
+            flag = arg.partition("=")[0]
+            if flag in self.removed_flags:
+                use = self.replacement(flag, types) or self.removed_flags[flag]
+                problems.append(f"{flag}: llama-server removed it (it exits at start); use {use}")
+        return problems
+
+    def command_notes(self, argv: Sequence[str]) -> list[str]:
+        flags = {a.partition("=")[0] for a in argv}
+        notes = []
+        if flags.intersection(self.draft_model_flags) and "--spec-type" not in flags:
+            notes.append("a draft model (-md) without --spec-type drafts nothing: add --spec-type draft-simple")
+        if "--metrics" not in flags:
+            notes.append("no --metrics in the command: acceptance length is not measured (its counters are there)")
+        return notes
+
+
+def spec_types(argv: Sequence[str]) -> list[str]:
+    """The drafters a llama-server command asks for (``--spec-type a,b``, possibly repeated; [] for none)."""
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        name, eq, inline = arg.partition("=")
+        if name == "--spec-type":
+            value = inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+            out += [t for t in value.split(",") if t and t != "none"]
+    return out
