@@ -212,31 +212,26 @@ class ServerProbe:
         return prometheus_series(r.text)
 
 
-def _vllm_snapshot(metrics: dict[str, float]) -> ServerSnapshot:
-    """vLLM's counters as SGLang-style ones: every draft verified is one step that also yields a bonus token."""
-    accepted = metrics.get("vllm:spec_decode_num_accepted_tokens_total")
-    drafts = metrics.get("vllm:spec_decode_num_drafts_total")
-    generated = metrics.get("vllm:generation_tokens_total")
+def _drafts_snapshot(metrics: dict[str, float], *, prefix: str, generated: str) -> ServerSnapshot:
+    """Draft counters (vLLM's ``vllm:``, llama-server's ``llamacpp:``) as SGLang-style ones: every draft verified
+    is one step that also yields a bonus token, so acceptance = 1 + accepted / drafts. Both servers add a request's
+    figures when it ends (llama-server's per-request log line "mean len" is the same figure)."""
+    accepted = metrics.get(f"{prefix}:spec_decode_num_accepted_tokens_total")
+    drafts = metrics.get(f"{prefix}:spec_decode_num_drafts_total")
     if accepted is None or drafts is None:
-        return ServerSnapshot(generated=generated)
-    return ServerSnapshot(accepted=accepted + drafts, steps=drafts, generated=generated)
+        return ServerSnapshot(generated=metrics.get(generated))
+    return ServerSnapshot(accepted=accepted + drafts, steps=drafts, generated=metrics.get(generated))
+
+
+def _vllm_snapshot(metrics: dict[str, float]) -> ServerSnapshot:
+    return _drafts_snapshot(metrics, prefix="vllm", generated="vllm:generation_tokens_total")
 
 
 _LLAMACPP_DRAFTS = "llamacpp:spec_decode_num_drafts_total"
 
 
 def _llamacpp_snapshot(metrics: dict[str, float]) -> ServerSnapshot:
-    """llama-server's counters (``--metrics``) as SGLang-style ones, as for vLLM: a draft is one verification step.
-
-    The server adds a request's figures to these counters when the request ends, so a snapshot after a pass
-    holds all of it; its own per-request log line ("mean len") is the same 1 + accepted / drafts.
-    """
-    accepted = metrics.get("llamacpp:spec_decode_num_accepted_tokens_total")
-    drafts = metrics.get(_LLAMACPP_DRAFTS)
-    generated = metrics.get("llamacpp:tokens_predicted_total")
-    if accepted is None or drafts is None:
-        return ServerSnapshot(generated=generated)
-    return ServerSnapshot(accepted=accepted + drafts, steps=drafts, generated=generated)
+    return _drafts_snapshot(metrics, prefix="llamacpp", generated="llamacpp:tokens_predicted_total")
 
 
 def _counted(before: ServerSnapshot, after: ServerSnapshot) -> float | None:
