@@ -12,14 +12,43 @@ __all__ = ["main"]
 _COMMAND_MODULES = ("_study", "_sim", "_bench", "_remote", "_report", "_init")
 
 
+class _HelpWithDefaults(argparse.HelpFormatter):
+    """``(default: X)`` after every option whose default means something and whose help does not say it already
+    (argparse's own ArgumentDefaultsHelpFormatter would add ``(default: None)`` to every optional flag too)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or default in (None, False, argparse.SUPPRESS)
+            or "default" in text
+            or isinstance(action, argparse._HelpAction | argparse._VersionAction)
+        ):
+            return action.help
+        return f"{text} (default: %(default)s)".lstrip()
+
+
+class _RawWithDefaults(_HelpWithDefaults, argparse.RawDescriptionHelpFormatter):
+    """The same, for commands whose description is laid out by hand."""
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from tuner import __version__
+
     parser = argparse.ArgumentParser(
         prog="tune",
         description="Find the fastest correct launch configuration of a speculative-decoding LLM server.",
     )
+    parser.add_argument("--version", action="version", version=f"tune {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in _COMMAND_MODULES:
         importlib.import_module(f"tuner.cli.{name}").register(sub)
+    for command in sub.choices.values():
+        if command.formatter_class is argparse.HelpFormatter:
+            command.formatter_class = _HelpWithDefaults
+        elif command.formatter_class is argparse.RawDescriptionHelpFormatter:
+            command.formatter_class = _RawWithDefaults
     return parser
 
 
@@ -43,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         # The simulator owns its whole command line (it mimics sglang.launch_server's argparse exactly).
         from tuner.sim import main as sim_main
 
-        return sim_main(args_list[1:])
+        return sim_main(args_list[1:], prog="tune sim")
     args = build_parser().parse_args(args_list)
     _quiet_optuna()
     try:

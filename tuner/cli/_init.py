@@ -28,7 +28,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--out", metavar="FILE", type=Path, default=Path("study.toml"), help="(default: study.toml)")
+    p.add_argument(
+        "--out", metavar="FILE", type=Path, default=Path("study.toml"), help="the study file to write (never replaced)"
+    )
     p.add_argument("--server", choices=SERVER_CHOICES, default="auto", help="the server dialect (default: detect)")
     p.add_argument("--name", metavar="NAME", help="study name (default: the file name)")
     p.add_argument("launch", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the server's launch command")

@@ -15,7 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
     p = sub.add_parser("dashboard", help="optuna-dashboard on the study, with infeasible trials marked")
     add_study_args(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
-    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--port", type=_port, default=8080, help="TCP port to listen on")
     p.set_defaults(func=_dashboard)
 
     p = sub.add_parser("report", help="a Markdown report with plots: best config, speed-ups, failures")
@@ -30,8 +30,23 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
     which = p.add_mutually_exclusive_group()
     which.add_argument("--best", action="store_true", help="the recommended trial (the default)")
     which.add_argument("--trial", type=int, metavar="N", help="trial N instead (warned about when not recommended)")
-    p.add_argument("--format", choices=("dropin", "command", "json"), default="command")
+    p.add_argument(
+        "--format",
+        choices=("dropin", "command", "json"),
+        default="command",
+        help="dropin: a systemd drop-in; command: one shell line; json: the trial, its figures and launch",
+    )
     p.set_defaults(func=_export)
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number from 1 to 65535, got {port}")
+    return port
 
 
 def _open(args: argparse.Namespace) -> tuple[Any, Any, str]:

@@ -18,7 +18,8 @@ class ProcessIdentity:
     started: str
 
     def __str__(self) -> str:
-        return f"pid {self.pid} (started {self.started})"
+        # The start token tells processes apart for tune; to a person it is a meaningless clock-tick count.
+        return f"pid {self.pid}"
 
 
 @dataclass(frozen=True, kw_only=True)
