@@ -41,19 +41,27 @@ def cmd_init(args: argparse.Namespace) -> int:
     argv = args.launch[1:] if args.launch[:1] == ["--"] else list(args.launch)
     if not argv:
         raise ConfigError(file=None, key="tune init", expected="a launch command after --, e.g. -- vllm serve M")
+    from tuner.cli._output import output_file, writing
+    from tuner.config import load_config
+    from tuner.report import tune_command
+
     out: Path = args.out
     if out.exists():
         raise TuneError(f"{out} exists: tune init never overwrites a file (choose another --out)")
+    output_file(out, option="--out")
     text = init_study_text(argv, server=args.server, name=args.name or out.stem)
-    out.write_text(text)
-    from tuner.config import load_config
+    with writing(out, what=f"cannot write {out}"):
+        out.write_text(text)
 
     config = load_config(out)  # what we wrote must load; a bug here must not reach the user's night of trials
     print(
         f"wrote {out}: {config.dialect.name} server, {len(config.space.params)} tuned parameter(s), baseline "
         + ", ".join(f"{k}={v}" for k, v in config.baseline.items())
     )
-    print(f"next: tune check --config {out} && tune start --config {out} --trials {config.study.trials}")
+    def command(verb: str) -> str:
+        return tune_command(verb, config, storage=config.study.storage, study=config.study.name)
+
+    print(f"next: {command('check')} && {command(f'start --trials {config.study.trials}')}")
     return 0
 
 

@@ -57,6 +57,7 @@ def _open(args: argparse.Namespace) -> tuple[Any, Any, str]:
 
 
 def _dashboard(args: argparse.Namespace) -> int:
+    from tuner.errors import EnvironmentFault
     from tuner.report import DashboardServer, write_study_note
     from tuner.trials import storage_of
 
@@ -67,13 +68,19 @@ def _dashboard(args: argparse.Namespace) -> int:
         from optuna.artifacts import FileSystemArtifactStore
 
         store = FileSystemArtifactStore(str(config.study.artifacts_dir))
-    server = DashboardServer(
-        storage=storage_of(study),
-        artifact_store=store,
-        host=args.host,
-        port=args.port,
-        configs={study.study_name: config},
-    )
+    try:
+        server = DashboardServer(
+            storage=storage_of(study),
+            artifact_store=store,
+            host=args.host,
+            port=args.port,
+            configs={study.study_name: config},
+        )
+    except OSError as exc:  # the port is taken, or the address is not this machine's
+        raise EnvironmentFault(
+            f"the dashboard cannot listen on {args.host}:{args.port}: {(exc.strerror or str(exc)).lower()} "
+            "(choose another --port or --host)"
+        ) from None
     print(
         f"optuna-dashboard for {storage} (study {study.study_name}) at {server.url}/dashboard  (Ctrl-C stops)",
         file=sys.stderr,
@@ -90,11 +97,13 @@ def _dashboard(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from tuner.cli._output import output_dir, writing
     from tuner.report import build_report
 
     config, study, storage = _open(args)
-    out = args.out or config.base_dir / "runs" / study.study_name / "report"
-    report = build_report(study, config, Path(out), storage=storage)
+    out = output_dir(Path(args.out or config.base_dir / "runs" / study.study_name / "report"), option="--out")
+    with writing(out, what=f"cannot write the report to {out}"):
+        report = build_report(study, config, out, storage=storage)
     print(report.path)
     for name, why in report.skipped.items():
         print(f"  {name}: not drawn ({why})", file=sys.stderr)
