@@ -111,6 +111,10 @@ class BaseService(abc.ABC):
     def read_log(self, cursor: str) -> LogChunk:
         """Log text written after ``cursor`` (from :class:`Restarted` or a previous chunk)."""
 
+    def log_location(self) -> str | None:
+        """Where a person reads the current (or last) server's whole log: a path, or a command; None if nowhere."""
+        return None
+
     @abc.abstractmethod
     def running_spec(self) -> LaunchSpec | None:
         """The argv and environment the live process really has, or None when nothing runs."""

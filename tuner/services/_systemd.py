@@ -576,6 +576,10 @@ class SystemdService(BaseService):
             after = lines.pop()[len("-- cursor: ") :].strip()
         return LogChunk(text="".join(lines), cursor=f"{match}|{after}")
 
+    def log_location(self) -> str | None:
+        where = "" if self._host.name == "local" else f" on {self._host.name}"
+        return f"`journalctl -u {self.unit}`{where}"
+
     # -- what really runs ------------------------------------------------------------------------------------
 
     def running_spec(self) -> LaunchSpec | None:

@@ -491,7 +491,7 @@ def _failure_words(failure: TrialFailure) -> str:
     if isinstance(failure, RegressionPruned):
         return f"pruned: slower than the best ({failure.reason})"
     kind = failure_outcome(str(failure.phase), environment=failure.kind == ENVIRONMENT)
-    return f"{outcome_words(kind)} [{failure.phase}] {failure.reason}"
+    return f"{outcome_words(kind)} {failure}"
 
 
 def _rejected(study: optuna.Study, trial: optuna.Trial, config: StudyConfig, params: dict[str, Value]) -> bool:

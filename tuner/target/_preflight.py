@@ -96,6 +96,16 @@ def _flags(config: StudyConfig, host: BaseHost, program: list[str]) -> Iterator[
         return
     text = (result.stdout + result.stderr) if result is not None else ""
     listed = config.dialect.listed_flags(text)
+    if result is not None and not result.ok and not listed:
+        # The program cannot even print its help (a missing module, an import error): it cannot start either.
+        said = [line.strip() for line in (result.stderr or result.stdout).splitlines() if line.strip()]
+        why = f": {said[-1][:300]}" if said else ""
+        yield Finding(
+            ok=False,
+            text=f"`{' '.join(help_cmd)}` failed (exit status {result.exit_status}){why} "
+            "([target] check_flags = false skips this for a server without --help)",
+        )
+        return
     if result is None or not result.ok or not listed:
         yield Finding(ok=None, text=f"`{' '.join(help_cmd)}` gave no flag list: cannot verify the space's flags")
         return
