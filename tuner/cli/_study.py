@@ -127,9 +127,10 @@ def _resume(args: argparse.Namespace) -> int:
     storage = args.storage or load_config(DEFAULT_CONFIG).study.storage
     with storage_faults(storage):
         config = config_from_study(storage, args.study)
+        trials = args.trials if args.trials is not None else _started_with(storage, args.study or config.study.name)
     summary = run_study(
         config,
-        trials=args.trials,
+        trials=trials,
         storage=storage,
         study_name=args.study or config.study.name,
         preflight=not args.skip_preflight,
@@ -138,13 +139,23 @@ def _resume(args: argparse.Namespace) -> int:
     return 0
 
 
+def _started_with(storage: str, name: str) -> int | None:
+    """The trial target the study was last run to (None: none recorded, or a run to a deadline)."""
+    from tuner.study import load_existing
+    from tuner.study._budget import UNTIL_DEADLINE
+    from tuner.trials import attrs
+
+    target = load_existing(storage, name).user_attrs.get(attrs.TARGET_TRIALS)
+    return target if isinstance(target, int) and 0 < target < UNTIL_DEADLINE else None
+
+
 def _finish(args: argparse.Namespace) -> int:
     """``tune finish``: the study loop with nothing left to run: the confirmation and the gate, if not done."""
     from tuner.study import run_study
 
     config, storage, name = study_location(args)
     summary = run_study(config, trials=0, storage=storage, study_name=name)
-    _print_end(config, summary)
+    _print_end(config, summary, more=False)
     return 0
 
 
@@ -174,8 +185,9 @@ def _deadline(args: argparse.Namespace) -> float | None:
     return None
 
 
-def _print_end(config: Any, summary: Any) -> None:
-    """The end of a run in at most six lines: what ran, the recommendation, its launch command, how to deploy."""
+def _print_end(config: Any, summary: Any, *, more: bool = True) -> None:
+    """The end of a run in at most seven lines: what ran (and, for a study that was complete already, how to run
+    more: ``more``), the recommendation, its launch command, how to deploy."""
     from tuner.report import launch_spec, recommendation_lines, tune_command
     from tuner.study import load_existing
     from tuner.study._budget import UNTIL_DEADLINE
@@ -185,6 +197,8 @@ def _print_end(config: Any, summary: Any) -> None:
     space = f"; all {summary.space_size} configs of the space were measured" if summary.exhausted else ""
     ran = f"{summary.ran} run now, {summary.seconds:.0f} s"
     print(f"study {summary.study_name}: {summary.counted}{of} trials ({ran}){space}")
+    if more and summary.ran == 0 and of and summary.counted >= summary.target and not summary.exhausted:
+        print(_complete_text(config, summary))
     study = load_existing(summary.storage, summary.study_name)
     rec = recommended(study)
     if rec is None:
@@ -197,6 +211,19 @@ def _print_end(config: Any, summary: Any) -> None:
         print(line)
     print(f"launch: {launch_spec(config, rec.trial).shell_text()}")
     print(f"deploy: {command('apply --best')}")
+
+
+def _complete_text(config: Any, summary: Any) -> str:
+    """A study that held its trials before this run: how to run more of it, or a new one beside it."""
+    from tuner.report import tune_command
+    from tuner.study import resume_command
+
+    more = resume_command(config, summary.storage, summary.counted + 10, study=summary.study_name)
+    text = f"the study was complete already (it holds its {summary.counted} trials); more trials: {more}"
+    start = tune_command("start", config, storage=summary.storage, study=summary.study_name)
+    if start.startswith("tune start --config "):  # a new name beside it needs the study file
+        text += f"; a new study: {start} --study {summary.study_name}-2"
+    return text
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, Any, str]:

@@ -5,6 +5,7 @@ from tuner.study._console import Console
 from tuner.study._faults import storage_faults
 from tuner.study._fleet import MixedTargets
 from tuner.study._loop import Interrupted, RunSummary, run_study
+from tuner.study._loop import _resume_hint as resume_command  # the one builder of "continue this study to N"
 from tuner.study._objective import (
     BenchmarkOutcome,
     Evidence,
@@ -61,6 +62,7 @@ __all__ = [
     "open_study",
     "recover_stale_trials",
     "refine_on_objective",
+    "resume_command",
     "run_study",
     "score",
     "storage_faults",

@@ -112,6 +112,7 @@ def run_study(
     """
     from tuner.target import require_preflight
 
+    from_file = config  # what the study file says: a hint addresses the study by the file only if it names it
     if study_name and study_name != config.study.name:
         # The lock record, the notes and the resume hint must name the study that runs, not the file's default.
         config = dataclasses.replace(config, study=dataclasses.replace(config.study, name=study_name))
@@ -152,18 +153,20 @@ def run_study(
             space_size=space_size,
         )
     if progress.interrupted:
-        raise Interrupted(f"stopped at {summary.counted}/{goal} trials. Resume with: {_resume_hint(config, url, goal)}")
+        hint = _resume_hint(from_file, url, goal, study=config.study.name)
+        raise Interrupted(f"stopped at {summary.counted}/{goal} trials. Resume with: {hint}")
     return summary
 
 
-def _resume_hint(config: StudyConfig, storage: str, goal: int) -> str:
-    """A command that continues this study to ``goal`` trials, as it can be pasted."""
+def _resume_hint(config: StudyConfig, storage: str, goal: int, *, study: str | None = None) -> str:
+    """A command that continues study ``study`` (default: the config's) to ``goal`` trials, as it can be pasted."""
     from tuner.report import tune_command
 
-    command = tune_command("start", config, storage=storage, study=config.study.name)
+    name = study or config.study.name
+    command = tune_command("start", config, storage=storage, study=name)
     if command.startswith("tune start --config"):
         return command.replace("tune start", f"tune start --trials {goal}", 1)
-    return tune_command("resume", config, storage=storage, study=config.study.name) + f" --trials {goal}"
+    return tune_command("resume", config, storage=storage, study=name) + f" --trials {goal}"
 
 
 @dataclass(frozen=True, kw_only=True)
