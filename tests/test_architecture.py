@@ -15,6 +15,7 @@ PARTS = {
     "cli": "face", "__main__": "face",
     "config": "config",
     "errors": "base", "spec": "base", "metrics": "base", "wait": "base", "trials": "base", "endpoint": "base",
+    "secrets": "base",
     "space": "space",
     "dialects": "dialects",
     "target": "target", "hosts": "target", "services": "target", "readiness": "target", "lock": "target",

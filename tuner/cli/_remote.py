@@ -139,7 +139,7 @@ def _cycle(config: StudyConfig) -> str | None:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    from tuner.report import launch_spec, recommendation_lines, tune_command
+    from tuner.report import launch_spec, launch_text, recommendation_lines, tune_command
     from tuner.study import load_existing
     from tuner.trials import outcome_text, recommended
 
@@ -164,8 +164,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
             raise TuneError(f"study {study.study_name!r} has no trial {args.trial}")
         trial = matches[0]
         print(f"trial #{trial.number}: {outcome_text(trial)}")
-    spec = launch_spec(config, trial)
-    print(f"applying trial #{trial.number}: {spec.shell_text()}")
+    spec = launch_spec(config, trial)  # the real values: the server needs them
+    print(f"applying trial #{trial.number}: {launch_text(config, trial)}")
     _with_target(config, lambda target: _bring_up(target, spec, f"apply-trial-{trial.number}"))
     return 0
 

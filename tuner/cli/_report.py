@@ -111,7 +111,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from tuner.report import choose_trial, export_text, tune_command, verification_text
+    from tuner.report import choose_trial, export_text, secrets_note, tune_command, verification_text
     from tuner.trials import outcome_text, recommended
 
     config, study, storage = _open(args)
@@ -123,5 +123,7 @@ def _export(args: argparse.Namespace) -> int:
         rec, finish=tune_command("finish", config, storage=storage, study=study.study_name)
     ):
         print(f"warning: trial #{chosen.number}: {unverified}", file=sys.stderr)
+    if args.format == "command" and (note := secrets_note(config, chosen)):
+        print(f"note: {note}", file=sys.stderr)  # stdout stays one line, for eval and shlex.split
     sys.stdout.write(export_text(study, config, fmt=args.format, trial=chosen.number))
     return 0

@@ -188,7 +188,7 @@ def _deadline(args: argparse.Namespace) -> float | None:
 def _print_end(config: Any, summary: Any, *, more: bool = True) -> None:
     """The end of a run in at most seven lines: what ran (and, for a study that was complete already, how to run
     more: ``more``), the recommendation, its launch command, how to deploy."""
-    from tuner.report import launch_spec, recommendation_lines, tune_command
+    from tuner.report import launch_text, recommendation_lines, tune_command
     from tuner.study import load_existing
     from tuner.study._budget import UNTIL_DEADLINE
     from tuner.trials import recommended
@@ -209,7 +209,7 @@ def _print_end(config: Any, summary: Any, *, more: bool = True) -> None:
 
     for line in recommendation_lines(study, config, rec, finish=command("finish"))[:3]:
         print(line)
-    print(f"launch: {launch_spec(config, rec.trial).shell_text()}")
+    print(f"launch: {launch_text(config, rec.trial)}")
     print(f"deploy: {command('apply --best')}")
 
 
@@ -374,7 +374,7 @@ def _fit(line: str, width: int | None) -> str:
 
 def _best(args: argparse.Namespace) -> int:
     from tuner.report import (
-        launch_spec,
+        launch_text,
         per_scenario_best,
         recommendation_lines,
         scenario_text,
@@ -400,7 +400,7 @@ def _best(args: argparse.Namespace) -> int:
         out = []
         for t in members:
             row = trial_row(t, config)
-            row["launch"] = launch_spec(config, t).shell_text()
+            row["launch"] = launch_text(config, t)
             row["recommended"] = t.number == rec.trial.number
             row["not_verified"] = rec.missing() if t.number == rec.trial.number else None
             out.append(row)
@@ -420,7 +420,7 @@ def _best(args: argparse.Namespace) -> int:
             print(f"  trial #{t.number}{tag}:")
         print("    params:  " + " ".join(f"{k}={format_value(v)}" for k, v in t.params.items()))
         print("    tok/s:   " + ", ".join(f"{s} {scenario_text(t, s)}" for s in scenarios))
-        print(f"    launch:  {launch_spec(config, t).shell_text()}")
+        print(f"    launch:  {launch_text(config, t)}")
     print(f"deploy: {command('apply --best')}")
     # Which config to run for one kind of workload only, where it is not the recommendation.
     others = {s: t for s, t in per_scenario_best(study, scenarios).items() if t.number != rec.trial.number}

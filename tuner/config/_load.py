@@ -26,6 +26,7 @@ from tuner.config._sections import (
 from tuner.config._space import parse_space
 from tuner.dialects import BaseServerDialect, get_dialect
 from tuner.errors import ConfigError
+from tuner.secrets import Secrets
 from tuner.space import SearchSpace, Value, baseline_params
 from tuner.spec import LaunchSpec
 
@@ -48,6 +49,18 @@ class StudyConfig:
     baseline: dict[str, Value]
     dialect: BaseServerDialect
     """The target server's dialect (``[target] server``, or detected from the launch command)."""
+
+    @property
+    def secrets(self) -> Secrets:
+        """The base command's secrets (:mod:`tuner.secrets`); what the space tunes is never one."""
+        tuned = {n for p in self.space.params for n in (p.flag, p.json_flag, p.env, *p.aliases) if n}
+        return Secrets.of(
+            LaunchSpec(argv=self.target.command, env=self.target.env),
+            flags=self.target.secret_flags,
+            env=self.target.secret_env,
+            exempt=tuned,
+            values=(self.target.api_key,),
+        )
 
     def fingerprint(self) -> str:
         """Hash of what makes two trials comparable: space, constraints, objective, scenarios and gate.

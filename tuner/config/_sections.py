@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,6 +105,12 @@ class TargetSection:
     model: str | None = None
     """Model name sent in requests; by default the first id from ``/v1/models``."""
     api_key: str | None = None
+    api_key_env: str | None = None
+    """The environment variable that holds the benchmark's bearer token (instead of ``api_key`` in the file)."""
+    secret_flags: tuple[str, ...] = ()
+    """Flags whose values are secrets besides those whose name says so (:mod:`tuner.secrets`)."""
+    secret_env: tuple[str, ...] = ()
+    """Environment variables whose values are secrets besides those whose name says so."""
     lock: bool = True
     state_dir: str | None = None
     """Server records (what runs, its process group); default ``runs/<study>/state`` beside the study file."""
@@ -277,6 +284,9 @@ def parse_target(t: Table, *, base_dir: Path) -> TargetSection:
         stop_grace_s=t.float("stop_grace_s", 30.0, min=0),
         model=t.str("model", None),
         api_key=t.str("api_key", None),
+        api_key_env=_api_key_env(t),
+        secret_flags=tuple(t.str_list("secret_flags", [])),
+        secret_env=tuple(t.str_list("secret_env", [])),
         lock=t.bool("lock", True),
         state_dir=_state_dir(t, base_dir, transport),
         check_flags=t.bool("check_flags", True),
@@ -287,6 +297,15 @@ def parse_target(t: Table, *, base_dir: Path) -> TargetSection:
     )
     t.finish()
     return section
+
+
+def _api_key_env(t: Table) -> str | None:
+    name = t.str("api_key_env", None)
+    if name is not None and t.has("api_key"):
+        raise t.error("api_key_env", "either api_key or api_key_env, not both", name)
+    if name is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise t.error("api_key_env", "the name of an environment variable", name)
+    return name
 
 
 def _state_dir(t: Table, base_dir: Path, transport: str) -> str | None:

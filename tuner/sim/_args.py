@@ -71,6 +71,7 @@ def _server_flags(parser: argparse.ArgumentParser) -> None:
     add("--speculative-ddtree-budget", type=int, default=12)
     add("--speculative-dflash-draft-window-size", type=int, default=None)
     add("--enable-metrics", action="store_true")
+    add("--api-key", type=str, default=None)  # accepted (and logged in server_args, as SGLang does), not enforced
 
 
 def _sim_flags(sim: argparse._ArgumentGroup) -> None:

@@ -325,9 +325,10 @@ class TrialRunner:
         from tuner.study._confirm import last_finalist  # _confirm imports this module: import at call time
         cfg = self._config
         target = self._parts.target
-        trial.set_user_attr(attrs.COMMAND, " ".join(spec.argv))
+        shown = cfg.secrets.spec(spec)  # the server gets the real values; the study never stores them
+        trial.set_user_attr(attrs.COMMAND, " ".join(shown.argv))
         if spec.env:
-            trial.set_user_attr(attrs.ENV, dict(spec.env))
+            trial.set_user_attr(attrs.ENV, dict(shown.env))
         target.last_restarted = None
         try:
             up = target.bring_up(spec, label=label, progress=self._progress)
@@ -478,11 +479,13 @@ class TrialRunner:
             raise
 
     def _record_failure(self, trial: optuna.Trial, failure: TrialFailure, restarted: Restarted | None) -> None:
+        secrets = self._config.secrets
+        secrets.scrub(failure)  # in place: the console line and the stop that quote it show it redacted too
         trial.set_user_attr(attrs.FAILURE_PHASE, str(failure.phase))
         trial.set_user_attr(attrs.FAILURE_REASON, failure.reason[:1000])
         if failure.evidence:
             trial.set_user_attr(attrs.EVIDENCE, failure.evidence[-4000:])
-        tail = self._log_tail(restarted)
+        tail = secrets.text(self._log_tail(restarted))
         if tail:
             trial.set_user_attr(attrs.LOG_TAIL, tail[-4000:])
             self._evidence.attach(trial, "server-log.txt", tail)

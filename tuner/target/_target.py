@@ -17,8 +17,10 @@ from urllib.parse import urlsplit
 
 from tuner.config import ReadinessSection
 from tuner.endpoint import Endpoint
+from tuner.errors import HostError, TrialFailure
 from tuner.hosts import BaseHost
 from tuner.readiness import ReadinessCheck, Ready, wait_ready
+from tuner.secrets import Secrets
 from tuner.services import BaseService, Restarted
 from tuner.spec import LaunchSpec
 from tuner.target._verify import verify_applied, verify_started
@@ -94,6 +96,7 @@ class Target:
         readiness_config: ReadinessSection,
         readiness: ReadinessCheck | None = None,
         lock: TargetLock | None = None,
+        secrets: Secrets | None = None,
     ) -> None:
         self.host = host
         self.service = service
@@ -104,13 +107,24 @@ class Target:
         self.lock = lock
         self.last_restarted: Restarted | None = None
         """The most recent restart, kept so a failure's evidence can read the new process's log."""
+        self.secrets = secrets or Secrets()
+        """The configuration's secrets: a failure quotes argv and logs, and must not quote them."""
 
     def bring_up(self, spec: LaunchSpec | None, *, label: str, progress: Progress | None = None) -> BroughtUp:
         """apply -> restart -> verify (early) -> ready -> verify; ``spec=None`` restores the base configuration.
 
         Raises :class:`~tuner.errors.TrialFailure` from the step that failed (``last_restarted`` then tells
-        which process it was about).
+        which process it was about), its reason and evidence without the configuration's secrets.
         """
+        try:
+            return self._bring_up(spec, label=label, progress=progress)
+        except TrialFailure as failure:
+            self.secrets.scrub(failure)  # in place: the failure goes on, without them
+            raise
+        except HostError as exc:  # its message may quote the launch command
+            raise HostError(self.secrets.text(str(exc))) from None
+
+    def _bring_up(self, spec: LaunchSpec | None, *, label: str, progress: Progress | None) -> BroughtUp:
         applied = apply_config(self.service, spec, base=self.base)
         restarted = restart_server(self.service, label=label)
         self.last_restarted = restarted
