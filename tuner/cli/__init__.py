@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 
 __all__ = ["main"]
 
 # One module per group of subcommands; each exposes register(subparsers).
-_COMMAND_MODULES = ("_study", "_sim", "_bench", "_remote", "_report", "_init")
+_COMMAND_MODULES = ("_study", "_run", "_sim", "_bench", "_remote", "_report", "_init")
 
 
 class _HelpWithDefaults(argparse.HelpFormatter):
@@ -64,8 +65,7 @@ def _quiet_optuna() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tuner.errors import ConfigError, EnvironmentFault, TuneError
-    from tuner.study import Interrupted
+    from tuner.cli._exits import ending
 
     args_list = sys.argv[1:] if argv is None else argv
     if args_list[:1] == ["sim"]:
@@ -74,27 +74,20 @@ def main(argv: list[str] | None = None) -> int:
 
         return sim_main(args_list[1:], prog="tune sim")
     args = build_parser().parse_args(args_list)
+    args.argv = args_list  # a detached run starts itself again with them
     _quiet_optuna()
     try:
         return int(args.func(args) or 0)
-    except Interrupted as exc:
-        print(f"tune: {exc}", file=sys.stderr)
-        return 130
-    except ConfigError as exc:
-        print(f"tune: config error: {exc}", file=sys.stderr)
-        return 2
-    except EnvironmentFault as exc:
-        print(f"tune: environment: {exc}", file=sys.stderr)
-        return 3
-    except TuneError as exc:
-        print(f"tune: error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("tune: interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:
         # `tune status --json | head`: the reader left; nothing more to say, and nothing to say it on.
         import os
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except (Exception, KeyboardInterrupt) as exc:
+        end = ending(exc)
+        if end is None:
+            raise
+        with contextlib.suppress(OSError):  # a terminal that hung up hears nothing; the exit status still tells
+            print(end.line, file=sys.stderr)
+        return end.status

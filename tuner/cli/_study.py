@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from tuner.cli._common import add_study_args, config_from_args, study_location
+from tuner.cli._run import add_detach_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="join a study whose servers differ from this one (GPUs, driver, model); the report splits by target",
     )
     p.add_argument("--fleet-host", type=int, default=None, help=argparse.SUPPRESS)  # one worker of a fleet
+    add_detach_args(p)
     p.set_defaults(func=_start)
 
     p = sub.add_parser("resume", help="continue a study with the config stored in it")
@@ -41,6 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--trials", type=_positive, default=None, help="total trials to reach (default: the stored config's)"
     )
     _skip_preflight_arg(p)
+    add_detach_args(p)
     p.set_defaults(func=_resume)
 
     p = sub.add_parser(
@@ -48,6 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="what the end of a study does, now: re-measure the top configs and gate the finalists (no new trials)",
     )
     add_study_args(p)
+    add_detach_args(p)
     p.set_defaults(func=_finish)
 
     p = sub.add_parser("status", help="every trial: what became of it, score, per-scenario tok/s, params")
@@ -87,24 +91,45 @@ def _skip_preflight_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _start(args: argparse.Namespace) -> int:
-    from tuner.study import run_study
+    from tuner.cli._run import detach, recorded
 
     config = config_from_args(args)
-    hosts = config.target.ssh.hosts if config.target.ssh is not None else ()
-    if len(hosts) > 1 and args.fleet_host is None:
-        from tuner.cli._fleet import run_fleet
+    study, storage = args.study or config.study.name, args.storage or config.study.storage
+    if args.fleet_host is not None:  # one worker of a fleet: its launcher records the run and notifies
+        return _fleet_worker(args, config)
+    if args.detach and args.detached_log is None:
+        return detach(config, args, study=study, storage=storage)
+    with recorded(config, args, study=study, storage=storage) as run:
+        hosts = config.target.ssh.hosts if config.target.ssh is not None else ()
+        if len(hosts) > 1:
+            from tuner.cli._fleet import run_fleet
 
-        return run_fleet(args, config)
-    if args.fleet_host is not None:
-        import signal
+            run.status = run_fleet(args, config)
+            return run.status
+        if hosts:
+            from tuner.config import fleet_member
 
-        # SIGINT is how the launcher stops its workers. A launcher started in the background of a script has
-        # SIGINT ignored, and a worker would inherit that and never stop: take it back.
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    if hosts:
-        from tuner.config import fleet_member
+            config = fleet_member(config, 0)
+        run.ran = _run_to_the_end(config, args)
+    return 0
 
-        config = fleet_member(config, args.fleet_host or 0)
+
+def _fleet_worker(args: argparse.Namespace, config: Any) -> int:
+    import signal
+
+    from tuner.config import fleet_member
+
+    # SIGINT is how the launcher stops its workers. A launcher started in the background of a script has
+    # SIGINT ignored, and a worker would inherit that and never stop: take it back.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    _run_to_the_end(fleet_member(config, args.fleet_host), args)
+    return 0
+
+
+def _run_to_the_end(config: Any, args: argparse.Namespace) -> int:
+    """``tune start``'s study loop and its last lines; the trials it ran."""
+    from tuner.study import run_study
+
     summary = run_study(
         config,
         trials=args.trials,
@@ -116,26 +141,29 @@ def _start(args: argparse.Namespace) -> int:
         allow_mixed_targets=args.allow_mixed_targets,
     )
     _print_end(config, summary)
-    return 0
+    return summary.ran
 
 
 def _resume(args: argparse.Namespace) -> int:
     from tuner.cli._common import DEFAULT_CONFIG
+    from tuner.cli._run import detach, recorded
     from tuner.config import load_config
     from tuner.study import config_from_study, run_study, storage_faults
 
     storage = args.storage or load_config(DEFAULT_CONFIG).study.storage
     with storage_faults(storage):
         config = config_from_study(storage, args.study)
-        trials = args.trials if args.trials is not None else _started_with(storage, args.study or config.study.name)
-    summary = run_study(
-        config,
-        trials=trials,
-        storage=storage,
-        study_name=args.study or config.study.name,
-        preflight=not args.skip_preflight,
-    )
-    _print_end(config, summary)
+    study = args.study or config.study.name
+    if args.detach and args.detached_log is None:
+        return detach(config, args, study=study, storage=storage)
+    with recorded(config, args, study=study, storage=storage) as run:
+        with storage_faults(storage):
+            trials = args.trials if args.trials is not None else _started_with(storage, study)
+        summary = run_study(
+            config, trials=trials, storage=storage, study_name=study, preflight=not args.skip_preflight
+        )
+        run.ran = summary.ran
+        _print_end(config, summary)
     return 0
 
 
@@ -151,11 +179,16 @@ def _started_with(storage: str, name: str) -> int | None:
 
 def _finish(args: argparse.Namespace) -> int:
     """``tune finish``: the study loop with nothing left to run: the confirmation and the gate, if not done."""
+    from tuner.cli._run import detach, recorded
     from tuner.study import run_study
 
     config, storage, name = study_location(args)
-    summary = run_study(config, trials=0, storage=storage, study_name=name)
-    _print_end(config, summary, more=False)
+    if args.detach and args.detached_log is None:
+        return detach(config, args, study=name, storage=storage)
+    with recorded(config, args, study=name, storage=storage) as run:
+        summary = run_study(config, trials=0, storage=storage, study_name=name)
+        run.ran = summary.ran
+        _print_end(config, summary, more=False)
     return 0
 
 
@@ -300,6 +333,7 @@ def _scenario_cell(cell: dict[str, Any]) -> str:
 
 
 def _status(args: argparse.Namespace) -> int:
+    from tuner.cli._run import run_lines
     from tuner.report import recommendation_lines, trial_row, tune_command
     from tuner.space import format_value
     from tuner.study import describe_warmups
@@ -318,6 +352,8 @@ def _status(args: argparse.Namespace) -> int:
     saved_text = f"; pruning slower configs early saved {saved:.0f} s of benchmark" if saved else ""
     target = study.user_attrs.get(attrs.TARGET_TRIALS, config.study.trials)
     print(f"study {study.study_name}: {counted_trials(study)}/{target} counted trials{saved_text}")
+    for line in run_lines(config, study=study.study_name, storage=storage):
+        print(line)
     if rec is not None:
         finish = tune_command("finish", config, storage=storage, study=study.study_name)
         for line in recommendation_lines(study, config, rec, finish=finish):

@@ -6,6 +6,7 @@ import tomllib
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from tuner.config._gate import GateSection, parse_gate
 from tuner.config._reader import Table
@@ -59,7 +60,7 @@ class StudyConfig:
             flags=self.target.secret_flags,
             env=self.target.secret_env,
             exempt=tuned,
-            values=(self.target.api_key,),
+            values=(self.target.api_key, urlsplit(self.study.storage).password),
         )
 
     def fingerprint(self) -> str:

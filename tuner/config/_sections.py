@@ -44,6 +44,9 @@ class StudySection:
     storage_busy_s: float = 600.0
     """How long a write waits for a database locked by another process (a backup, the dashboard) before the
     run stops as an environment fault."""
+    notify: tuple[str, ...] = ()
+    """A command run when a run of the study ends, however it ends, with a JSON summary on its stdin."""
+    notify_timeout_s: float = 30.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -242,11 +245,20 @@ def parse_study(t: Table, *, base_dir: Path, default_name: str) -> StudySection:
         heartbeat_s=t.float("heartbeat_s", 20.0, min=0.01),
         stale_after_s=t.float("stale_after_s", 90.0, min=0.01),
         storage_busy_s=t.float("storage_busy_s", 600.0, min=1),
+        notify=_notify(t),
+        notify_timeout_s=t.float("notify_timeout_s", 30.0, min=0.1),
     )
     if section.stale_after_s <= 2 * section.heartbeat_s:
         raise t.error("stale_after_s", f"more than twice heartbeat_s ({section.heartbeat_s})", section.stale_after_s)
     t.finish()
     return section
+
+
+def _notify(t: Table) -> tuple[str, ...]:
+    command = _argv(t, "notify", ())
+    if t.has("notify") and not command:
+        raise t.error("notify", "a command (a list of strings, or one command-line string)", t.raw("notify"))
+    return command
 
 
 def parse_target(t: Table, *, base_dir: Path) -> TargetSection:

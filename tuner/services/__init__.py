@@ -10,6 +10,7 @@ from tuner.services._base import (
     ServiceState,
 )
 from tuner.services._gpu import GpuBusy, read_gpu_memory, wait_gpu_free
+from tuner.services._proc import ProcStat, stat_of
 from tuner.services._process import ProcessService
 from tuner.spec import LaunchSpec, program_part, spec_matches
 
@@ -20,6 +21,7 @@ __all__ = [
     "LaunchSpec",
     "LogChunk",
     "Preflight",
+    "ProcStat",
     "ProcessIdentity",
     "ProcessService",
     "Restarted",
@@ -27,5 +29,6 @@ __all__ = [
     "program_part",
     "read_gpu_memory",
     "spec_matches",
+    "stat_of",
     "wait_gpu_free",
 ]
