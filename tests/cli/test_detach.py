@@ -13,7 +13,7 @@ import shlex
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -29,7 +29,7 @@ HOOK = 'notify = ["sh", "-c", "cat > notified-$TUNE_STATE.json"]'
 @pytest.fixture
 def case(tmp_path: Path, port: int) -> Iterator[Case]:
     c = Case(tmp_path, port, trials=3)
-    c.edit(lambda t: t.replace("[study]\n", f"[study]\n{HOOK}\n", 1))
+    slow(c, load_s=0.02)
     try:
         yield c
     finally:
@@ -37,6 +37,12 @@ def case(tmp_path: Path, port: int) -> Iterator[Case]:
         if record is not None and alive(record["pid"]):
             c.tune("interrupt")
         c.cleanup()
+
+
+def slow(case: Case, *, load_s: float) -> None:
+    """The study file with the notify hook, its servers loading for ``load_s`` seconds (at the time scale)."""
+    load = f'"--sim-load-time", "{load_s * 10:g}"'
+    case.edit(lambda t: t.replace('"--sim-load-time", "0.2"', load).replace("[study]\n", f"[study]\n{HOOK}\n", 1))
 
 
 def _record(case: Case) -> dict | None:  # type: ignore[type-arg]
@@ -66,15 +72,16 @@ def _read_until(fd: int, pattern: str, timeout: float = 120) -> str:
     return seen.decode(errors="replace")
 
 
-def _in_a_terminal_that_hangs_up(case: Case, *args: str, until: str) -> str:
-    """Type ``tune ARGS`` in an interactive shell on a pseudo-terminal, wait for ``until`` on the screen, then
-    close the terminal (the kernel hangs up the shell's session, which hangs up its jobs); the screen."""
+def _in_a_terminal_that_hangs_up(case: Case, *args: str, until: str, then: Callable[[], None] = lambda: None) -> str:
+    """Type ``tune ARGS`` in an interactive shell on a pseudo-terminal, wait for ``until`` on the screen (and for
+    ``then``), then close the terminal (the kernel hangs up the shell's session, which hangs up its jobs)."""
     shell, terminal = pty.fork()
     if shell == 0:  # the user's interactive shell, its controlling terminal the pseudo-terminal
         os.chdir(case.root)
         os.execvp("bash", ["bash", "--norc", "--noprofile", "-i"])
     os.write(terminal, (shlex.join([sys.executable, "-m", "tuner", *args]) + "\n").encode())
     shown = _read_until(terminal, until)
+    then()
     os.close(terminal)
     _, wait_status = os.waitpid(shell, 0)
     assert os.WIFSIGNALED(wait_status) and os.WTERMSIG(wait_status) == signal.SIGHUP, wait_status
@@ -82,7 +89,15 @@ def _in_a_terminal_that_hangs_up(case: Case, *args: str, until: str) -> str:
 
 
 def test_the_hang_up_is_real_a_run_in_the_foreground_stops(case: Case) -> None:
-    _in_a_terminal_that_hangs_up(case, "start", "--config", "fault.toml", "--trials", "3", until=r"trial #0")
+    # A server that loads for 5 s: the hang-up comes while the baseline's server loads, never between trials.
+    slow(case, load_s=5)
+    storage = f"sqlite:///{case.storage}"
+
+    def launched() -> None:
+        _wait("the server's launch", lambda: running_trials(storage, with_attr="command"))
+
+    start = ("start", "--config", "fault.toml", "--trials", "3")
+    _in_a_terminal_that_hangs_up(case, *start, until="trial #0", then=launched)
     record = _record(case)
     assert record is not None
     _wait("the run to stop", lambda: not alive(record["pid"]))
@@ -121,6 +136,8 @@ def test_a_detached_run_survives_its_terminal_hanging_up(case: Case) -> None:
 
 
 def test_interrupt_stops_a_detached_run_as_ctrl_c_would(case: Case) -> None:
+    # Servers that load for 10 s: `tune interrupt` (a new process) lands while a trial's server loads.
+    slow(case, load_s=10)
     started = case.tune("start", "--trials", "6", "--detach")
     assert started.rc == 0, started.err
     assert started.out.startswith("tune: running in the background as pid ")

@@ -46,10 +46,12 @@ def this_machine() -> str:
 
 def _start_time(pid: int) -> str | None:
     """The process's kernel start time (None: no such process, or it is a zombie)."""
-    from tuner.hosts import LocalHost
-    from tuner.services import stat_of
+    from tuner.services import parse_stat
 
-    st = stat_of(LocalHost(), pid)
+    try:
+        st = parse_stat(Path(f"/proc/{pid}/stat").read_text())
+    except OSError:
+        return None
     return st.start if st is not None and st.alive else None
 
 

@@ -95,6 +95,7 @@ def _start(args: argparse.Namespace) -> int:
 
     config = config_from_args(args)
     study, storage = args.study or config.study.name, args.storage or config.study.storage
+    args.deadline = _deadline(args)  # a bad --hours or --until is the command line's, before anything starts
     if args.fleet_host is not None:  # one worker of a fleet: its launcher records the run and notifies
         return _fleet_worker(args, config)
     if args.detach and args.detached_log is None:
@@ -137,7 +138,7 @@ def _run_to_the_end(config: Any, args: argparse.Namespace) -> int:
         study_name=args.study,
         force_config=args.force_config,
         preflight=not args.skip_preflight,
-        deadline=_deadline(args),
+        deadline=args.deadline,
         allow_mixed_targets=args.allow_mixed_targets,
     )
     _print_end(config, summary)

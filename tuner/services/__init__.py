@@ -10,7 +10,7 @@ from tuner.services._base import (
     ServiceState,
 )
 from tuner.services._gpu import GpuBusy, read_gpu_memory, wait_gpu_free
-from tuner.services._proc import ProcStat, stat_of
+from tuner.services._proc import ProcStat, parse_stat
 from tuner.services._process import ProcessService
 from tuner.spec import LaunchSpec, program_part, spec_matches
 
@@ -26,9 +26,9 @@ __all__ = [
     "ProcessService",
     "Restarted",
     "ServiceState",
+    "parse_stat",
     "program_part",
     "read_gpu_memory",
     "spec_matches",
-    "stat_of",
     "wait_gpu_free",
 ]
