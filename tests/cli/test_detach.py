@@ -146,6 +146,9 @@ def test_interrupt_stops_a_detached_run_as_ctrl_c_would(case: Case) -> None:
     _wait("a trial to run", lambda: bool([n for n in running_trials(storage, with_attr="command") if n >= 1]))
     again = case.tune("start", "--trials", "6", "--detach")
     assert again.rc == 3 and again.message.startswith("tune: environment: study fault is running already: pid ")
+    server = case.tune("stop")  # the server's stop is refused while the run holds it, and names the run's
+    assert server.rc == 3
+    assert server.message.endswith("To stop that run as Ctrl-C would: tune interrupt --config fault.toml")
 
     stopped = case.tune("interrupt")
     assert stopped.rc == 0, stopped.err

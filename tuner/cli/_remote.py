@@ -177,6 +177,9 @@ def cmd_restore(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
+    from tuner.cli._run import running_run_hint
+    from tuner.errors import LockHeld
+
     config = _config(args)
 
     def act(target: Target) -> None:
@@ -185,7 +188,14 @@ def cmd_stop(args: argparse.Namespace) -> int:
         what = f"stopped {state.identity}" if state.running else f"nothing tune started is running ({state.detail})"
         print(f" {OK} {what}")
 
-    _with_target(config, act)
+    try:
+        _with_target(config, act)
+    except LockHeld as exc:  # a run of this study holds the server: `tune interrupt` is what stops a run
+        study = getattr(args, "study", None) or config.study.name
+        hint = running_run_hint(config, study=study, storage=getattr(args, "storage", None) or config.study.storage)
+        if hint is None:
+            raise
+        raise LockHeld(f"{exc}. {hint}") from None
     return 0
 
 

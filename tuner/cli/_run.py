@@ -33,7 +33,7 @@ from tuner.cli._record import RunRecord, log_path, new_directories, record_path,
 from tuner.config import StudyConfig
 from tuner.errors import EnvironmentFault, TuneError
 
-__all__ = ["add_detach_args", "detach", "recorded", "register", "run_lines"]
+__all__ = ["add_detach_args", "detach", "recorded", "register", "run_lines", "running_run_hint"]
 
 DETACH_SETTLE_S = 5.0
 """How long ``--detach`` watches the new run before it leaves it: what fails at once (a configuration, the
@@ -309,6 +309,16 @@ def _wait_stopped(config: StudyConfig, study: str, record: RunRecord) -> None:
         time.sleep(POLL_S)
     if record.log:
         _show(Path(record.log), offset, sys.stderr)
+
+
+def running_run_hint(config: StudyConfig, *, study: str, storage: str) -> str | None:
+    """How to stop the study's run when one runs from here (None: none does)."""
+    from tuner.report import tune_command
+
+    record = RunRecord.read(record_path(config, study))
+    if record is None or not record.alive:
+        return None
+    return f"To stop that run as Ctrl-C would: {tune_command('interrupt', config, storage=storage, study=study)}"
 
 
 def run_lines(config: StudyConfig, *, study: str, storage: str) -> list[str]:
