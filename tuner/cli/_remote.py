@@ -59,7 +59,7 @@ def run_check(config: StudyConfig, *, out: Callable[[str], None] = print) -> int
     failed = 0
     for finding in preflight(config):
         failed += finding.ok is False
-        out(f" {_MARKS[finding.ok]} {finding.text}")
+        out(f" {_MARKS[finding.ok]} {config.secrets.text(finding.text)}")  # a finding may quote argv or env
     return failed
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from tuner.config import GpuWaitSection, SystemdSection
 from tuner.errors import ConfigNotApplied, HostError, StartFailed
 from tuner.hosts import BaseHost, CommandResult
+from tuner.secrets import is_secret_env
 from tuner.services._base import (
     BaseService,
     Finding,
@@ -616,7 +617,9 @@ class SystemdService(BaseService):
             found.append(Finding(ok=False, text="ExecStart differs from target.command: " + "; ".join(diff)))
         for key, value in self._base.env.items():
             got = unit.environment.get(key)
-            if got != value:
+            if got != value and is_secret_env(key):  # a secret's values are never shown, only that they differ
+                found.append(Finding(ok=None, text=f"unit Environment {key} differs from target.env's"))
+            elif got != value:
                 found.append(Finding(ok=None, text=f"unit Environment {key}={got!r}, target.env says {value!r}"))
         later = [f for f in unit.exec_start_files if f.endswith(".conf") and f > self.dropin_path]
         if later:
