@@ -189,7 +189,7 @@ def _with_secrets(text: str, *, source: str, base_dir: Path, name: str) -> str:
     """The stored study file, with the secrets it was stored without: the file's own text when the file is still
     there and is what the study stores (the study keeps ``***`` in their place, see open_study)."""
     with contextlib.suppress(OSError, ConfigError):
-        original = Path(source).read_text()
+        original = (base_dir / Path(source).name).read_text()  # the source as typed may be relative to any cwd
         if original != text:
             config = parse_config(original, source=source, base_dir=base_dir, default_name=name)
             if config.secrets.text(original) == text:
