@@ -20,6 +20,7 @@ PARTS = {
     "config": "config",
     "errors": "base", "spec": "base", "metrics": "base", "wait": "base", "trials": "base", "endpoint": "base",
     "stats": "stats",
+    "secrets": "base",
     "space": "space",
     "dialects": "dialects",
     "target": "target",
@@ -58,6 +59,19 @@ MODULES = {_module_name(p): p for p in ROOT.rglob("*.py")}
 PACKAGES = {_module_name(p) for p in ROOT.rglob("__init__.py")}
 
 
+def private_owner(imported: str) -> str | None:
+    """The package whose private module (or name) ``imported`` reaches into, if any (``tuner.x._y`` -> ``tuner.x``)."""
+    bits = imported.split(".")
+    for k, bit in enumerate(bits[1:], start=1):
+        if _private(bit):
+            return ".".join(bits[:k])
+    return None
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")  # ``__version__`` is public
+
+
 def imports_of(module: str, source: str, *, is_package: bool) -> Iterator[tuple[str, int]]:
     """``(imported tuner module, line)`` for every import in ``source``: ``from P import name`` is the module
     ``P.name`` when that is a module (or a private name: it reaches into ``P``), else ``P``."""
@@ -71,7 +85,7 @@ def imports_of(module: str, source: str, *, is_package: bool) -> Iterator[tuple[
             else:
                 base = node.module or ""
             found = [
-                (f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES or a.name.startswith("_") else base, node.lineno)
+                (f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES or _private(a.name) else base, node.lineno)
                 for a in node.names
             ]
         else:
@@ -86,15 +100,6 @@ def _imports() -> dict[str, list[tuple[str, int]]]:
 
 
 IMPORTS = _imports()
-
-
-def private_owner(imported: str) -> str | None:
-    """The package whose private module (or name) ``imported`` reaches into, if any (``tuner.x._y`` -> ``tuner.x``)."""
-    bits = imported.split(".")
-    for k, bit in enumerate(bits[1:], start=1):
-        if bit.startswith("_") and not bit.startswith("__"):
-            return ".".join(bits[:k])
-    return None
 
 
 def test_every_module_belongs_to_a_part() -> None:

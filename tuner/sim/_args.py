@@ -24,12 +24,16 @@ __all__ = [
 SPECULATIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DDTREE")
 DDTREE_TOPK_ENV = "SGLANG_DDTREE_MAX_TOPK"
 DEFAULT_DDTREE_TOPK = 6
+SGLANG_PROG = "python -m sglang.launch_server"
+"""The program name the simulator's messages give by default: the real server's, so logs read the same."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser shared by the server and :meth:`ServerConfig.from_argv`."""
+def build_parser(prog: str = SGLANG_PROG) -> argparse.ArgumentParser:
+    """Return the argument parser shared by the server and :meth:`ServerConfig.from_argv`.
+
+    ``prog`` names the program in usage and error lines (``tune sim`` when started through ``tune``)."""
     parser = argparse.ArgumentParser(
-        prog="python -m sglang.launch_server",
+        prog=prog,
         description="Simulated SGLang server with DFlash/DDTree speculative decoding (no GPU needed).",
     )
     _server_flags(parser)
@@ -67,6 +71,7 @@ def _server_flags(parser: argparse.ArgumentParser) -> None:
     add("--speculative-ddtree-budget", type=int, default=12)
     add("--speculative-dflash-draft-window-size", type=int, default=None)
     add("--enable-metrics", action="store_true")
+    add("--api-key", type=str, default=None)  # accepted (and logged in server_args, as SGLang does), not enforced
 
 
 def _sim_flags(sim: argparse._ArgumentGroup) -> None:
@@ -124,13 +129,15 @@ def _sim_flags(sim: argparse._ArgumentGroup) -> None:
     )
 
 
-def parse_server_args(argv: Sequence[str] | None, env: Mapping[str, str]) -> tuple[argparse.Namespace, int]:
+def parse_server_args(
+    argv: Sequence[str] | None, env: Mapping[str, str], *, prog: str = SGLANG_PROG
+) -> tuple[argparse.Namespace, int]:
     """Parse ``argv`` (exits 2 on an unknown flag) and read the DDTree top-k cap from ``env``.
 
     Returns the namespace and the top-k cap. A malformed ``SGLANG_DDTREE_MAX_TOPK`` is reported through the
     parser too, because the real server fails at startup on it as well.
     """
-    parser = build_parser()
+    parser = build_parser(prog)
     args = parser.parse_args(None if argv is None else list(argv))
     raw = env.get(DDTREE_TOPK_ENV, "")
     if raw.strip() == "":

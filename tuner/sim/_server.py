@@ -594,9 +594,9 @@ def _print_startup_failure(failure: str) -> None:
     sys.stderr.flush()
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the simulated server until SIGTERM; return the process exit status."""
-    args, topk = parse_server_args(argv, os.environ)
+def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
+    """Run the simulated server until SIGTERM; return the process exit status (``prog``: see build_parser)."""
+    args, topk = parse_server_args(argv, os.environ, **({"prog": prog} if prog else {}))
     cfg = ServerConfig.from_namespace(args, ddtree_topk=topk)
     server = SimServer(args=args, cfg=cfg, ddtree_topk=topk)
     return asyncio.run(server.run())

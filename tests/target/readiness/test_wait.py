@@ -128,3 +128,13 @@ def test_crash_while_loading_is_noticed(process_service, sim_spec, port) -> None
     with pytest.raises(StartFailed, match=r"exited with status -?\d+|exited"):
         wait_ready(service=svc, restarted=restarted, endpoint=endpoint(port), config=FAST)
     assert time.monotonic() - t0 < 2
+
+
+def test_the_waiting_line_names_the_pid_without_kernel_clock_ticks(process_service, sim_spec, port) -> None:
+    svc = process_service(sim_spec(port))
+    restarted = svc.restart(label="t")
+    lines: list[str] = []
+    wait_ready(service=svc, restarted=restarted, endpoint=endpoint(port), config=FAST, progress=lines.append)
+    waiting = [line for line in lines if line.startswith("waiting for ")]
+    assert waiting, lines
+    assert all(line.startswith(f"waiting for pid {restarted.new.pid}: ") for line in waiting), waiting
