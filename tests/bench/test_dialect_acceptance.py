@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.bench import acceptance_between, parse_prometheus
+from tuner.bench import ServerSnapshot, acceptance_between, parse_prometheus, prometheus_series
 from tuner.bench._server import _vllm_snapshot
 
 BEFORE = """# TYPE vllm:spec_decode_num_drafts_total counter
@@ -28,3 +28,57 @@ def test_vllm_accept_length_is_one_plus_accepted_per_draft() -> None:
 def test_vllm_without_spec_counters_reports_nothing() -> None:
     snap = _vllm_snapshot(parse_prometheus("vllm:generation_tokens_total 10\n"))
     assert acceptance_between(snap, snap) == (None, None)
+
+
+# SGLang 0.5.23 with --enable-metrics, two ranks (the gauge has one series per rank; counters are summed).
+SG_BEFORE = """# TYPE sglang:generation_tokens_total counter
+sglang:generation_tokens_total{is_streaming="true",model_name="m"} 1000.0
+sglang:generation_tokens_total{is_streaming="false",model_name="m"} 200.0
+# TYPE sglang:spec_verify_calls_total counter
+sglang:spec_verify_calls_total{model_name="m"} 300.0
+# TYPE sglang:spec_accept_length gauge
+sglang:spec_accept_length{model_name="m",tp_rank="0"} 3.5
+sglang:spec_accept_length{model_name="m",tp_rank="1"} 4.5
+"""
+SG_AFTER = """sglang:generation_tokens_total{is_streaming="true",model_name="m"} 1900.0
+sglang:generation_tokens_total{is_streaming="false",model_name="m"} 300.0
+sglang:spec_verify_calls_total{model_name="m"} 500.0
+sglang:spec_accept_length{model_name="m",tp_rank="0"} 4.0
+sglang:spec_accept_length{model_name="m",tp_rank="1"} 5.0
+"""
+
+
+def _sglang(text: str, avg: float | None = None, *, counters: bool = True) -> ServerSnapshot:
+    series = prometheus_series(text)
+    gen = parse_prometheus(text).get("sglang:generation_tokens_total")
+    steps = parse_prometheus(text).get("sglang:spec_verify_calls_total") if counters else None
+    gauge = tuple(v for _, v in series.get("sglang:spec_accept_length", ()))
+    return ServerSnapshot(accepted=gen, steps=steps, avg_accept=avg, generated=gen, gauge_accept=gauge)
+
+
+def test_series_keep_their_labels() -> None:
+    series = prometheus_series(SG_BEFORE + 'x{path="/a,b",q="say \\"hi\\""} 2 1700000000\n')
+    assert [labels["tp_rank"] for labels, _ in series["sglang:spec_accept_length"]] == ["0", "1"]
+    assert series["x"] == [({"path": "/a,b", "q": 'say \\"hi\\"'}, 2.0)]
+    assert parse_prometheus(SG_BEFORE)["sglang:generation_tokens_total"] == 1200.0  # a counter: summed
+
+
+def test_sglang_counters_give_the_scenario_exactly() -> None:
+    accept, method = acceptance_between(_sglang(SG_BEFORE, 4.0), _sglang(SG_AFTER, 4.1))
+    # 1000 tokens over 200 verify calls, whatever the cumulative average or the gauges say.
+    assert accept == pytest.approx(5.0) and method == "counters"
+
+
+def test_without_the_verify_counter_server_info_is_the_labelled_fallback() -> None:
+    before, after = _sglang(SG_BEFORE, 4.0, counters=False), _sglang(SG_AFTER, 4.4, counters=False)
+    accept, method = acceptance_between(before, after)
+    # 1200/4 = 300 steps before, 2200/4.4 = 500 after: 1000 tokens over 200 steps.
+    assert accept == pytest.approx(5.0) and method == "server_info: server-wide, lagging"
+
+
+def test_gauges_are_never_summed() -> None:
+    after = ServerSnapshot(gauge_accept=(4.0, 5.0))
+    accept, method = acceptance_between(ServerSnapshot(), after)
+    assert accept == pytest.approx(4.5) and method == "gauge: last log interval"  # not 9.0
+    accept, method = acceptance_between(ServerSnapshot(), ServerSnapshot(avg_accept=3.9))
+    assert accept == pytest.approx(3.9) and method == "server_info: server-wide since boot, lagging"

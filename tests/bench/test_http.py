@@ -68,8 +68,11 @@ def test_pacing_matches_the_simulator_ground_truth(ddtree_sim: SimProcess, api: 
     assert result.prompt_tokens == sc.prompt_tokens  # the prompt builder hits the target length
     assert result.cache_flushed is True
 
-    # Acceptance from the server's counters (before/after the measured repeats), not from a model.
-    assert result.accept_method == "counters"  # the exact method: spec_num_total_* deltas
+    # Acceptance from the server's counters (before/after the measured repeats), not from a model: the exact
+    # Prometheus counters when the server has them, else /server_info's server-wide average.
+    metrics = httpx.get(ddtree_sim.url + "/metrics", trust_env=False).text
+    exact = "sglang:spec_verify_calls_total" in metrics
+    assert result.accept_method == ("counters" if exact else "server_info: server-wide, lagging")
     assert result.accept_length == pytest.approx(acceptance_length(CFG, context_tokens=ctx, workload="prose"), rel=0.03)
 
 

@@ -37,9 +37,72 @@ def test_sglang_ddtree_command(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert config.dialect.name == "sglang" and config.target.base_url == "http://127.0.0.1:30001"
     assert config.target.env == {"SGLANG_DDTREE_MAX_TOPK": "8"} and config.target.command[0] == "python3"
     # Ranges are widened to hold the command's own values (48 > 32; block 10 is off the step-4 grid).
-    assert config.baseline == {"budget": 48, "topk": 8, "block_size": 10, "window": 2048}
+    assert config.baseline == {
+        "budget": 48, "topk": 8, "block_size": 10, "window": 2048, "mem_fraction_static": "auto",
+        "max_running_requests": 48, "cuda_graph_max_bs_decode": "auto", "draft_attention_backend": "default",
+    }  # fmt: skip
     assert config.space.by_name("block_size").step is None
-    assert "wrote" in capsys.readouterr().out
+    # The branch reads the old window spelling (a hidden deprecated alias): its value is the baseline, and
+    # trials write the new spelling. The branch (0.5.15.post1) has no draft KV-cache dtype flag: not offered.
+    window = config.space.by_name("window")
+    assert window.flag == "--speculative-draft-window-size"
+    assert "--speculative-dflash-draft-window-size" in window.aliases
+    assert "draft_kv_cache_dtype" not in {p.name for p in config.space.params}
+    out = capsys.readouterr()
+    assert "wrote" in out.out
+    assert "a deprecated alias of --speculative-draft-window-size" in out.err and "--enable-metrics" in out.err
+
+
+DFLASH = [
+    "python3", "-m", "sglang.launch_server", "--model-path", "/m", "--port", "30002", "--enable-metrics",
+    "--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "DRAFTER",
+    "--speculative-draft-window-size", "2048", "--mem-fraction-static", "0.85",
+]  # fmt: skip
+
+
+def test_sglang_dflash_command_offers_the_knobs_people_tune(tmp_path: Path) -> None:
+    drafter = tmp_path / "drafter"
+    drafter.mkdir()
+    (drafter / "config.json").write_text(json.dumps({"dflash_config": {"block_size": 12}}))
+    command = [str(drafter) if a == "DRAFTER" else a for a in DFLASH]
+    config = load_config(_init(tmp_path, command))
+    names = [p.name for p in config.space.params]
+    assert names == [
+        "block_size", "window", "mem_fraction_static", "max_running_requests", "cuda_graph_max_bs_decode",
+        "draft_kv_cache_dtype", "draft_attention_backend",
+    ]  # fmt: skip
+    block = config.space.by_name("block_size")
+    assert block.high == 12 and block.default == 12  # the drafter's trained size is SGLang's default and the top
+    assert config.baseline["block_size"] == 12 and config.baseline["mem_fraction_static"] == 0.85
+    assert config.baseline["max_running_requests"] == 48  # what DFLASH sets when the flag is unset
+    assert {(c.left, c.op, c.right) for c in config.space.constraints} == {
+        ("window", ">=", "block_size"),
+        ("cuda_graph_max_bs_decode", "<=", "max_running_requests"),
+    }
+    assert config.study.trials == 20
+
+
+def test_a_renamed_flag_on_mainline_is_refused_with_the_new_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = [a.replace("--speculative-draft-window-size", "--speculative-dflash-draft-window-size") for a in DFLASH]
+    assert main(["init", "--out", str(tmp_path / "x.toml"), "--", *old]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean --speculative-draft-window-size (renamed in SGLang 0.5.x" in err
+    assert not (tmp_path / "x.toml").exists()
+
+
+def test_ddtree_on_mainline_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = str(tmp_path / "x.toml")
+    assert main(["init", "--out", out, "--server-version", "0.5.23", "--", *SGLANG]) == 2
+    assert "DDTREE needs the DDTree branch (sgl-project/sglang PR #29907)" in capsys.readouterr().err
+
+
+def test_never_more_trials_than_the_space_holds() -> None:
+    from tuner.cli._init import init_study_text
+
+    text = init_study_text(LLAMA, name="tiny")  # num_pred_tokens: 1..16 -> 16 configurations
+    assert "\ntrials = 16 " in text
 
 
 def test_vllm_speculative_config(tmp_path: Path) -> None:

@@ -71,7 +71,8 @@ def test_check_passes_and_cycle_restores(
     lines: list[str] = []
     assert run_check(load_config(config_path), out=lines.append) == 0, "\n".join(lines)
     text = "\n".join(lines)
-    assert "host key SHA256:" in text and "ExecStart matches" in text and "tuned flags are accepted" in text
+    assert "host key SHA256:" in text and "ExecStart matches" in text
+    assert "flags of the command and the space are in --help" in text
     before = sim_unit.path.read_bytes()
     assert cmd_check(argparse.Namespace(config=config_path, cycle=True)) == 0
     out = capsys.readouterr().out

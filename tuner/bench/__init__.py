@@ -16,7 +16,7 @@ from tuner.bench._sequential import (
     decide_objective,
     objective_slower,
 )
-from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between, parse_prometheus
+from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between, parse_prometheus, prometheus_series
 from tuner.bench._sse import SSEDecoder
 from tuner.bench._stats import (
     EMPTY_POOL,
@@ -92,6 +92,7 @@ __all__ = [
     "parse_prometheus",
     "percentile",
     "pooled_noise",
+    "prometheus_series",
     "robust_score",
     "run_load",
     "stream_request",

@@ -2,32 +2,32 @@
 
 Acceptance length of one scenario
 ---------------------------------
-SGLang reports ``internal_states[0].avg_spec_accept_length`` in ``/server_info`` (older ``/get_server_info``):
-accepted tokens (bonus included) per verify step, *cumulative since boot*. A scenario's own figure needs the
-counters behind that average, so :func:`acceptance_between` tries, in order:
+:func:`acceptance_between` differences two snapshots taken around the scenario and tries, in order:
 
-1. ``counters``: explicit accepted-token and verify-step counters in ``internal_states[0]`` (several
-   spellings, see ``_ACCEPTED_KEYS`` / ``_STEPS_KEYS``): acceptance = delta(accepted) / delta(steps). Exact.
-2. ``derived``: the cumulative average before and after, plus an absolute generated-token counter ``G`` (the
-   Prometheus counter ``sglang:generation_tokens_total``). Steps since boot are ``S = G / avg``, so the
-   scenario's acceptance is ``(G1 - G0) / (G1 / avg1 - G0 / avg0)``. It counts *delivered* tokens per verify
-   step: a request's last step may accept more tokens than ``max_tokens`` leaves room for, and those are not
-   delivered, so this reads slightly low (by about ``accept / 2`` tokens per request; under 1% for 512-token
-   outputs, a few % for 64-token ones). Without the absolute counter the averages alone cannot be
-   disentangled, so this method needs ``--enable-metrics``.
-3. ``gauge``: the ``sglang:spec_accept_length`` gauge read after the scenario. On a real SGLang it covers the
-   last logging interval (close to the scenario); on a server that reports it cumulatively it lags.
-4. ``None``: nothing usable. Never invented.
+1. ``counters``: exact. SGLang (with ``--enable-metrics``): the Prometheus counters
+   ``sglang:generation_tokens_total`` and ``sglang:spec_verify_calls_total``, both incremented when a request
+   finishes, so delta tokens / delta verify calls is SGLang's own per-request ``completion_tokens /
+   spec_verify_ct`` over exactly the scenario's requests. vLLM: ``vllm:spec_decode_num_accepted_tokens_total``
+   and ``vllm:spec_decode_num_drafts_total``, read as accepted = accepted + drafts (the bonus token of every
+   draft) and steps = drafts, so acceptance = 1 + accepted / drafts. Counters are summed over their label sets
+   (ranks, streaming or not): each series counts different requests.
+2. ``server_info`` (server-wide, lagging): SGLang's ``/server_info`` ``internal_states[0].avg_spec_accept_length``
+   is accepted / verify steps since boot, folded in only every ``--decode-log-interval`` (40) decode batches.
+   With the absolute ``sglang:generation_tokens_total`` the scenario's share is ``(G1 - G0) / (G1 / avg1 -
+   G0 / avg0)``; it reads whatever the last fold left behind.
+3. ``gauge`` (last log interval): ``sglang:spec_accept_length`` after the scenario. One series per rank: gauges
+   are never summed; the figure is their mean.
+4. ``server_info`` alone (since boot): the cumulative average itself, when nothing else is there.
+5. ``None``: nothing usable. Never invented.
 
-Which endpoints are asked at all is the server dialect's (:mod:`tuner.dialects`): SGLang's ``/server_info``
-and ``sglang:*`` metrics; vLLM's Prometheus counters ``vllm:spec_decode_num_accepted_tokens_total`` and
-``vllm:spec_decode_num_drafts_total``, read as ``counters`` with accepted = accepted + drafts (the bonus token of
-every draft) and steps = drafts, so acceptance = 1 + accepted / drafts; nothing for llama-cpp-python.
+Which endpoints are asked at all is the server dialect's (:mod:`tuner.dialects`); nothing for llama-cpp-python.
 """
 
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,69 +35,67 @@ import httpx
 
 from tuner.dialects import BaseServerDialect, SGLangDialect
 
-__all__ = ["ServerProbe", "ServerSnapshot", "acceptance_between", "parse_prometheus"]
+__all__ = ["ServerProbe", "ServerSnapshot", "acceptance_between", "parse_prometheus", "prometheus_series"]
 
-_ACCEPTED_KEYS = (
-    "spec_num_total_accepted_tokens",
-    "spec_accepted_tokens",
-    "total_accepted_tokens",
-    "spec_accept_tokens_total",
-    "num_accepted_tokens",
-)
-_STEPS_KEYS = (
-    "spec_num_total_forward_ct",
-    "spec_verify_steps",
-    "total_verify_steps",
-    "spec_verify_ct",
-    "num_verify_steps",
-)
+SERVER_WIDE = "server_info: server-wide, lagging"
+SINCE_BOOT = "server_info: server-wide since boot, lagging"
+GAUGE = "gauge: last log interval"
+
+_SAMPLE = re.compile(r"^([^\s{]+)(?:\{(.*)\})?\s+(\S+)")
+_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
 @dataclass(frozen=True, kw_only=True)
 class ServerSnapshot:
-    """What the server's counters said at one instant (every field None when not exposed)."""
+    """What the server's counters said at one instant (every field None / empty when not exposed)."""
 
-    avg_accept: float | None = None
     accepted: float | None = None
+    """Tokens the verify steps delivered (SGLang: ``sglang:generation_tokens_total``), summed over series."""
     steps: float | None = None
+    """Verify steps (SGLang: ``sglang:spec_verify_calls_total``), summed over series."""
+    avg_accept: float | None = None
+    """``/server_info`` ``avg_spec_accept_length``: server-wide since boot, lagging."""
     generated: float | None = None
     """Absolute generated-token counter (``sglang:generation_tokens_total``)."""
-    gauge_accept: float | None = None
+    gauge_accept: tuple[float, ...] = ()
+    """``sglang:spec_accept_length``, one value per series (rank)."""
 
 
-def parse_prometheus(text: str) -> dict[str, float]:
-    """Sum every sample of each metric name (labels dropped) from Prometheus text exposition."""
-    out: dict[str, float] = {}
+def prometheus_series(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Every sample of Prometheus text exposition: name -> [(labels, value)], one entry per series."""
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
     for line in text.splitlines():
-        if not line or line.startswith("#"):
+        match = _SAMPLE.match(line.strip()) if line and not line.startswith("#") else None
+        if match is None:
             continue
-        name_part, _, rest = line.partition(" ")
-        if "{" in name_part or "}" in line:
-            # Labels may contain spaces: split on the closing brace instead.
-            brace = line.rfind("}")
-            if brace < 0:
-                continue
-            name = line[: line.index("{")]
-            rest = line[brace + 1 :]
-        else:
-            name = name_part
-        fields = rest.split()
-        if not fields:
-            continue
+        name, labels, raw = match.groups()
         try:
-            value = float(fields[0])
+            value = float(raw)
         except ValueError:
             continue
-        out[name] = out.get(name, 0.0) + value
+        out.setdefault(name, []).append((dict(_LABEL.findall(labels or "")), value))
     return out
 
 
-def _num(d: dict[str, Any], keys: tuple[str, ...]) -> float | None:
-    for k in keys:
-        v = d.get(k)
-        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
-            return float(v)
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Each metric summed over its series: right for counters (each series counts other events), not gauges."""
+    return _summed(prometheus_series(text))
+
+
+def _summed(series: dict[str, list[tuple[dict[str, str], float]]]) -> dict[str, float]:
+    return {name: math.fsum(v for _, v in samples) for name, samples in series.items()}
+
+
+def _num(d: dict[str, Any], key: str) -> float | None:
+    v = d.get(key)
+    if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
+        return float(v)
     return None
+
+
+def _counter(series: dict[str, list[tuple[dict[str, str], float]]], name: str) -> float | None:
+    """A counter summed over its series, None when the server does not expose it."""
+    return _summed({name: series[name]})[name] if series.get(name) else None
 
 
 class ServerProbe:
@@ -150,16 +148,16 @@ class ServerProbe:
                 state = states[0]
             elif isinstance(states, dict):
                 state = states
-        metrics = await self._read_metrics()
+        series = await self._read_metrics()
         if self._dialect.acceptance == "prometheus":
-            return _vllm_snapshot(metrics)
-        avg = _num(state, ("avg_spec_accept_length",))
+            return _vllm_snapshot(_summed(series))
+        generated = _counter(series, "sglang:generation_tokens_total")
         return ServerSnapshot(
-            avg_accept=avg,
-            accepted=_num(state, _ACCEPTED_KEYS),
-            steps=_num(state, _STEPS_KEYS),
-            generated=metrics.get("sglang:generation_tokens_total"),
-            gauge_accept=metrics.get("sglang:spec_accept_length"),
+            accepted=generated,
+            steps=_counter(series, "sglang:spec_verify_calls_total"),
+            avg_accept=_num(state, "avg_spec_accept_length"),
+            generated=generated,
+            gauge_accept=tuple(v for _, v in series.get("sglang:spec_accept_length", ()) if math.isfinite(v)),
         )
 
     @property
@@ -197,7 +195,7 @@ class ServerProbe:
             return None
         return None
 
-    async def _read_metrics(self) -> dict[str, float]:
+    async def _read_metrics(self) -> dict[str, list[tuple[dict[str, str], float]]]:
         if not self._metrics:
             return {}
         try:
@@ -208,7 +206,7 @@ class ServerProbe:
             if r.status_code in (404, 405):
                 self._metrics = False
             return {}
-        return parse_prometheus(r.text)
+        return prometheus_series(r.text)
 
 
 def _vllm_snapshot(metrics: dict[str, float]) -> ServerSnapshot:
@@ -221,27 +219,45 @@ def _vllm_snapshot(metrics: dict[str, float]) -> ServerSnapshot:
     return ServerSnapshot(accepted=accepted + drafts, steps=drafts, generated=generated)
 
 
+def _counted(before: ServerSnapshot, after: ServerSnapshot) -> float | None:
+    if None in (before.accepted, before.steps, after.accepted, after.steps):
+        return None
+    assert before.accepted is not None and after.accepted is not None
+    assert before.steps is not None and after.steps is not None
+    d_steps = after.steps - before.steps
+    return (after.accepted - before.accepted) / d_steps if d_steps > 0 else None
+
+
+def _derived(before: ServerSnapshot, after: ServerSnapshot) -> float | None:
+    if None in (before.avg_accept, after.avg_accept, before.generated, after.generated):
+        return None
+    assert before.avg_accept is not None and after.avg_accept is not None
+    assert before.generated is not None and after.generated is not None
+    d_gen = after.generated - before.generated
+    if before.avg_accept > 0:
+        steps0: float | None = before.generated / before.avg_accept
+    else:
+        # A zero average is only consistent with a server that has not generated yet.
+        steps0 = 0.0 if before.generated == 0 else None
+    if steps0 is None or after.avg_accept <= 0 or d_gen <= 0:
+        return None
+    d_steps = after.generated / after.avg_accept - steps0
+    return d_gen / d_steps if d_steps > 0 else None
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    positive = [v for v in values if v > 0]
+    return math.fsum(positive) / len(positive) if positive else None
+
+
 def acceptance_between(before: ServerSnapshot, after: ServerSnapshot) -> tuple[float | None, str | None]:
     """Acceptance length of the work done between two snapshots, and the method used (module docstring)."""
-    if None not in (before.accepted, before.steps, after.accepted, after.steps):
-        assert before.accepted is not None and after.accepted is not None
-        assert before.steps is not None and after.steps is not None
-        d_steps = after.steps - before.steps
-        if d_steps > 0:
-            return (after.accepted - before.accepted) / d_steps, "counters"
-    if None not in (before.avg_accept, after.avg_accept, before.generated, after.generated):
-        assert before.avg_accept is not None and after.avg_accept is not None
-        assert before.generated is not None and after.generated is not None
-        d_gen = after.generated - before.generated
-        if before.avg_accept > 0:
-            steps0: float | None = before.generated / before.avg_accept
-        else:
-            # A zero average is only consistent with a server that has not generated yet.
-            steps0 = 0.0 if before.generated == 0 else None
-        if steps0 is not None and after.avg_accept > 0 and d_gen > 0:
-            d_steps = after.generated / after.avg_accept - steps0
-            if d_steps > 0:
-                return d_gen / d_steps, "derived"
-    if after.gauge_accept is not None and after.gauge_accept > 0:
-        return after.gauge_accept, "gauge"
+    for value, method in (
+        (_counted(before, after), "counters"),
+        (_derived(before, after), SERVER_WIDE),
+        (_mean(after.gauge_accept), GAUGE),
+        (after.avg_accept if after.avg_accept and after.avg_accept > 0 else None, SINCE_BOOT),
+    ):
+        if value is not None:
+            return value, method
     return None, None

@@ -15,6 +15,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from tuner.cli._init_sglang import drafter_block_size, versioned_dialect
 from tuner.dialects import SERVER_CHOICES, BaseServerDialect, get_dialect
 from tuner.errors import ConfigError, TuneError
 
@@ -31,6 +32,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--out", metavar="FILE", type=Path, default=Path("study.toml"), help="(default: study.toml)")
     p.add_argument("--server", choices=SERVER_CHOICES, default="auto", help="the server dialect (default: detect)")
     p.add_argument("--name", metavar="NAME", help="study name (default: the file name)")
+    p.add_argument("--server-version", metavar="V", default="auto",
+                   help="SGLang version to check the command against (0.5.23, ddtree-pr29907; default: from it)")
     p.add_argument("launch", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the server's launch command")
     p.set_defaults(func=cmd_init)
 
@@ -42,7 +45,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     out: Path = args.out
     if out.exists():
         raise TuneError(f"{out} exists: tune init never overwrites a file (choose another --out)")
-    text = init_study_text(argv, server=args.server, name=args.name or out.stem)
+    text = init_study_text(argv, server=args.server, name=args.name or out.stem, server_version=args.server_version)
     out.write_text(text)
     from tuner.config import load_config
 
@@ -51,7 +54,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         f"wrote {out}: {config.dialect.name} server, {len(config.space.params)} tuned parameter(s), baseline "
         + ", ".join(f"{k}={v}" for k, v in config.baseline.items())
     )
-    print(f"next: tune check --config {out} && tune start --config {out} --trials 20")
+    print(f"next: tune check --config {out} && tune start --config {out} --trials {config.study.trials}")
     return 0
 
 
@@ -66,6 +69,14 @@ def _flag_value(argv: list[str], flag: str) -> str | None:
     return None
 
 
+def _number(text: str) -> Any:
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    if re.fullmatch(r"-?(\d+\.\d*|\.\d+)", text):
+        return float(text)
+    return text
+
+
 def _command_value(entry: dict[str, Any], argv: list[str], env: dict[str, str]) -> Any:
     """The suggested parameter's value in the launch command (None when the command does not set it)."""
     if "json_flag" in entry:
@@ -78,7 +89,7 @@ def _command_value(entry: dict[str, Any], argv: list[str], env: dict[str, str]) 
     for flag in (entry.get("flag"), *entry.get("aliases", ())):
         text = _flag_value(argv, flag) if flag else None
         if text:
-            return int(text) if re.fullmatch(r"-?\d+", text) else text
+            return _number(text)
     return int(env[entry["env"]]) if entry.get("env") in env else None
 
 
@@ -91,7 +102,7 @@ def _fit(entry: dict[str, Any], value: Any) -> dict[str, Any] | None:
         if value not in e["choices"]:
             e["choices"] = [*e["choices"], value]
         return e
-    if not isinstance(value, int):
+    if not isinstance(value, int | float) or (e["type"] == "int" and not isinstance(value, int)):
         return None
     e["low"], e["high"] = min(e["low"], value), max(e["high"], value)
     if "step" in e and (value - e["low"]) % e["step"]:
@@ -101,7 +112,7 @@ def _fit(entry: dict[str, Any], value: Any) -> dict[str, Any] | None:
 
 def suggest_space(dialect: BaseServerDialect, argv: list[str], env: dict[str, str]) -> list[dict[str, Any]]:
     out = []
-    for entry in dialect.tunable:
+    for entry in dialect.tunable_for(argv, env, trained_block_size=drafter_block_size(argv)):
         need_flag, need_value = entry.get("requires", (None, None))
         if need_flag is not None:
             have = _flag_value(argv, need_flag)
@@ -194,10 +205,29 @@ def _space_text(space: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def init_study_text(argv: list[str], *, server: str = "auto", name: str = "study") -> str:
+def _constraints_text(dialect: BaseServerDialect, space: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for left, op, right in dialect.constraints_for([e["name"] for e in space]):
+        lines += ["[[constraints]]", f"left = {_toml(left)}", f"op = {_toml(op)}", f"right = {_toml(right)}", ""]
+    return lines
+
+
+def _capped_trials(text: str) -> str:
+    """The study file with ``trials`` no larger than the distinct configurations its space holds."""
+    from tuner.config import parse_config
+    from tuner.space import count_configs
+
+    config = parse_config(text, source="(tune init)", base_dir=Path.cwd())
+    held = count_configs(config.space, stop_at=20)
+    if held is None or held >= 20:
+        return text
+    return text.replace("\ntrials = 20\n", f"\ntrials = {held}             # every configuration the space holds\n", 1)
+
+
+def init_study_text(argv: list[str], *, server: str = "auto", name: str = "study", server_version: str = "auto") -> str:
     """A commented study file for ``argv`` (see the module docstring); raises ConfigError if none can be made."""
     command, env = _split_env(argv)
-    dialect = get_dialect(server, command)
+    dialect = versioned_dialect(get_dialect(server, command), command, env, server_version)
     space = suggest_space(dialect, command, env)
     if not space:
         raise ConfigError(
@@ -221,6 +251,7 @@ def init_study_text(argv: list[str], *, server: str = "auto", name: str = "study
         "",
         "[target]",
         f"server = {_toml(dialect.name)}" + ('       # detected; "auto" re-detects' if server == "auto" else ""),
+        *([f"server_version = {_toml(server_version)}"] if server_version != "auto" else []),
         'transport = "local"       # "ssh" + [target.ssh] for a remote host',
         'manager = "process"       # "systemd" + [target.systemd] for a unit',
         f"base_url = {_toml(_base_url(dialect, command))}",
@@ -232,6 +263,7 @@ def init_study_text(argv: list[str], *, server: str = "auto", name: str = "study
         "",
         "# Suggested from the flags the server's dialect knows are tunable; the command's values are the baseline.",
         *_space_text(space),
+        *_constraints_text(dialect, space),
         _SCENARIOS.format(conc=conc, requests=4 * conc),
     ]
-    return "\n".join(lines)
+    return _capped_trials("\n".join(lines))

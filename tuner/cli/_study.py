@@ -6,6 +6,7 @@ import sys
 from typing import Any
 
 from tuner.cli._common import add_study_args, config_from_args, study_location
+from tuner.cli._dryrun import add_dry_run_arg, dry_run
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,6 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="join a study whose servers differ from this one (GPUs, driver, model); the report splits by target",
     )
     p.add_argument("--fleet-host", type=int, default=None, help=argparse.SUPPRESS)  # one worker of a fleet
+    add_dry_run_arg(p)
     p.set_defaults(func=_start)
 
     p = sub.add_parser("resume", help="continue a study with the config stored in it")
@@ -74,6 +76,8 @@ def _start(args: argparse.Namespace) -> int:
     from tuner.study import run_study
 
     config = config_from_args(args)
+    if args.dry_run is not None:
+        return dry_run(args, config)
     hosts = config.target.ssh.hosts if config.target.ssh is not None else ()
     if len(hosts) > 1 and args.fleet_host is None:
         from tuner.cli._fleet import run_fleet

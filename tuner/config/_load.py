@@ -24,7 +24,7 @@ from tuner.config._sections import (
     precision_share,
 )
 from tuner.config._space import parse_space
-from tuner.dialects import BaseServerDialect, get_dialect
+from tuner.dialects import BaseServerDialect, SGLangDialect, get_dialect, sglang_version
 from tuner.errors import ConfigError
 from tuner.space import SearchSpace, Value, baseline_params
 from tuner.spec import LaunchSpec
@@ -90,7 +90,7 @@ def parse_config(text: str, *, source: str, base_dir: Path, default_name: str | 
         default_name=default_name or Path(source).stem,
     )
     target = parse_target(_required(top, "target"), base_dir=base_dir)
-    dialect = get_dialect(target.server, target.command)
+    dialect = _dialect(target, source)
     space = replace(parse_space(_required(top, "space"), top.tables("constraints")), bool_style=dialect.bool_style)
     benchmark = parse_benchmark(_required(top, "benchmark"), base_dir=base_dir)
     objective = parse_objective(top.table("objective"), benchmark)
@@ -121,6 +121,21 @@ def parse_config(text: str, *, source: str, base_dir: Path, default_name: str | 
         baseline=baseline,
         dialect=dialect,
     )
+
+
+def _dialect(target: TargetSection, source: str) -> BaseServerDialect:
+    """The server's dialect; for SGLang with ``[target] server_version``, that version's."""
+    dialect = get_dialect(target.server, target.command)
+    if target.server_version == "auto":
+        return dialect
+    if not isinstance(dialect, SGLangDialect):
+        raise ConfigError(
+            file=source,
+            key="target.server_version",
+            expected=f'"auto" for a {dialect.name} server (versions are known for SGLang only)',
+            got=target.server_version,
+        )
+    return dialect.with_version(sglang_version(target.server_version), "[target] server_version")
 
 
 def _required(top: Table, name: str) -> Table:

@@ -8,7 +8,7 @@ from typing import Any
 
 from tuner.config._fleet import FleetHost, parse_hosts
 from tuner.config._reader import Table
-from tuner.dialects import SERVER_CHOICES, BaseServerDialect, SGLangDialect
+from tuner.dialects import KNOWN_VERSIONS, SERVER_CHOICES, BaseServerDialect, SGLangDialect, sglang_version
 from tuner.metrics import OBJECTIVE_METRICS
 
 ON_EXIT = ("baseline", "best", "leave", "stop")
@@ -94,6 +94,8 @@ class TargetSection:
     manager: str = "process"
     server: str = "auto"
     """The server dialect (``sglang``, ``vllm``, ``llama.cpp``, ``generic``) or ``auto``: from the command."""
+    server_version: str = "auto"
+    """SGLang's version (``0.5.23``, ``ddtree-pr29907``, ...) or ``auto``: found on the host by check / start."""
     command: tuple[str, ...]
     base_url: str
     env: dict[str, str] = field(default_factory=dict)
@@ -260,6 +262,7 @@ def parse_target(t: Table, *, base_dir: Path) -> TargetSection:
         raise t.error("base_url", "an http:// or https:// URL", base_url)
     transport = t.choice("transport", ("local", "ssh"), "local")
     server = t.choice("server", SERVER_CHOICES, "auto")
+    server_version = _server_version(t)
     manager = t.choice("manager", ("process", "systemd"), "process")
     ssh_t = t.table("ssh", required=transport == "ssh")
     systemd_t = t.table("systemd", required=manager == "systemd")
@@ -269,6 +272,7 @@ def parse_target(t: Table, *, base_dir: Path) -> TargetSection:
         transport=transport,
         manager=manager,
         server=server,
+        server_version=server_version,
         command=command,
         base_url=base_url.rstrip("/"),
         env=t.str_map("env", {}),
@@ -287,6 +291,18 @@ def parse_target(t: Table, *, base_dir: Path) -> TargetSection:
     )
     t.finish()
     return section
+
+
+def _server_version(t: Table) -> str:
+    value = t.str("server_version", "auto")
+    if value == "auto":
+        return value
+    try:
+        return sglang_version(value).name
+    except ValueError:
+        known = ", ".join(v.name for v in KNOWN_VERSIONS[:2])
+        raise t.error("server_version", f'"auto" or an SGLang version ({known}, or a release like 0.5.20)',
+                      value) from None
 
 
 def _state_dir(t: Table, base_dir: Path, transport: str) -> str | None:

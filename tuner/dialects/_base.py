@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import abc
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from tuner.space import SearchSpace, bool_argv
@@ -33,7 +33,8 @@ class BaseServerDialect(abc.ABC):
     flush_path: ClassVar[str | None] = None
     """POST here resets the prefix cache between repeats."""
     acceptance: ClassVar[str | None] = None
-    """Where speculative acceptance comes from: ``server_info`` (SGLang), ``prometheus`` (vLLM), None."""
+    """Where speculative acceptance comes from: ``server_info`` (SGLang: its Prometheus counters with
+    ``--enable-metrics``, ``/server_info`` as the server-wide fallback), ``prometheus`` (vLLM), None."""
     metrics_path: ClassVar[str | None] = None
     stream_usage: ClassVar[bool] = True
     """Whether streamed responses carry ``usage`` token counts."""
@@ -63,6 +64,16 @@ class BaseServerDialect(abc.ABC):
     @abc.abstractmethod
     def matches(cls, argv: Sequence[str]) -> str | None:
         """What in ``argv`` shows this server's launch command (for the report), or None."""
+
+    def tunable_for(
+        self, argv: Sequence[str], env: Mapping[str, str], *, trained_block_size: int | None = None
+    ) -> tuple[dict[str, Any], ...]:
+        """The :attr:`tunable` entries for this launch command (a dialect may adapt them to it)."""
+        return self.tunable
+
+    def constraints_for(self, names: Sequence[str]) -> list[tuple[str, str, str]]:
+        """``(left, op, right)`` constraints between the suggested knobs ``names`` (``tune init``)."""
+        return []
 
     def bool_args(self, flag: str, value: bool) -> list[str]:
         """The argv elements for a boolean flag set to ``value`` (maybe none)."""

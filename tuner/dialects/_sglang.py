@@ -1,9 +1,11 @@
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import ClassVar
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from tuner.dialects._base import BaseServerDialect
+from tuner.dialects._sglang_init import DFLASH_CONSTRAINTS, dflash_knobs, fit_knobs
+from tuner.dialects._sglang_versions import KNOWN_VERSIONS, SGLangVersion
 
 
 def _find(argv: Sequence[str], *needles: str) -> str | None:
@@ -14,16 +16,30 @@ def _find(argv: Sequence[str], *needles: str) -> str | None:
     return None
 
 
+def _merged_markers() -> tuple[tuple[str, str], ...]:
+    """Each start-up phase as any known version logs it (readiness does not know the version in advance)."""
+    merged: dict[str, list[str]] = {}
+    for version in KNOWN_VERSIONS:
+        for label, pattern in version.markers:
+            merged.setdefault(label, [])
+            merged[label] += [p for p in pattern.split("|") if p not in merged[label]]
+    return tuple((label, "|".join(patterns)) for label, patterns in merged.items())
+
+
 class SGLangDialect(BaseServerDialect):
-    """``python -m sglang.launch_server`` (and the bundled simulator, which mimics it flag for flag)."""
+    """``python -m sglang.launch_server`` (and the bundled simulator, which mimics it flag for flag).
+
+    Which SGLang (mainline 0.5.23, the DDTree branch, 0.5.10 or older) is :attr:`version`: set by ``[target]
+    server_version``, or found on the host by ``tune check`` / ``tune start`` (see ``_sglang_versions``).
+    """
 
     name = "sglang"
     health_path = "/health"
-    phase_markers: ClassVar[tuple[tuple[str, str], ...]] = (
-        ("loading weights", r"Load weight begin|Loading safetensors|Init torch distributed"),
-        ("capturing cuda graphs", r"Load weight end"),
-        ("warming up", r"Capture cuda graph end"),
-        ("serving", r"The server is fired up and ready to roll"),
+    phase_markers: ClassVar[tuple[tuple[str, str], ...]] = _merged_markers()
+    # SGLang's parser errors and its unknown-algorithm ValueError, in the words of its own code.
+    fatal_patterns: ClassVar[tuple[str, ...]] = (
+        r"error: (ambiguous option|argument --)",
+        r"Unknown speculative algorithm name",
     )
     flush_path = "/flush_cache"
     acceptance = "server_info"
@@ -50,26 +66,18 @@ class SGLangDialect(BaseServerDialect):
             "default": 6,
             "requires": ("--speculative-algorithm", "DDTREE"),
         },
-        {
-            "name": "block_size",
-            "type": "int",
-            "low": 4,
-            "high": 16,
-            "step": 4,
-            "flag": "--speculative-dflash-block-size",
-            "aliases": ["--speculative-num-draft-tokens"],
-            "default": 16,
-            "requires": ("--speculative-algorithm", None),
-        },
-        {
-            "name": "window",
-            "type": "categorical",
-            "choices": ["none", 1024, 2048, 4096],
-            "flag": "--speculative-dflash-draft-window-size",
-            "absent": "none",
-            "requires": ("--speculative-algorithm", None),
-        },
+        *dflash_knobs(),
     )
+
+    def __init__(self, *, reason: str = "", version: SGLangVersion | None = None, version_reason: str = "") -> None:
+        super().__init__(reason=reason)
+        self.version = version
+        self.version_reason = version_reason
+        """How the version was found (``[target] server_version``, what the host reported, ...)."""
+
+    def with_version(self, version: SGLangVersion | None, reason: str) -> SGLangDialect:
+        """The same dialect for a known version (a new object: a config's dialect is never changed in place)."""
+        return SGLangDialect(reason=self.reason, version=version, version_reason=reason)
 
     @classmethod
     def matches(cls, argv: Sequence[str]) -> str | None:
@@ -80,3 +88,39 @@ class SGLangDialect(BaseServerDialect):
             if arg.rsplit("/", 1)[-1] in ("sglang", "tune") and argv[i + 1] in ("serve", "sim"):
                 return f"{arg.rsplit('/', 1)[-1]} {argv[i + 1]}"
         return None
+
+    def own_flag_prefix(self, argv: Sequence[str]) -> str | None:
+        """The simulator's own options (``--sim-...``) are not SGLang's: flag tables skip them."""
+        return "--sim-" if _find(argv, "tuner.sim") or self.matches(argv) == "tune sim" else None
+
+    def version_line(self) -> str:
+        if self.version is None:
+            return "SGLang version: not set ([target] server_version); found on the host by tune check / tune start"
+        how = f" ({self.version_reason})" if self.version_reason else ""
+        return f"SGLang version: {self.version.describe()}{how}"
+
+    def describe(self) -> list[str]:
+        lines = super().describe()
+        return [lines[0], f"  {self.version_line()}", *lines[1:]]
+
+    def tunable_for(
+        self, argv: Sequence[str], env: Mapping[str, str], *, trained_block_size: int | None = None
+    ) -> tuple[dict[str, Any], ...]:
+        """The knobs for this command on this version: flags the version lacks are left out, a deprecated
+        spelling in the command is read as the knob's value, the block size reaches the drafter's trained one."""
+        return fit_knobs(self.tunable, argv, self.version, trained_block_size=trained_block_size)
+
+    def constraints_for(self, names: Sequence[str]) -> list[tuple[str, str, str]]:
+        return [c for c in DFLASH_CONSTRAINTS if c[0] in names and c[2] in names]
+
+    def __repr__(self) -> str:
+        version = f"version={self.version.name!r}" if self.version else ""
+        return f"SGLangDialect({version})"
+
+
+def replace_version(dialect: BaseServerDialect, version: SGLangVersion | None, reason: str) -> BaseServerDialect:
+    """``dialect`` with ``version`` when it is SGLang's; other dialects are returned as they are."""
+    if isinstance(dialect, SGLangDialect):
+        return dialect.with_version(version, reason)
+    return dialect
+

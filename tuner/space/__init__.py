@@ -1,5 +1,6 @@
 """The search space: parameters, their conditions and constraints, and how a sample becomes a launch spec."""
 
+from tuner.space._count import count_configs
 from tuner.space._model import BOOL_STYLES, OPERATORS, Condition, Constraint, Param, SearchSpace, Value
 from tuner.space._render import baseline_params, bool_argv, format_value, render
 from tuner.space._sample import suggest
@@ -14,6 +15,7 @@ __all__ = [
     "Value",
     "baseline_params",
     "bool_argv",
+    "count_configs",
     "format_value",
     "render",
     "suggest",

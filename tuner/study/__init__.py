@@ -2,6 +2,7 @@
 
 from tuner.study._confirm import Confirmation, confirm_top, confirmation_text, last_finalist, recommended_trial
 from tuner.study._console import Console
+from tuner.study._dryrun import PlannedLaunch, planned_launches
 from tuner.study._faults import storage_faults
 from tuner.study._fleet import MixedTargets
 from tuner.study._loop import Interrupted, RunSummary, run_study
@@ -39,6 +40,7 @@ __all__ = [
     "Interrupted",
     "MixedTargets",
     "NoSuchStudy",
+    "PlannedLaunch",
     "Refined",
     "Refinement",
     "RunSummary",
@@ -59,6 +61,7 @@ __all__ = [
     "make_storage",
     "objective_refinement",
     "open_study",
+    "planned_launches",
     "recommended_trial",
     "recover_stale_trials",
     "refine_on_objective",

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import httpx
 
 from tuner.config import StudyConfig
+from tuner.dialects import SGLangDialect
 from tuner.errors import ConfigError, EnvironmentFault, HostError, TuneError
 from tuner.hosts import BaseHost
 from tuner.services import BaseService, Finding
@@ -71,7 +72,7 @@ def dialect_findings(config: StudyConfig) -> Iterator[Finding]:
     lines = config.dialect.describe()
     yield Finding(ok=True, text=lines[0])
     for line in lines[1:]:
-        yield Finding(ok=None, text=line.strip())
+        yield Finding(ok=None if line.strip().startswith("missing:") else True, text=line.strip())
     problems = config.dialect.lint(config.space)
     for problem in problems:
         yield Finding(ok=False, text=problem)
@@ -79,25 +80,39 @@ def dialect_findings(config: StudyConfig) -> Iterator[Finding]:
         yield Finding(ok=True, text=f"the search space is written the way {config.dialect.name} expects")
 
 
-def _flags(config: StudyConfig, host: BaseHost, program: list[str]) -> Iterator[Finding]:
-    tuned = [p for p in config.space.params if p.flag or p.json_flag]
-    if not tuned:
-        return
-    if not config.target.check_flags:
-        yield Finding(ok=None, text="tuned flags not checked against `--help` ([target] check_flags = false)")
-        return
+def _help_listing(
+    config: StudyConfig, host: BaseHost, program: list[str]
+) -> tuple[list[Finding], frozenset[str] | None]:
+    """Run ``PROGRAM --help``: (what to say about it, the flags it lists or None when it listed none)."""
     limit = config.target.check_timeout_s
     help_cmd = [*program, *config.dialect.help_args]
     print(f"   running `{' '.join(help_cmd)}` (at most {limit:.0f} s, [target] check_timeout_s)", file=sys.stderr)
     # `timeout` signals its whole process group: a --help that starts a server instead leaves nothing behind.
     result = host.run(["timeout", "-k", "5", f"{limit:g}", *help_cmd], timeout=limit + 30) if program else None
     if result is not None and result.exit_status == 124:
-        yield Finding(ok=None, text=f"`{' '.join(help_cmd)}` did not exit within {limit:.0f} s: flags not verified")
-        return
+        late = f"`{' '.join(help_cmd)}` did not exit within {limit:.0f} s: flags not verified"
+        return [Finding(ok=None, text=late)], None
     text = (result.stdout + result.stderr) if result is not None else ""
     listed = config.dialect.listed_flags(text)
     if result is None or not result.ok or not listed:
-        yield Finding(ok=None, text=f"`{' '.join(help_cmd)}` gave no flag list: cannot verify the space's flags")
+        none = f"`{' '.join(help_cmd)}` gave no flag list: cannot verify the space's flags"
+        return [Finding(ok=None, text=none)], None
+    return [], frozenset(listed)
+
+
+def _flags(config: StudyConfig, host: BaseHost, program: list[str]) -> Iterator[Finding]:
+    if isinstance(config.dialect, SGLangDialect):
+        yield from _sglang_flags(config, host, program)
+        return
+    tuned = [p for p in config.space.params if p.flag or p.json_flag]
+    if not tuned:
+        return
+    if not config.target.check_flags:
+        yield Finding(ok=None, text="tuned flags not checked against `--help` ([target] check_flags = false)")
+        return
+    notes, listed = _help_listing(config, host, program)
+    yield from notes
+    if listed is None:
         return
     names = {p.name: [n for n in (p.flag or p.json_flag, *p.aliases) if n] for p in tuned}
     missing = sorted({names[p.name][0] for p in tuned if not listed.intersection(names[p.name])})
@@ -105,9 +120,32 @@ def _flags(config: StudyConfig, host: BaseHost, program: list[str]) -> Iterator[
         yield Finding(ok=False, text="flags unknown to the server (`--help` does not list them): " + ", ".join(missing))
     else:
         yield Finding(ok=True, text=f"all {len(tuned)} tuned flags are accepted by the server")
+    yield from _env_params(config)
+
+
+def _env_params(config: StudyConfig) -> Iterator[Finding]:
     for p in config.space.params:
         if p.env and not p.flag:
             yield Finding(ok=True, text=f"{p.name} is the environment variable {p.env}")
+
+
+def _sglang_flags(config: StudyConfig, host: BaseHost, program: list[str]) -> Iterator[Finding]:
+    """SGLang: the version (configured or found on the host), its flag table's verdicts, then ``--help``."""
+    from tuner.target._sglang import help_findings, judged_flags, table_findings, version_findings
+
+    listed = None
+    if config.target.check_flags:
+        notes, listed = _help_listing(config, host, program)
+        yield from notes
+    else:
+        yield Finding(ok=None, text="flags not checked against `--help` ([target] check_flags = false)")
+    found, version = version_findings(config, host, program, listed=listed)
+    yield from found
+    if version is not None:
+        yield from table_findings(config, version, spellings=version.exact or listed is None)
+    if listed is not None:
+        yield from help_findings(config, listed, judged=judged_flags(config, version), version=version)
+    yield from _env_params(config)
 
 
 def _endpoint_problem(url: str, health_path: str | None) -> str | None:
@@ -184,7 +222,15 @@ def _gate(config: StudyConfig) -> Iterator[Finding]:
 
 
 def require_preflight(config: StudyConfig, *, storage: str | None = None) -> None:
-    """``tune start``'s preflight: raise :class:`EnvironmentFault` with one line per problem, nothing changed."""
+    """``tune start``'s preflight: raise :class:`EnvironmentFault` with one line per problem, nothing changed.
+
+    For SGLang, first the version's flag table: a command it refuses (a renamed flag, DDTREE on mainline) is a
+    :class:`ConfigError` before anything restarts.
+    """
+    if isinstance(config.dialect, SGLangDialect):
+        from tuner.target._sglang import require_flags
+
+        require_flags(config)
     findings = preflight(config, flags=False, endpoint=False, lock=False, gate=False, storage=storage, dialect=False)
     problems = [f.text for f in findings if f.ok is False]
     if len(problems) == 1:

@@ -1,0 +1,92 @@
+"""The launches a study would make first, without making them (``tune start --dry-run N``).
+
+The same machinery as a real start, in memory: the sampler the study would get (same seed), the starting
+points it enqueues (the baseline, the expert seeds, one trial per unexplored branch; ``import_best_from``
+is left out, it reads another study's storage), the same rejection of constraint violations and repeats, and
+the same rendering into launch specs. Nothing is stored and no host is contacted. Without measurements the
+sampler stays in its random start-up phase, which is what a study's first trials are; later trials depend on
+the results, which a dry run does not have.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from dataclasses import dataclass
+
+import optuna
+from optuna.trial import TrialState
+
+from tuner.config import StudyConfig
+from tuner.search import make_sampler
+from tuner.space import Value, render, suggest
+from tuner.spec import LaunchSpec
+from tuner.study._fleet import worker_seed
+from tuner.study._policy import ensure_baseline
+from tuner.study._starts import enqueue_branches
+from tuner.study._storage import directions
+from tuner.target import base_spec
+from tuner.trials import attrs
+
+__all__ = ["PlannedLaunch", "planned_launches"]
+
+_TRIES_PER_LAUNCH = 50
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlannedLaunch:
+    number: int
+    """The trial number the study would give it (rejected samples take numbers too)."""
+    label: str
+    """``baseline``, ``seed N``, ``branch algorithm=DFLASH`` or ``sampled``."""
+    params: dict[str, Value]
+    spec: LaunchSpec
+
+
+def _label(trial: optuna.Trial) -> str:
+    if trial.user_attrs.get(attrs.BASELINE):
+        return "baseline"
+    if attrs.SEED in trial.user_attrs:
+        return f"seed {trial.user_attrs[attrs.SEED]}"
+    branch = trial.user_attrs.get(attrs.BRANCH)
+    if branch:
+        return "branch " + " ".join(f"{k}={v}" for k, v in branch.items())
+    return "sampled"
+
+
+def _study(config: StudyConfig) -> optuna.Study:
+    """An in-memory study as a fresh start would set it up: its first worker's sampler and starting points."""
+    seed = worker_seed(config.study.seed, ordinal=0, offset=0)
+    seeded = dataclasses.replace(config, study=dataclasses.replace(config.study, seed=seed))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study = optuna.create_study(directions=directions(config), sampler=make_sampler(seeded, offset=0))
+    ensure_baseline(study, dict(config.baseline))
+    for i, seed_params in enumerate(config.search.seed_trials):
+        study.enqueue_trial(dict(seed_params), user_attrs={attrs.SEED: i}, skip_if_exists=True)
+    enqueue_branches(study, config)
+    return study
+
+
+def planned_launches(config: StudyConfig, count: int) -> list[PlannedLaunch]:
+    """The baseline's launch and the next ``count`` distinct ones the study would make, in order."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = _study(config)
+    base = base_spec(config.target)
+    out: list[PlannedLaunch] = []
+    seen: list[dict[str, Value]] = []
+    for _ in range(_TRIES_PER_LAUNCH * (count + 1)):
+        if len(out) == count + 1:
+            break
+        trial = study.ask()
+        params = suggest(trial, config.space)
+        # Constraint violations end PRUNED without a restart, repeats are told their known result: no launch.
+        if config.space.violations(params) or params in seen:
+            study.tell(trial, state=TrialState.PRUNED)
+            continue
+        seen.append(params)
+        label = _label(trial)
+        spec = base if label == "baseline" else render(config.space, base, params)
+        out.append(PlannedLaunch(number=trial.number, label=label, params=params, spec=spec))
+        study.tell(trial, state=TrialState.FAIL)  # no result: the sampler learns nothing from it
+    return out
