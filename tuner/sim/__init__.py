@@ -59,23 +59,21 @@ from tuner.sim._startup import (
     load_begin_lines,
     load_end_lines,
 )
-from tuner.sim._versions import DDTREE_BRANCH, DEFAULT_VERSION, MAINLINE, VERSIONS, SGLangVersion
+from tuner.sim._versions import DEFAULT_VERSION, VERSIONS, EmulatedVersion
 
 __all__ = [
     "CTX_BUCKET",
-    "DDTREE_BRANCH",
     "DDTREE_TOPK_ENV",
     "DEFAULT_DDTREE_TOPK",
     "DEFAULT_VERSION",
     "INIT_NEW_TOKEN_RATIO",
-    "MAINLINE",
     "PREFILL_S_PER_TOKEN",
     "READY_LINE",
     "VERSIONS",
     "Answer",
     "BatchScheduler",
+    "EmulatedVersion",
     "Retraction",
-    "SGLangVersion",
     "ServerArgsError",
     "ServerConfig",
     "SimulatedScenario",

@@ -1,12 +1,14 @@
 """Command line of the simulated server: the emulated SGLang version's own flags, plus ``--sim-*`` knobs.
 
-The parser is built from the version's flag table (:mod:`tuner.sim._flags`), so it accepts exactly that
-version's flags, with argparse's prefix matching on as in SGLang: an unknown flag fails like the real server
-(``error: unrecognized arguments: ...``, exit status 2), and so does a prefix of several flags
-(``--cuda-graph-max-bs`` on 0.5.23: ``error: ambiguous option``). Flags the model reads get SGLang's types and
-the simulator's defaults (a Kimi K2.6 deployment: ``--tp-size 8``); every other flag of the table parses and is
-ignored. After parsing, :func:`tuner.sim._resolve.resolve_server_args` applies SGLang's own checks and
-defaults (``ServerArgsError`` carries the real message).
+Whether a command line parses is the version's flag table's verdict (:meth:`tuner.dialects.FlagTable.parse_errors`,
+read from SGLang's own code; ``--sim-*`` options are not SGLang's and are skipped there), so the simulator accepts
+exactly that version's flags: an unknown flag fails like the real server (``sglang serve: error: unrecognized
+arguments: ...``, exit status 2), and so does a prefix of several flags (``--cuda-graph-max-bs`` on 0.5.23:
+``error: ambiguous option``) or a bad value. The values are then read by a parser built from the same table;
+flags the model reads get SGLang's types and the simulator's defaults (a Kimi K2.6 deployment: ``--tp-size 8``;
+its weights and drafter are built in, so ``--model-path`` and ``--speculative-draft-model-path``, which a real
+server requires, have defaults), every other flag of the table parses and is ignored. After parsing, :func:`tuner.sim._resolve.resolve_server_args`
+applies SGLang's own checks and defaults (``ServerArgsError`` carries the real message).
 
 DDTree's top-k cap is *not* a flag: like the DDTree branch, it is read from the environment variable
 ``SGLANG_DDTREE_MAX_TOPK`` (default 6), so a unit's ``Environment=`` lines are part of the configuration.
@@ -15,12 +17,13 @@ DDTree's top-k cap is *not* a flag: like the DDTree branch, it is read from the 
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tuner.sim._flags import FlagSpec, version_flags
+from tuner.dialects import FlagOption
 from tuner.sim._resolve import ServerArgsError, resolve_server_args
-from tuner.sim._versions import DEFAULT_VERSION, VERSIONS, SGLangVersion
+from tuner.sim._versions import DEFAULT_VERSION, VERSIONS, EmulatedVersion
 
 __all__ = [
     "DDTREE_TOPK_ENV",
@@ -53,7 +56,7 @@ MODELLED: dict[str, dict[str, Any]] = {
     "decode_log_interval": {"type": int, "default": 40},
     "cuda_graph_max_bs_decode": {"type": int, "default": None},
     "speculative_algorithm": {"type": str, "default": None},
-    "speculative_draft_model_path": {"type": str, "default": None},
+    "speculative_draft_model_path": {"type": str, "default": "moonshotai/Kimi-K2.6-DFlash"},
     "speculative_num_steps": {"type": int, "default": None},
     "speculative_eagle_topk": {"type": int, "default": None},
     "speculative_num_draft_tokens": {"type": int, "default": None},
@@ -63,7 +66,10 @@ MODELLED: dict[str, dict[str, Any]] = {
 }
 
 
-def select_version(argv: Sequence[str]) -> SGLangVersion:
+_MODEL_DEFAULT = ("--model-path", MODELLED["model_path"]["default"])
+
+
+def select_version(argv: Sequence[str]) -> EmulatedVersion:
     """The version ``--sim-sglang-version`` asks for (read before the version's own parser exists)."""
     pre = argparse.ArgumentParser(prog=PROG, add_help=False, allow_abbrev=False)
     pre.add_argument(VERSION_FLAG, choices=sorted(VERSIONS), default=DEFAULT_VERSION.name)
@@ -71,28 +77,29 @@ def select_version(argv: Sequence[str]) -> SGLangVersion:
     return VERSIONS[known.sim_sglang_version]
 
 
-def build_parser(version: SGLangVersion = DEFAULT_VERSION) -> argparse.ArgumentParser:
+@functools.cache
+def build_parser(version: EmulatedVersion = DEFAULT_VERSION) -> argparse.ArgumentParser:
     """The parser of ``version``'s command line, shared by the server and :meth:`ServerConfig.from_argv`."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description=f"Simulated {version.title} server with DFlash/DDTree speculative decoding (no GPU needed).",
     )
-    for flag in version_flags(version):
-        _add_flag(parser, flag)
-    parser.add_argument("--version", action="version", version=version.name, help="print the SGLang version")
+    for option in version.table.options:
+        _add_flag(parser, option)
+    parser.add_argument("--version", action="version", version=version.version_line, help="print the SGLang version")
     _sim_flags(parser.add_argument_group("simulator-only options (not accepted by a real server)"))
     return parser
 
 
-def _add_flag(parser: argparse.ArgumentParser, flag: FlagSpec) -> None:
-    kwargs: dict[str, Any] = {"dest": flag.dest, "help": argparse.SUPPRESS if flag.hidden else flag.help}
-    if flag.kind == "switch":
-        parser.add_argument(*flag.names, action="store_true", **kwargs)
+def _add_flag(parser: argparse.ArgumentParser, option: FlagOption) -> None:
+    """One option of the table; values are read as text unless the model reads them (the table judged them)."""
+    help_text = argparse.SUPPRESS if option.hidden else (option.help or "").replace("%", "%%")
+    kwargs: dict[str, Any] = {"dest": option.dest, "help": help_text}
+    if option.nargs == 0:
+        parser.add_argument(*option.flags, action="store_true", **kwargs)
         return
-    if flag.kind == "list":
-        kwargs["nargs"] = flag.nargs or "+"
-    modelled = MODELLED.get(flag.dest, {"default": None})
-    parser.add_argument(*flag.names, **kwargs, **modelled)
+    modelled = MODELLED.get(option.dest, {"default": None})
+    parser.add_argument(*option.flags, nargs=option.nargs, **kwargs, **modelled)
 
 
 def _sim_flags(sim: argparse._ArgumentGroup) -> None:
@@ -177,12 +184,17 @@ def parse_server_args(argv: Sequence[str] | None, env: Mapping[str, str]) -> arg
 
     Exits with status 2 on an argparse error (unknown or ambiguous flag, bad value), like the real server.
     Raises :class:`ServerArgsError` for what SGLang rejects after parsing. The namespace also carries
-    ``sglang_version`` (an :class:`SGLangVersion`), ``ddtree_max_topk`` (from ``SGLANG_DDTREE_MAX_TOPK``) and
+    ``sglang_version`` (an :class:`EmulatedVersion`), ``ddtree_max_topk`` (from ``SGLANG_DDTREE_MAX_TOPK``) and
     ``resolution_warnings`` (the lines SGLang logs while resolving).
     """
     argv = [] if argv is None else list(argv)
     version = select_version(argv)
     parser = build_parser(version)
+    if "--version" not in argv and "-h" not in argv and "--help" not in argv:
+        # SGLang requires --model-path; the simulator has a default model, so the table parses it with one.
+        errors = version.table.parse_errors([*_MODEL_DEFAULT, *argv], ignore_prefix="--sim-")
+        if errors and not errors[0].startswith("ValueError: "):  # a ValueError is SGLang's, after parsing
+            parser.error(errors[0])
     args = parser.parse_args(argv)
     if args.sim_time_scale <= 0:
         parser.error("--sim-time-scale must be > 0")
@@ -193,4 +205,17 @@ def parse_server_args(argv: Sequence[str] | None, env: Mapping[str, str]) -> arg
             setattr(args, dest, spec["default"])
     args.sglang_version = version
     resolve_server_args(args, env, topk_env=DDTREE_TOPK_ENV, default_topk=DEFAULT_DDTREE_TOPK)
+    args.resolution_warnings[:0] = _deprecations(version, argv)
     return args
+
+
+def _deprecations(version: EmulatedVersion, argv: Sequence[str]) -> list[str]:
+    """What SGLang's ``DeprecatedAliasStoreAction`` prints for each deprecated spelling used."""
+    out = []
+    for token in argv:
+        flag = token.split("=", 1)[0]
+        option, _ = version.table.resolve(flag) if flag.startswith("--") else (None, [])
+        if option is not None and option.replaced_by and flag != option.replaced_by:
+            out.append(f"'{flag}' is deprecated and will be removed in a future release. Use '{option.replaced_by}' "
+                       "instead.")
+    return out

@@ -69,8 +69,11 @@ class EngineRequest(SchedRequest):
         workload: str = "code",
         streaming: bool = False,
         log_metrics: bool = True,
+        phase: float = 0.5,
     ) -> None:
-        super().__init__(prompt_tokens=prompt_tokens, max_tokens=max_tokens, workload=workload, pace=pace)
+        super().__init__(
+            prompt_tokens=prompt_tokens, max_tokens=max_tokens, workload=workload, pace=pace, phase=phase
+        )
         self._mail: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
         self.aborted = False
         self.cancelled = False
@@ -144,6 +147,7 @@ class Engine:
         self._pool_tokens = max(1, kv_pool_tokens(cfg))
         self._interval_started = time.monotonic()
         self._interval_tokens = 0
+        self._stepped: asyncio.Future[None] | None = None
         self.stats = AcceptanceStats()
 
         @lru_cache(maxsize=4096)
@@ -175,6 +179,7 @@ class Engine:
         """
         sigma = self._noise / math.sqrt(2.0)
         pace = max(0.5, self._rng.gauss(1.0, sigma)) if sigma > 0 else 1.0
+        phase = self._rng.random() if sigma > 0 else 0.5
         req = EngineRequest(
             prompt_tokens=prompt_tokens,
             max_tokens=max(0, max_tokens),
@@ -182,6 +187,7 @@ class Engine:
             workload=workload,
             streaming=streaming,
             log_metrics=log_metrics,
+            phase=phase,
         )
         if req.max_tokens == 0:
             req._mail.put_nowait((0, 0))
@@ -189,6 +195,12 @@ class Engine:
         self._sched.submit(req)
         self._wake.set()
         return req
+
+    async def next_output(self) -> None:
+        """Wait until the next step has produced tokens (for any request)."""
+        if self._stepped is None or self._stepped.done():
+            self._stepped = asyncio.get_running_loop().create_future()
+        await asyncio.shield(self._stepped)
 
     def cancel(self, req: EngineRequest) -> None:
         """Drop a request whose client went away (frees its slot like an abort)."""
@@ -257,6 +269,8 @@ class Engine:
                 self.stats.prompt_tokens[req.streaming] += req.prompt_tokens
                 self.stats.verify_calls += req.verify_steps if self._speculative else 0
         self._record_batch(accepted, batch)
+        if self._stepped is not None and not self._stepped.done():
+            self._stepped.set_result(None)
 
     def _record_batch(self, accepted: int, batch_size: int) -> None:
         """SGLang's per-decode-batch bookkeeping; every ``decode_log_interval`` batches, the log line and gauges."""

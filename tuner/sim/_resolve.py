@@ -1,9 +1,10 @@
 """SGLang's checks and defaults after parsing (``ServerArgs`` resolution), for the flags the model reads.
 
-Followed from SGLang 0.5.23's ``srt/arg_groups/speculative_hook.py`` (``handle_speculative_decoding``,
-``_handle_dflash``) and, for DDTREE, the DDTree branch of PR #29907: the same order, the same messages. An
-argument SGLang rejects raises :class:`ServerArgsError` (printed as ``ValueError: ...`` with its traceback, exit
-status 1, before any weight loads); what SGLang only warns about is appended to ``resolution_warnings``.
+Followed from ``srt/arg_groups/speculative_hook.py`` (``handle_speculative_decoding``, ``_handle_dflash``) of
+SGLang 0.5.23 and 0.5.15.post1, and the ``_handle_ddtree`` that the DDTree branch (PR #29907) adds to the latter:
+the same order, the same messages (each is in the version's flag table, :attr:`FlagTable.messages`). An argument
+SGLang rejects raises :class:`ServerArgsError` (printed as ``ValueError: ...`` with its traceback, exit status 1,
+before any weight loads); what SGLang only logs is appended to ``resolution_warnings``.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ from collections.abc import Mapping
 
 __all__ = ["ServerArgsError", "resolve_server_args"]
 
-#: Algorithms whose drafter honours ``--speculative-draft-window-size``.
-_WINDOW_ALGORITHMS = ("EAGLE", "EAGLE3", "DFLASH", "DDTREE")
 _DFLASH_FAMILY = ("DFLASH", "DDTREE")
 #: What the simulator runs when neither SGLang nor the command line sets a running limit.
 _DEFAULT_MAX_RUNNING = 64
@@ -47,25 +46,37 @@ def _warn(args: argparse.Namespace, message: str) -> None:
 def _speculative(args: argparse.Namespace) -> None:
     if args.speculative_algorithm is None:
         return
-    algorithm = args.speculative_algorithm.upper()
-    args.speculative_algorithm = "EAGLE" if algorithm == "NEXTN" else algorithm
-    window = args.speculative_draft_window_size
-    if window is not None:
-        if window <= 0:
-            raise ServerArgsError(f"--speculative-draft-window-size must be positive, got {window}.")
-        if args.speculative_algorithm not in _WINDOW_ALGORITHMS:
-            _warn(
-                args,
-                "--speculative-draft-window-size has no effect with speculative_algorithm="
-                f"{args.speculative_algorithm} (honored by DFLASH, Llama EAGLE-3, and the EAGLE/MTP/NEXTN "
-                "draft-decode path on the Triton/FlashInfer draft backends).",
-            )
-    if args.speculative_algorithm not in args.sglang_version.algorithms:
+    version = args.sglang_version
+    name = args.speculative_algorithm.upper()
+    args.speculative_algorithm = version.canonical_algorithm(name) or name  # NEXTN is EAGLE
+    _window(args)
+    if version.canonical_algorithm(name) is None:
         raise ServerArgsError(f"Unknown speculative algorithm name: {args.speculative_algorithm}")
     if args.speculative_algorithm in _DFLASH_FAMILY:
         _dflash(args)
     if args.speculative_algorithm == "DDTREE":
         _ddtree(args)
+
+
+def _window(args: argparse.Namespace) -> None:
+    """``--speculative-draft-window-size`` is checked once, whatever the algorithm."""
+    window = args.speculative_draft_window_size
+    if window is None:
+        return
+    if window <= 0:
+        raise ServerArgsError(f"--speculative-draft-window-size must be positive, got {window}.")
+    honoured = ("EAGLE", "EAGLE3", "DFLASH") if args.sglang_version.log_era == "0.5.23" else ("EAGLE3", "DFLASH")
+    algorithm = args.speculative_algorithm
+    if algorithm not in honoured and algorithm != "DDTREE":  # DDTree drafts with the DFlash worker
+        who = (
+            "DFLASH, Llama EAGLE-3, and the EAGLE/MTP/NEXTN draft-decode path on the Triton/FlashInfer draft backends"
+            if args.sglang_version.log_era == "0.5.23"
+            else "Llama EAGLE-3 and DFLASH only"
+        )
+        _warn(
+            args,
+            f"--speculative-draft-window-size has no effect with speculative_algorithm={algorithm} (honored by {who}).",
+        )
 
 
 def _dflash(args: argparse.Namespace) -> None:
@@ -109,11 +120,46 @@ def _dflash(args: argparse.Namespace) -> None:
 
 
 def _ddtree(args: argparse.Namespace) -> None:
-    """The DDTree branch's checks: page size 1, and the non-overlap worker."""
+    """The DDTree branch's ``_handle_ddtree``: the budget, rejection sampling, page size 1, the attention backend
+    of a full tree, and the non-overlap worker."""
+    drafts = args.speculative_num_draft_tokens
+    if args.speculative_ddtree_budget is None:
+        args.speculative_ddtree_budget = drafts - 1
+        _warn(
+            args,
+            f"Inferred speculative_ddtree_budget={drafts - 1} from speculative_num_draft_tokens={drafts} for DDTREE.",
+        )
+    elif args.speculative_ddtree_budget < 1:
+        raise ServerArgsError(f"--speculative-ddtree-budget must be >= 1, got {args.speculative_ddtree_budget}.")
+    if getattr(args, "speculative_use_rejection_sampling", False):
+        raise ServerArgsError(
+            "DDTREE does not support --speculative-use-rejection-sampling yet. Use the default target-only sampling "
+            "path or disable DDTREE."
+        )
     page = 1 if args.page_size is None else args.page_size
     if page != 1:
         raise ServerArgsError(f"DDTREE currently supports only page_size == 1. Got page_size={page}.")
+    _ddtree_backend(args)
     args.disable_overlap_schedule = True
+
+
+def _ddtree_backend(args: argparse.Namespace) -> None:
+    """A full tree (budget above the block's drafted positions) verifies budget + 1 tokens: triton only.
+
+    Only a backend the command line names is checked: what SGLang picks when none is named depends on the GPU.
+    """
+    if args.speculative_ddtree_budget <= args.speculative_num_draft_tokens - 1:
+        return
+    base = getattr(args, "attention_backend", None)
+    prefill = getattr(args, "prefill_attention_backend", None) or base
+    decode = getattr(args, "decode_attention_backend", None) or base
+    if any(b not in (None, "triton") for b in (prefill, decode)):
+        raise ServerArgsError(
+            "DDTREE full-tree mode currently supports only the triton attention backend because it forwards "
+            "tree_budget + 1 verify tokens per request. Please set --attention-backend triton, or use "
+            "--speculative-ddtree-budget <= --speculative-num-draft-tokens - 1. "
+            f"Got prefill_attention_backend={prefill!r}, decode_attention_backend={decode!r}."
+        )
 
 
 def _ddtree_topk(args: argparse.Namespace, env: Mapping[str, str], *, topk_env: str, default: int) -> int:

@@ -15,8 +15,8 @@ search benchmark's ground truth). Followed from SGLang 0.5.23 (``scheduler.py``,
   rest may still generate. A retracted request keeps its output, goes back to the front of the queue and pays
   the prefill of its prompt and output again when readmitted. SGLang logs ``KV cache pool is full. Retract
   requests.``: a full pool makes a config slower, never a crash.
-* **Step**: every running request advances by its acceptance length (fractions carry over, at least the bonus
-  token per step); the step takes :func:`tuner.sim.step_time_s` at the batch's mean context, plus the prefill
+* **Step**: every running request advances by its acceptance length (fractions carry over from a random start,
+  at least the bonus token per step); the step takes :func:`tuner.sim.step_time_s` at the batch's mean context, plus the prefill
   of the requests admitted before it.
 """
 
@@ -64,7 +64,9 @@ class SchedRequest:
         "workload",
     )
 
-    def __init__(self, *, prompt_tokens: int, max_tokens: int, workload: str = "code", pace: float = 1.0) -> None:
+    def __init__(
+        self, *, prompt_tokens: int, max_tokens: int, workload: str = "code", pace: float = 1.0, phase: float = 0.5
+    ) -> None:
         self.prompt_tokens = prompt_tokens
         self.max_tokens = max_tokens
         self.workload = workload
@@ -72,7 +74,9 @@ class SchedRequest:
         self.generated = 0
         self.verify_steps = 0
         self.needs_prefill = True
-        self._frac = 0.0
+        # Where the request's fractional acceptance starts: real steps accept a random number of tokens, so
+        # requests of one acceptance length need one step more or less; a random phase gives them that spread.
+        self._frac = phase
 
     @property
     def context(self) -> int:
@@ -237,6 +241,11 @@ class BatchScheduler:
         return finished
 
 
+def _phase(i: int) -> float:
+    """Request ``i``'s starting fraction: a low-discrepancy stand-in for the engine's uniform random phases."""
+    return ((i + 1) * 0.6180339887498949) % 1.0
+
+
 @dataclass(frozen=True, kw_only=True)
 class SimulatedScenario:
     """A closed-loop scenario run through the scheduler in model time, without noise."""
@@ -267,8 +276,8 @@ def simulate_scenario(
     """
     sched = BatchScheduler(cfg)
     issued = min(concurrency, requests)
-    for _ in range(issued):
-        sched.submit(SchedRequest(prompt_tokens=prompt_tokens, max_tokens=output_tokens))
+    for i in range(issued):
+        sched.submit(SchedRequest(prompt_tokens=prompt_tokens, max_tokens=output_tokens, phase=_phase(i)))
     seconds = request_seconds = 0.0
     generated = verify = 0
     retractions: list[Retraction] = []
@@ -301,7 +310,7 @@ def simulate_scenario(
             generated += req.generated
             verify += req.verify_steps
             if issued < requests:
-                sched.submit(SchedRequest(prompt_tokens=prompt_tokens, max_tokens=output_tokens))
+                sched.submit(SchedRequest(prompt_tokens=prompt_tokens, max_tokens=output_tokens, phase=_phase(issued)))
                 issued += 1
     return SimulatedScenario(
         seconds=seconds,

@@ -13,9 +13,10 @@ broke the seed's shell scripts:
    ``/health_generate`` and generation answer 503.
 5. *Ready*: ``The server is fired up and ready to roll!``.
 
-``/health`` and ``/health_generate`` then generate one token each, as 0.5.23 does by default (``/health`` answers
-200 without generating when ``SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=false``); SGLang polls for that token once
-a second, the simulator answers when it arrives. SIGTERM shuts down cleanly with exit status 0 (after
+``/health`` and ``/health_generate`` then send a one-token request each and answer 200 once the scheduler outputs
+anything, as 0.5.23 and 0.5.15 do by default (``/health`` answers 200 without generating when
+``SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=false``); SGLang looks for that output once a second, the simulator
+answers when it arrives. SIGTERM shuts down cleanly with exit status 0 (after
 ``--sim-old-answers-after-sigterm`` seconds of still answering, like an old process that outlives ``systemctl
 restart``). Log lines go to stderr, flushed at once, in SGLang's ``[date time TP0] message`` format.
 """
@@ -139,7 +140,7 @@ class SimServer:
 
     async def _load_weights(self) -> bool:
         """The weight-loading phase (port closed); False when told to stop meanwhile."""
-        for line in load_begin_lines():
+        for line in load_begin_lines(self._version):
             _log(line)
         load_time = float(self._args.sim_load_time)
         if await self._sleep_or_term(load_time):
@@ -156,7 +157,7 @@ class SimServer:
         if failure is not None and failure.startswith("RuntimeError"):  # the pool, sized before any capture
             _print_exception(RuntimeError(failure.partition(": ")[2]), "[TP0] Scheduler hit an exception: ")
             return 1
-        for line in capture_begin_lines(cfg):
+        for line in capture_begin_lines(cfg, self._version):
             _log(line)
         capture = capture_seconds(cfg, load_time=float(self._args.sim_load_time))
         if failure is not None:
@@ -168,7 +169,7 @@ class SimServer:
             return 1
         if await self._sleep_or_term(capture):
             return 0
-        for line in capture_end_lines(cfg, seconds=capture):
+        for line in capture_end_lines(cfg, self._version, seconds=capture):
             _log(line)
         return None
 
@@ -263,13 +264,13 @@ class SimServer:
         return await self._health_generate(request)
 
     async def _health_generate(self, request: web.Request) -> web.Response:
+        """SGLang's check: a one-token request; healthy as soon as the scheduler outputs anything."""
         if not self._generating or self._engine is None:
             return web.Response(status=503, text="")
         req = self._engine.submit(prompt_tokens=1, max_tokens=1, log_metrics=False)
         try:
-            while not req.done:
-                await asyncio.wait_for(req.next_tokens(), timeout=_HEALTH_TIMEOUT_S / self._scale)
-        except (TimeoutError, RequestAborted):
+            await asyncio.wait_for(self._engine.next_output(), timeout=_HEALTH_TIMEOUT_S / self._scale)
+        except TimeoutError:
             self._engine.cancel(req)
             return web.Response(status=503, text="")
         return web.Response(text="")
@@ -298,7 +299,7 @@ class SimServer:
             # Recomputed every --decode-log-interval decode batches: lagging and server-wide.
             state["avg_spec_accept_length"] = avg
         info["internal_states"] = [state]
-        info["version"] = self._version.name
+        info["version"] = self._version.package_version
         info["frontend"] = "python"
         return web.json_response(info)
 
@@ -386,6 +387,7 @@ class SimServer:
             return _error(400, "max_tokens must be a non-negative integer.")
         refusal = self._refusal(body, prompt_tokens, max_tokens)
         if refusal is not None:
+            _log(f"{refusal}, self.rid='{uuid.uuid4().hex}'")
             return _error(400, refusal)
         return body, text, prompt_tokens, max_tokens
 
@@ -403,16 +405,13 @@ class SimServer:
                 f"Input length ({prompt_tokens} tokens) exceeds the maximum allowed length ({limit} tokens). "
                 "Use a shorter input or enable --allow-auto-truncate."
             )
-        if self._cfg.algorithm == "DDTREE":
+        if self._version.refuses_logprob_and_grammar and self._cfg.is_dflash_family:
+            # 0.5.15.post1's validate_dflash_request, which the DDTree branch applies to DDTREE as well.
             if body.get("logprobs") or body.get("top_logprobs"):
-                return "DDTREE speculative decoding does not support return_logprob yet."
+                return "DFLASH speculative decoding does not support return_logprob yet."
             response_format = body.get("response_format") or {}
-            grammar = any(body.get(k) for k in _GRAMMAR_KEYS) or response_format.get("type") in (
-                "json_schema",
-                "json_object",
-            )
-            if grammar:
-                return "DDTREE speculative decoding does not support grammar-constrained decoding yet."
+            if any(body.get(k) for k in _GRAMMAR_KEYS) or response_format.get("type") in ("json_schema", "json_object"):
+                return "DFLASH speculative decoding does not support grammar-constrained decoding yet."
         return None
 
     async def _stream_response(

@@ -1,70 +1,81 @@
 """The SGLang versions the simulator emulates, and what differs between them.
 
-``--sim-sglang-version`` picks one (default: the DDTree branch, which the demo tunes):
+``--sim-sglang-version`` picks one of ``tune``'s known versions (:mod:`tuner.dialects`), whose flag table the
+simulator's parser is built from:
 
-* ``0.5.23``: mainline SGLang 0.5.23, read from its wheel on PyPI. No DDTREE (``--speculative-algorithm DDTREE``
-  parses, then fails with ``ValueError: Unknown speculative algorithm name: DDTREE``).
-* the DDTree branch of sgl-project/sglang PR #29907: mainline plus the ``DDTREE`` algorithm,
-  ``--speculative-ddtree-budget`` and the ``SGLANG_DDTREE_*`` environment knobs.
+* ``ddtree-pr29907`` (the default, which the demo tunes): the DDTree branch of sgl-project/sglang PR #29907, on
+  0.5.15.post1. It has ``DDTREE``, ``--speculative-ddtree-budget`` and the ``SGLANG_DDTREE_*`` environment
+  knobs; it still logs ``Init torch distributed`` and 0.5.15's capture lines; like 0.5.15.post1's scheduler it
+  refuses logprob and grammar requests on the DFlash family.
+* ``0.5.23``: mainline SGLang 0.5.23. No DDTREE (``--speculative-algorithm DDTREE`` parses, then fails with
+  ``ValueError: Unknown speculative algorithm name: DDTREE``).
 
-Each version's command line is its flag table (:mod:`tuner.sim._args` builds the parser from it); this module
-holds the rest: the speculative algorithms it knows, its start-up log lines and its error texts.
+``python -m tuner.sim --version`` prints what the version probe of ``tune check`` recognises (``sglang 0.5.23
+mainline``); ``/server_info`` reports the package version (``0.5.15.post1`` on the branch).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = [
-    "DDTREE_BRANCH",
-    "DEFAULT_VERSION",
-    "MAINLINE",
-    "VERSIONS",
-    "SGLangVersion",
-    "get_version",
-]
+from tuner.dialects import DDTREE_BRANCH as _DIALECT_DDTREE
+from tuner.dialects import MAINLINE as _DIALECT_MAINLINE
+from tuner.dialects import FlagTable
+from tuner.dialects import SGLangVersion as DialectVersion
 
-_MAINLINE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
-
-#: The hint SGLang 0.5.23 appends to a failed decode/verify CUDA-graph capture
-#: (``runner_backend_utils.CUDA_GRAPH_CAPTURE_FAILED_MSG``).
-_CAPTURE_HINT = (
-    "Possible solutions:\n"
-    "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
-    "2. set --cuda-graph-max-bs-decode to a smaller value (e.g., 16)\n"
-    "3. disable decode CUDA graph by --cuda-graph-backend-decode=disabled. "
-    "(Not recommended. Huge performance loss)\n"
-    "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose \n"
-)
+__all__ = ["DDTREE_BRANCH", "DEFAULT_VERSION", "MAINLINE", "VERSIONS", "EmulatedVersion"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class SGLangVersion:
-    """One emulated SGLang build."""
+class EmulatedVersion:
+    """One emulated SGLang build: the dialect's version (flag table, log markers) and what the simulator adds."""
 
-    name: str
-    """What ``--sim-sglang-version`` takes, ``--version`` prints and ``/server_info`` reports as ``version``."""
-    title: str
-    """How a person names it (log lines, docs)."""
-    algorithms: tuple[str, ...]
-    """``--speculative-algorithm`` values it knows (any other name fails after parsing)."""
-    capture_hint: str = _CAPTURE_HINT
+    dialect: DialectVersion
+    log_era: str
+    """Whose start-up lines it writes: ``0.5.23``, or ``0.5.15`` (``Init torch distributed``, the older capture
+    lines)."""
+    refuses_logprob_and_grammar: bool
+    """0.5.15.post1's ``validate_dflash_request``: the DFlash family refuses logprob and grammar requests."""
+
+    @property
+    def name(self) -> str:
+        """What ``--sim-sglang-version`` takes (the dialect's name: ``0.5.23``, ``ddtree-pr29907``)."""
+        return self.dialect.name
+
+    @property
+    def table(self) -> FlagTable:
+        table = self.dialect.flags
+        assert table is not None, f"{self.name} has no flag table"
+        return table
+
+    @property
+    def title(self) -> str:
+        return self.dialect.label
+
+    @property
+    def package_version(self) -> str:
+        """``sglang.__version__`` of the build (``/server_info``'s ``version``)."""
+        return self.table.version
+
+    @property
+    def version_line(self) -> str:
+        """What ``--version`` prints: the form of ``tune``'s version probe (``sglang VERSION ddtree|mainline``)."""
+        return f"sglang {self.package_version} {'ddtree' if self.has_ddtree else 'mainline'}"
 
     @property
     def has_ddtree(self) -> bool:
-        return "DDTREE" in self.algorithms
+        return self.dialect.has_ddtree
+
+    def canonical_algorithm(self, name: str) -> str | None:
+        """The algorithm ``--speculative-algorithm NAME`` selects, or None when this version has no such one."""
+        return self.table.canonical_algorithm(name)
+
+    def message(self, key: str) -> str:
+        """One of the version's messages as its source spells it (``{...}`` placeholders unfilled)."""
+        return self.table.messages[key]
 
 
-MAINLINE = SGLangVersion(name="0.5.23", title="SGLang 0.5.23", algorithms=_MAINLINE_ALGORITHMS)
-DDTREE_BRANCH = SGLangVersion(
-    name="0.5.23+ddtree",
-    title="SGLang DDTree branch (PR #29907)",
-    algorithms=(*_MAINLINE_ALGORITHMS, "DDTREE"),
-)
+MAINLINE = EmulatedVersion(dialect=_DIALECT_MAINLINE, log_era="0.5.23", refuses_logprob_and_grammar=False)
+DDTREE_BRANCH = EmulatedVersion(dialect=_DIALECT_DDTREE, log_era="0.5.15", refuses_logprob_and_grammar=True)
 VERSIONS = {v.name: v for v in (MAINLINE, DDTREE_BRANCH)}
 DEFAULT_VERSION = DDTREE_BRANCH
-
-
-def get_version(name: str) -> SGLangVersion:
-    """The version called ``name`` (``KeyError`` for one the simulator does not emulate)."""
-    return VERSIONS[name]

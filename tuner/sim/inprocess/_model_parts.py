@@ -241,7 +241,7 @@ class ModelService(BaseService):
         self._cfg = cfg
         load = self._load_time
         capture = capture_seconds(cfg, load_time=load)
-        self._write("\n".join([*warnings, *load_begin_lines(), *load_end_lines(cfg, load_time=load)]))
+        self._write("\n".join([*warnings, *load_begin_lines(version), *load_end_lines(cfg, load_time=load)]))
         self.phase_times = {"loading weights": 0.0, "capturing cuda graphs": round(load, 3)}
         failure = capture_failure_text(cfg, version)
         if failure is not None and failure.startswith("RuntimeError"):  # the KV pool, sized before any capture
@@ -249,7 +249,7 @@ class ModelService(BaseService):
                 "[TP0] Scheduler hit an exception: " + _traceback("init_memory_pool", failure), status=1, seconds=load
             )
             return
-        self._write("\n".join(capture_begin_lines(cfg)))
+        self._write("\n".join(capture_begin_lines(cfg, version)))
         if failure is not None:  # capture runs out of memory part-way, at the largest batch sizes
             self._fail(
                 "[TP0] Scheduler hit an exception: " + _traceback("capture", failure),
@@ -258,7 +258,7 @@ class ModelService(BaseService):
             )
             return
         total = startup_seconds(cfg, load_time=load)
-        self._write("\n".join([*capture_end_lines(cfg, seconds=capture), READY_LINE]))
+        self._write("\n".join([*capture_end_lines(cfg, version, seconds=capture), READY_LINE]))
         self.phase_times.update({"warming up": round(load + capture, 3), "serving": round(total, 3)})
         self._alive, self._exit_status, self.startup_s = True, None, total
 

@@ -29,8 +29,8 @@ from tuner.sim import (
     CTX_BUCKET,
     INIT_NEW_TOKEN_RATIO,
     PREFILL_S_PER_TOKEN,
+    EmulatedVersion,
     ServerConfig,
-    SGLangVersion,
     acceptance_length,
     corrupts_code,
     cuda_graph_max_bs,
@@ -86,7 +86,7 @@ class ModelledScenario:
         return self.tok_s
 
 
-def parse_launch(spec: LaunchSpec) -> tuple[ServerConfig, SGLangVersion, list[str]]:
+def parse_launch(spec: LaunchSpec) -> tuple[ServerConfig, EmulatedVersion, list[str]]:
     """Parse a launch spec's server flags (after the program part, ``python -m tuner.sim``) as the simulator does:
     the model config, the SGLang version it emulates and the warnings SGLang logs while resolving.
 
@@ -144,8 +144,10 @@ def scenario_workload(prompts: str) -> str:
 @dataclass(frozen=True)
 class _Wave:
     seconds: float
-    steps: int
-    decode_seconds: float
+    """Expected duration: prefill, then the steps until the wave's last request is done."""
+    steps: float
+    """Expected verify steps of one request."""
+    step_seconds: float
 
 
 def _step_key(cfg: ServerConfig) -> ServerConfig:
@@ -163,18 +165,20 @@ def _step_key(cfg: ServerConfig) -> ServerConfig:
 
 @lru_cache(maxsize=262144)
 def _wave(step_key: ServerConfig, accept_key: ServerConfig, workload: str, n: int, prompt: int, output: int) -> _Wave:
-    """``n`` identical requests admitted together and decoded in lockstep, step by step as the scheduler does."""
-    decode = 0.0
-    generated, frac, steps = 0, 0.0, 0
-    while generated < output:
-        bucket = (prompt + generated) // CTX_BUCKET
-        decode += step_time_s(step_key, running=n, context_tokens=bucket * CTX_BUCKET)
-        frac += max(1.0, _acceptance(accept_key, bucket, workload))
-        k = int(frac)
-        frac -= k
-        generated += k
-        steps += 1
-    return _Wave(seconds=PREFILL_S_PER_TOKEN * prompt * n + decode, steps=steps, decode_seconds=decode)
+    """``n`` identical requests admitted together and decoded side by side, in expectation.
+
+    A request that accepts ``a`` tokens per step, starting from a random fraction ``U`` (as the engine's requests
+    do), is done after ``ceil((N - U) / a)`` steps: ``k`` or ``k - 1``, the latter with probability ``1 - p``.
+    The wave lasts until its last request is done: ``k - 1 + 1 - (1 - p)**n`` steps in expectation.
+    Acceptance and step time are taken at the wave's mean context.
+    """
+    bucket = (prompt + output // 2) // CTX_BUCKET
+    a = max(1.0, _acceptance(accept_key, bucket, workload))
+    k = math.ceil(output / a)
+    p = min(1.0, output - (k - 1) * a)
+    step = step_time_s(step_key, running=n, context_tokens=bucket * CTX_BUCKET)
+    last = k - 1 + (1.0 - (1.0 - p) ** n)
+    return _Wave(seconds=PREFILL_S_PER_TOKEN * prompt * n + last * step, steps=k - 1 + p, step_seconds=step)
 
 
 @dataclass(frozen=True)
@@ -244,7 +248,7 @@ def _lockstep(
         seconds, steps = seconds + last.seconds, steps + rest * last.steps
     return ModelledScenario(
         tok_s=requests * output / seconds,
-        per_stream_tok_s=output / wave.decode_seconds,
+        per_stream_tok_s=output / (wave.steps * wave.step_seconds),
         accept_length=requests * output / steps,
         seconds=seconds,
     )
