@@ -80,5 +80,5 @@ def test_the_seed_deployments_spellings() -> None:
         "sglang serve: error: ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, "
         "--cuda-graph-max-bs-prefill"
     )
-    with pytest.raises(ServerArgsError, match="^Unknown speculative algorithm name: DDTREE$"):
+    with pytest.raises(ServerArgsError, match=r"^Unknown speculative algorithm name: DDTREE$"):
         parse_server_args(["--sim-sglang-version", "0.5.23", *seed[:2]], {})

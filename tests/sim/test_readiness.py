@@ -23,7 +23,8 @@ FLAGS = {
 
 def _spec(version: str, port: int) -> LaunchSpec:
     argv = (sys.executable, "-u", "-m", "tuner.sim", "--host", "127.0.0.1", "--port", str(port),
-            "--sim-sglang-version", version, *FLAGS[version], "--sim-load-time", "1.5", "--sim-time-scale", "3")  # fmt: skip
+            "--sim-sglang-version", version, *FLAGS[version],
+            "--sim-load-time", "1.5", "--sim-time-scale", "3")  # fmt: skip
     return LaunchSpec(argv=argv, env={"SGLANG_DDTREE_MAX_TOPK": "6"})
 
 

@@ -7,8 +7,9 @@ arguments: ...``, exit status 2), and so does a prefix of several flags (``--cud
 ``error: ambiguous option``) or a bad value. The values are then read by a parser built from the same table;
 flags the model reads get SGLang's types and the simulator's defaults (a Kimi K2.6 deployment: ``--tp-size 8``;
 its weights and drafter are built in, so ``--model-path`` and ``--speculative-draft-model-path``, which a real
-server requires, have defaults), every other flag of the table parses and is ignored. After parsing, :func:`tuner.sim._resolve.resolve_server_args`
-applies SGLang's own checks and defaults (``ServerArgsError`` carries the real message).
+server requires, have defaults), every other flag of the table parses and is ignored. After parsing,
+:func:`tuner.sim._resolve.resolve_server_args` applies SGLang's own checks and defaults (``ServerArgsError``
+carries the real message); a deprecated spelling is accepted with SGLang's warning.
 
 DDTree's top-k cap is *not* a flag: like the DDTree branch, it is read from the environment variable
 ``SGLANG_DDTREE_MAX_TOPK`` (default 6), so a unit's ``Environment=`` lines are part of the configuration.
@@ -216,6 +217,7 @@ def _deprecations(version: EmulatedVersion, argv: Sequence[str]) -> list[str]:
         flag = token.split("=", 1)[0]
         option, _ = version.table.resolve(flag) if flag.startswith("--") else (None, [])
         if option is not None and option.replaced_by and flag != option.replaced_by:
-            out.append(f"'{flag}' is deprecated and will be removed in a future release. Use '{option.replaced_by}' "
-                       "instead.")
+            out.append(
+                f"'{flag}' is deprecated and will be removed in a future release. Use '{option.replaced_by}' instead."
+            )
     return out

@@ -71,9 +71,7 @@ class EngineRequest(SchedRequest):
         log_metrics: bool = True,
         phase: float = 0.5,
     ) -> None:
-        super().__init__(
-            prompt_tokens=prompt_tokens, max_tokens=max_tokens, workload=workload, pace=pace, phase=phase
-        )
+        super().__init__(prompt_tokens=prompt_tokens, max_tokens=max_tokens, workload=workload, pace=pace, phase=phase)
         self._mail: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
         self.aborted = False
         self.cancelled = False

@@ -8,16 +8,17 @@ search benchmark's ground truth). Followed from SGLang 0.5.23 (``scheduler.py``,
 * **Admission** (``PrefillAdder``): waiting requests join in arrival order while the running limit allows and the
   pool holds their context plus ``new_token_ratio`` x the tokens they may still generate, on top of the same
   reservation for every running request. The ratio starts at 0.7, decays by 0.001 per decode step to 0.098 and is
-  reset when the server goes idle.
+  reset whenever the scheduler idles.
 * **Retraction** (``retract_decode``): before a decode step every running request needs its context plus the
   step's verify tokens in the pool. When they do not fit, requests are retracted, fewest generated tokens (then
-  longest prompt) first, until the rest fit (at least one is kept), and the ratio is raised to cover what the
-  rest may still generate. A retracted request keeps its output, goes back to the front of the queue and pays
-  the prefill of its prompt and output again when readmitted. SGLang logs ``KV cache pool is full. Retract
-  requests.``: a full pool makes a config slower, never a crash.
+  longest prompt) first, until the rest fit (at least one is kept; one that alone does not fit is aborted), and
+  the ratio is re-estimated from what the rest decoded and may still generate. A retracted request keeps its
+  output, goes back to the front of the queue and pays the prefill of its prompt and output again when
+  readmitted. SGLang logs ``KV cache pool is full. Retract requests.``: a full pool makes a config slower, never a
+  crash.
 * **Step**: every running request advances by its acceptance length (fractions carry over from a random start,
-  at least the bonus token per step); the step takes :func:`tuner.sim.step_time_s` at the batch's mean context, plus the prefill
-  of the requests admitted before it.
+  at least the bonus token per step); the step takes :func:`tuner.sim.step_time_s` at the batch's mean context,
+  plus the prefill of the requests admitted before it.
 """
 
 from __future__ import annotations

@@ -213,9 +213,7 @@ def test_model_readiness_fails_like_the_real_server(make_config: MakeConfig) -> 
         ),
         ("--no-such-flag",): "unrecognized arguments: --no-such-flag",
         # Mainline has no DDTree budget flag.
-        ("--sim-sglang-version", "0.5.23"): (
-            "unrecognized arguments: --speculative-ddtree-budget 12"
-        ),
+        ("--sim-sglang-version", "0.5.23"): ("unrecognized arguments: --speculative-ddtree-budget 12"),
     }
     for extra, expected in cases.items():
         service.apply(LaunchSpec(argv=(*base.argv, *extra), env={"SGLANG_DDTREE_MAX_TOPK": "10"}))
