@@ -21,7 +21,7 @@ on_exit = "{on_exit}"
 
 [target]
 command = [
-  "{python}", "-u", "-m", "tuner.sim", "--host", "127.0.0.1", "--port", "{port}",
+  "{python}", "-u", "-m", "tuner.sim", "--model-path", "/models/Kimi-K2.6", "--host", "127.0.0.1", "--port", "{port}",
   "--speculative-algorithm", "DDTREE", "--speculative-ddtree-budget", "12",
   "--speculative-dflash-block-size", "8", "--speculative-dflash-draft-window-size", "2048",
   "--max-running-requests", "64", "--mem-fraction-static", "0.85",

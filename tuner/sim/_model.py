@@ -44,9 +44,10 @@ The HTTP simulator picks the workload per request from its text (:func:`workload
 
 Step time (``step_time_s``)
 ---------------------------
-One step = scheduler overhead (amortised by ``--num-continuous-decode-steps``; DFLASH hides most of it behind
-the overlap scheduler, which DDTREE turns off) + drafter forward (grows with block size and batch) + tree
-construction (DDTREE: grows with budget x effective top-k) + per-request attention + target verify. The verify
+One step = scheduler overhead (amortised by ``--num-continuous-decode-steps``; DFLASH hides part of it behind
+the overlap scheduler, which DDTREE turns off) + drafter forward (grows with block size and batch) + DDTREE's
+host-side tree construction (budget x effective top-k heap work and a (budget + 1)^2 attention mask per request)
++ per-request attention + target verify. The verify
 pass processes ``running x verify_width`` tokens (width = ``max(block_size, budget + 1)`` for DDTREE, block size
 for DFLASH). The target is a MoE: at one stream a wider verify touches more experts (more weight traffic, the
 cost that bounds useful tree size); at high concurrency every expert is read anyway and per-token compute
