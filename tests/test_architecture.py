@@ -38,7 +38,7 @@ ALLOWED = {
     "search": {"base", "config", "bench"},
     "report": {"base", "config", "space", "target"},
     "study": {"base", "config", "space", "target", "bench", "gate", "search", "report"},
-    "sim": {"base", "config", "space", "target", "bench", "gate", "search", "study"},
+    "sim": {"base", "config", "space", "dialects", "target", "bench", "gate", "search", "study"},
     "face": set(PARTS.values()),
 }
 

@@ -2,8 +2,9 @@
 
 Everything the simulator does is derived from the pure functions below (and the batch scheduler of
 :mod:`tuner.sim._scheduler`), so tests and benchmarks import them as ground truth. The model describes Kimi
-K2.6 on 8x RTX PRO 6000 (96 GB each) served by SGLang 0.5.23 (DFLASH) or the DDTree branch of PR #29907
-(DDTREE), calibrated to the figures of the seed session: the best single-stream short-context decode is
+K2.6 on 8x RTX PRO 6000 (96 GB each) served by SGLang with DFLASH, or DDTREE on the DDTree branch of PR #29907
+(on 0.5.15.post1); it is the same for mainline 0.5.23, whose differences (command line, log lines, request checks)
+are the simulator's, not the model's. It is calibrated to the figures of the seed session: the best single-stream short-context decode is
 ~170 tok/s, and DDTREE budget=12, top-k cap 6, window=2048, block=8 gives ~149 tok/s with a mean acceptance
 length of ~4.8.
 
@@ -47,9 +48,8 @@ Step time (``step_time_s``)
 One step = scheduler overhead (amortised by ``--num-continuous-decode-steps``; DFLASH hides part of it behind
 the overlap scheduler, which DDTREE turns off) + drafter forward (grows with block size and batch) + DDTREE's
 host-side tree construction (budget x effective top-k heap work and a (budget + 1)^2 attention mask per request)
-+ per-request attention + target verify. The verify
-pass processes ``running x verify_width`` tokens (width = ``max(block_size, budget + 1)`` for DDTREE, block size
-for DFLASH). The target is a MoE: at one stream a wider verify touches more experts (more weight traffic, the
++ per-request attention + target verify. The verify pass processes ``running x verify_width`` tokens (width =
+``max(block_size, budget + 1)`` for DDTREE, block size for DFLASH). The target is a MoE: at one stream a wider verify touches more experts (more weight traffic, the
 cost that bounds useful tree size); at high concurrency every expert is read anyway and per-token compute
 dominates, so big trees are expensive. Batches larger than the CUDA graphs captured at start-up run without
 graphs, ``EAGER_PENALTY`` times slower.
@@ -67,9 +67,10 @@ requests ("KV cache pool is full. Retract requests.") and re-runs them later: sl
 
 Correctness (``corrupts_code``)
 -------------------------------
-The "buggy kernel path": DDTREE with ``SGLANG_DDTREE_MAX_TOPK >= 9`` (the cap sizes the top-k buffers) and budget
->= 24 accepts wrong tokens in wide trees, so code answers come out subtly wrong. It is a small corner of the demo
-search space, far from the optimum.
+A simulated "buggy kernel path": DDTREE with ``SGLANG_DDTREE_MAX_TOPK >= 9`` and budget >= 24 accepts wrong
+tokens, so code answers come out subtly wrong. It is ~6% of the demo's DDTREE configs; since a cap above the tree's width
+costs nothing, some are as fast as the best correct configs (their twins with a lower cap): speed alone cannot
+tell them apart, only the correctness gate can.
 """
 
 from __future__ import annotations

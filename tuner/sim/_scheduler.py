@@ -16,8 +16,8 @@ search benchmark's ground truth). Followed from SGLang 0.5.23 (``scheduler.py``,
   output, goes back to the front of the queue and pays the prefill of its prompt and output again when
   readmitted. SGLang logs ``KV cache pool is full. Retract requests.``: a full pool makes a config slower, never a
   crash.
-* **Step**: every running request advances by its acceptance length (fractions carry over from a random start,
-  at least the bonus token per step); the step takes :func:`tuner.sim.step_time_s` at the batch's mean context,
+* **Step**: every running request advances by its acceptance length (fractions carry over from a start of its
+  own, at least the bonus token per step); the step takes :func:`tuner.sim.step_time_s` at the batch's mean context,
   plus the prefill of the requests admitted before it.
 """
 
@@ -75,8 +75,8 @@ class SchedRequest:
         self.generated = 0
         self.verify_steps = 0
         self.needs_prefill = True
-        # Where the request's fractional acceptance starts: real steps accept a random number of tokens, so
-        # requests of one acceptance length need one step more or less; a random phase gives them that spread.
+        # Where the request's fractional acceptance starts: real steps accept a varying number of tokens, so
+        # requests of one acceptance length need a step more or less; the phase gives them that spread.
         self._frac = phase
 
     @property
@@ -243,7 +243,7 @@ class BatchScheduler:
 
 
 def _phase(i: int) -> float:
-    """Request ``i``'s starting fraction: a low-discrepancy stand-in for the engine's uniform random phases."""
+    """Request ``i``'s starting fraction: spread over [0, 1) as the engine's, which come from the prompts."""
     return ((i + 1) * 0.6180339887498949) % 1.0
 
 

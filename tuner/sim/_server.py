@@ -342,7 +342,11 @@ class SimServer:
         stream = ResponseText(answer=answer, max_tokens=max_tokens, inline_think=inline)
         streaming = bool(body.get("stream"))
         req = self._engine.submit(
-            prompt_tokens=prompt_tokens, max_tokens=stream.max_tokens, workload=workload_kind(text), streaming=streaming
+            prompt_tokens=prompt_tokens,
+            max_tokens=stream.max_tokens,
+            workload=workload_kind(text),
+            streaming=streaming,
+            text=text,
         )
         # Filler is generated like ignore_eos (always cut by max_tokens); an answer stops on its own.
         finish = "length" if answer is None or stream.natural_length > max_tokens else "stop"

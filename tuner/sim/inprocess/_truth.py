@@ -167,10 +167,10 @@ def _step_key(cfg: ServerConfig) -> ServerConfig:
 def _wave(step_key: ServerConfig, accept_key: ServerConfig, workload: str, n: int, prompt: int, output: int) -> _Wave:
     """``n`` identical requests admitted together and decoded side by side, in expectation.
 
-    A request that accepts ``a`` tokens per step, starting from a random fraction ``U`` (as the engine's requests
-    do), is done after ``ceil((N - U) / a)`` steps: ``k`` or ``k - 1``, the latter with probability ``1 - p``.
-    The wave lasts until its last request is done: ``k - 1 + 1 - (1 - p)**n`` steps in expectation.
-    Acceptance and step time are taken at the wave's mean context.
+    A request that accepts ``a`` tokens per step, starting from a fraction ``U`` (the engine's start from a hash of
+    the prompt: uniform over a benchmark's prompts), is done after ``ceil((N - U) / a)`` steps: ``k`` or ``k - 1``,
+    the latter with probability ``1 - p``. The wave lasts until its last request is done: ``k - 1 + 1 - (1 -
+    p)**n`` steps in expectation. Acceptance and step time are taken at the wave's mean context.
     """
     bucket = (prompt + output // 2) // CTX_BUCKET
     a = max(1.0, _acceptance(accept_key, bucket, workload))
