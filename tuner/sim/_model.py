@@ -43,15 +43,16 @@ The calibration above is the seed's coding workload (``workload="code"``, the de
 candidate's probability is scaled by ``PROSE_QUALITY``: at the seed config acceptance falls from ~4.8 to ~3.1.
 The HTTP simulator picks the workload per request from its text (:func:`workload_kind`).
 
-Step time (``step_time_s``) --------------------------- One step = scheduler overhead (amortised by ``--num-
-continuous-decode-steps``; DFLASH hides part of it behind the overlap scheduler, which DDTREE turns off) + drafter
-forward (grows with block size and batch) + DDTREE's host-side tree construction (budget x effective top-k heap work
-and a (budget + 1)^2 attention mask per request) + per-request attention + target verify. The verify pass processes
-``running x verify_width`` tokens (width = ``max(block_size, budget + 1)`` for DDTREE, block size for DFLASH). The
-target is a MoE: at one stream a wider verify touches more experts (more weight traffic, the cost that bounds useful
-tree size); at high concurrency every expert is read anyway and per-token compute dominates, so big trees are
-expensive. Batches larger than the CUDA graphs captured at start-up run without graphs, ``EAGER_PENALTY`` times
-slower.
+Step time (``step_time_s``)
+---------------------------
+One step = scheduler overhead (amortised by ``--num-continuous-decode-steps``; DFLASH hides part of it behind the
+overlap scheduler, which DDTREE turns off) + drafter forward (grows with block size and batch) + DDTREE's host-side
+tree construction (budget x effective top-k heap work and a (budget + 1)^2 attention mask per request) + per-request
+attention + target verify. The verify pass processes ``running x verify_width`` tokens (width = ``max(block_size,
+budget + 1)`` for DDTREE, block size for DFLASH). The target is a MoE: at one stream a wider verify touches more
+experts (more weight traffic, the cost that bounds useful tree size); at high concurrency every expert is read
+anyway and per-token compute dominates, so big trees are expensive. Batches larger than the CUDA graphs captured at
+start-up run without graphs, ``EAGER_PENALTY`` times slower.
 
 Memory (``startup_failure``, ``kv_pool_gb``, ``request_memory_gb``)
 --------------------------------------------------------------------
@@ -64,10 +65,13 @@ drafter KV for ``min(context, window)``; when the running requests outgrow the p
 requests ("KV cache pool is full. Retract requests.") and re-runs them later: slower, never a crash
 (:mod:`tuner.sim._scheduler`).
 
-Correctness (``corrupts_code``) ------------------------------- A simulated "buggy kernel path": DDTREE with
-``SGLANG_DDTREE_MAX_TOPK >= 9`` and budget >= 24 accepts wrong tokens, so code answers come out subtly wrong. It is
-~6% of the demo's DDTREE configs; since a cap above the tree's width costs nothing, some are as fast as the best
-correct configs (their twins with a lower cap): speed alone cannot tell them apart, only the correctness gate can."""
+Correctness (``corrupts_code``)
+-------------------------------
+A simulated "buggy kernel path": DDTREE with ``SGLANG_DDTREE_MAX_TOPK >= 9`` and budget >= 24 accepts wrong tokens,
+so code answers come out subtly wrong. It is ~6% of the demo's DDTREE configs; since a cap above the tree's width
+costs nothing, some are as fast as the best correct configs (their twins with a lower cap): speed alone cannot tell
+them apart, only the correctness gate can.
+"""
 
 from __future__ import annotations
 
