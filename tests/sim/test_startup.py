@@ -111,6 +111,8 @@ def test_resolution_defaults_are_logged() -> None:
     assert "Max running requests is reset to 48 for speculative decoding." in log
     assert "'speculative_num_draft_tokens': 16" in log and "'max_running_requests': 48" in log
     assert "DFLASH block size mismatch" not in log  # 16 is what the drafter was trained with
+    unknown = run_sim([*MAINLINE, *flags, *QUICK, "--sim-crash-after", "0", "--sim-drafter-block-size", "0"]).stderr
+    assert "speculative_num_draft_tokens is not set; defaulting to 16 for DFLASH." in unknown
     ddtree = run_sim([*DDTREE, *QUICK, "--sim-crash-after", "0"]).stderr
     assert "Inferred speculative_ddtree_budget=7 from speculative_num_draft_tokens=8 for DDTREE." in ddtree
     assert "DFLASH block size mismatch: using speculative_num_draft_tokens=8 but draft config block_size=16." in ddtree

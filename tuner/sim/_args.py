@@ -130,7 +130,7 @@ def _sim_flags(sim: argparse._ArgumentGroup) -> None:
         type=int,
         default=16,
         metavar="N",
-        help="the block_size in the drafter checkpoint's config.json (what DFLASH/DDTREE default to)",
+        help="the block_size in the drafter checkpoint's config.json (what DFLASH/DDTREE default to; 0: none there)",
     )
     sim.add_argument(
         "--sim-thinking",

@@ -192,7 +192,7 @@ class ServerConfig:
         return cls(
             algorithm=args.speculative_algorithm,
             block_size=args.speculative_num_draft_tokens or args.speculative_dflash_block_size or DEFAULT_BLOCK_SIZE,
-            drafter_block_size=args.sim_drafter_block_size,
+            drafter_block_size=args.sim_drafter_block_size or DEFAULT_BLOCK_SIZE,
             ddtree_budget=args.speculative_ddtree_budget,
             ddtree_topk=args.ddtree_max_topk,
             draft_window=args.speculative_draft_window_size,

@@ -102,8 +102,10 @@ def _dflash(args: argparse.Namespace) -> None:
                 f"speculative_dflash_block_size={block}."
             )
         args.speculative_num_draft_tokens = block
-    if args.speculative_num_draft_tokens is None:
-        args.speculative_num_draft_tokens = args.sim_drafter_block_size  # the drafter's config.json block_size
+    if args.speculative_num_draft_tokens is None:  # the drafter's config.json block_size, else 16
+        args.speculative_num_draft_tokens = args.sim_drafter_block_size or 16
+        if not args.sim_drafter_block_size:
+            _warn(args, "speculative_num_draft_tokens is not set; defaulting to 16 for DFLASH.")
     window = args.speculative_draft_window_size
     if window is not None and window < args.speculative_num_draft_tokens:
         raise ServerArgsError(
