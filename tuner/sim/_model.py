@@ -67,10 +67,10 @@ requests ("KV cache pool is full. Retract requests.") and re-runs them later: sl
 
 Correctness (``corrupts_code``)
 -------------------------------
-A simulated "buggy kernel path": DDTREE with ``SGLANG_DDTREE_MAX_TOPK >= 9`` and budget >= 24 accepts wrong tokens,
-so code answers come out subtly wrong. It is ~6% of the demo's DDTREE configs; since a cap above the tree's width
-costs nothing, some are as fast as the best correct configs (their twins with a lower cap): speed alone cannot tell
-them apart, only the correctness gate can.
+A simulated "buggy kernel path": DDTREE with ``SGLANG_DDTREE_MAX_TOPK >= 9``, budget >= 24 and trees at least 3
+wide (effective top-k) accepts wrong tokens, so code answers come out subtly wrong. It is ~5% of the demo's DDTREE
+configs, some of them within ~3% of the optimum (their correct twins have a lower cap): speed alone cannot tell them
+apart, only the correctness gate can.
 """
 
 from __future__ import annotations
@@ -159,6 +159,7 @@ WARMUP_SHARE = 0.05
 # --- correctness ------------------------------------------------------------------------------------------
 CORRUPT_MIN_TOPK = 9
 CORRUPT_MIN_BUDGET = 24
+CORRUPT_MIN_WIDTH = 3
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -193,7 +194,7 @@ class ServerConfig:
             algorithm=args.speculative_algorithm,
             block_size=args.speculative_num_draft_tokens or args.speculative_dflash_block_size or DEFAULT_BLOCK_SIZE,
             drafter_block_size=args.sim_drafter_block_size or DEFAULT_BLOCK_SIZE,
-            ddtree_budget=args.speculative_ddtree_budget,
+            ddtree_budget=getattr(args, "sim_budget_given", args.speculative_ddtree_budget),
             ddtree_topk=args.ddtree_max_topk,
             draft_window=args.speculative_draft_window_size,
             max_running_requests=args.max_running_requests,
@@ -443,7 +444,12 @@ def max_concurrent_requests(cfg: ServerConfig, *, context_tokens: int) -> int:
 
 def corrupts_code(cfg: ServerConfig) -> bool:
     """Whether the config hits the simulated buggy kernel path (wrong code answers)."""
-    return cfg.algorithm == "DDTREE" and cfg.ddtree_topk >= CORRUPT_MIN_TOPK and cfg.budget >= CORRUPT_MIN_BUDGET
+    return (
+        cfg.algorithm == "DDTREE"
+        and cfg.ddtree_topk >= CORRUPT_MIN_TOPK
+        and cfg.budget >= CORRUPT_MIN_BUDGET
+        and cfg.effective_topk >= CORRUPT_MIN_WIDTH
+    )
 
 
 def capture_seconds(cfg: ServerConfig, *, load_time: float) -> float:

@@ -125,6 +125,7 @@ def _ddtree(args: argparse.Namespace) -> None:
     """The DDTree branch's ``_handle_ddtree``: the budget, rejection sampling, page size 1, the attention backend
     of a full tree, and the non-overlap worker."""
     drafts = args.speculative_num_draft_tokens
+    args.sim_budget_given = args.speculative_ddtree_budget  # the model keeps "unset": one node per drafted position
     if args.speculative_ddtree_budget is None:
         args.speculative_ddtree_budget = drafts - 1
         _warn(
