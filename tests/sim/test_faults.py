@@ -42,7 +42,7 @@ def _burst(sim: SimProcess, *, streams: int, max_tokens: int) -> tuple[list[str]
 
 def test_a_full_kv_pool_retracts_and_slows_down_but_completes(start_sim) -> None:
     # At 0.70 the pool holds ~15k tokens: 12 requests growing to 2,000 tokens each do not fit together.
-    common = [*DFLASH, "--max-running-requests", "32", "--sim-time-scale", "8"]
+    common = [*DFLASH, "--max-running-requests", "32", "--sim-time-scale", "8", "--enable-metrics"]
     tight, roomy = [*common, "--mem-fraction-static", "0.70"], [*common, "--mem-fraction-static", "0.85"]
     assert 12 * 2000 > kv_pool_tokens(ServerConfig.from_argv(tight, {})) > 2000
     times = {}
@@ -53,6 +53,9 @@ def test_a_full_kv_pool_retracts_and_slows_down_but_completes(start_sim) -> None
         assert sim.proc.poll() is None, "a full pool must not take the server down"
         retractions = [ln for ln in sim.log().splitlines() if "KV cache pool is full. Retract requests." in ln]
         assert bool(retractions) == (name == "tight"), sim.log()
+        metrics = httpx.get(f"{sim.url}/metrics").text
+        counted = [ln for ln in metrics.splitlines() if ln.startswith("sglang:num_retracted_requests_total{")]
+        assert (float(counted[0].split()[-1]) > 0) == (name == "tight")
     assert "#retracted_reqs: " in retractions[0] and "#new_token_ratio: " in retractions[0]
     assert times["tight"] > 1.3 * times["roomy"], times
 

@@ -35,7 +35,7 @@ def prometheus_text(
     waiting: int,
     speculative: bool,
 ) -> str:
-    """The text exposition of every series the simulator keeps."""
+    """The text exposition of every series the simulator keeps (the speculative ones only with an algorithm)."""
     base = {"model_name": model_name, "engine_type": "unified"}
     ranks = [{**base, "tp_rank": str(r), "pp_rank": "0", "moe_ep_rank": "0"} for r in range(tp_ranks)]
 
@@ -45,46 +45,30 @@ def prometheus_text(
     def streaming(values: dict[bool, int]) -> list[tuple[dict[str, str], float]]:
         return [({**base, "is_streaming": "true" if s else "false"}, v) for s, v in sorted(values.items())]
 
-    lines = _family("gauge", "sglang:num_running_reqs", "The number of running requests.", per_rank(running))
-    lines += _family(
-        "gauge", "sglang:num_queue_reqs", "The number of requests in the waiting queue.", per_rank(waiting)
-    )
-    lines += _family(
-        "gauge", "sglang:num_retracted_reqs", "The number of retracted requests.", per_rank(stats.last_retracted)
-    )
-    lines += _family(
-        "counter",
-        "sglang:num_retracted_reqs_total",
-        "Total number of retracted requests.",
-        per_rank(stats.retracted_requests),
-    )
-    if speculative:
-        lines += _family(
-            "gauge",
-            "sglang:spec_accept_length",
-            "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward).",
-            per_rank(stats.gauge_accept_length),
-        )
-        lines += _family(
-            "gauge",
-            "sglang:spec_accept_rate",
-            "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).",
-            per_rank(stats.gauge_accept_rate),
-        )
-    lines += _family(
-        "counter", "sglang:prompt_tokens_total", "Number of prefill tokens processed.", streaming(stats.prompt_tokens)
-    )
-    lines += _family(
-        "counter",
-        "sglang:generation_tokens_total",
-        "Number of generation tokens processed.",
-        streaming(stats.generated_tokens),
-    )
-    if speculative:
-        lines += _family(
-            "counter",
-            "sglang:spec_verify_calls_total",
-            "Number of speculative decoding verification calls.",
-            [(base, stats.verify_calls)],
-        )
+    families: list[tuple[str, str, str, list[tuple[dict[str, str], float]], bool]] = [
+        ("gauge", "sglang:num_running_reqs", "The number of running requests.", per_rank(running), False),
+        ("gauge", "sglang:num_queue_reqs", "The number of requests in the waiting queue.", per_rank(waiting), False),
+        ("gauge", "sglang:num_retracted_reqs", "The number of retracted requests.", per_rank(stats.last_retracted),
+         False),
+        ("counter", "sglang:num_retracted_requests_total", "Total number of retracted requests.",
+         per_rank(stats.retracted_requests), False),
+        ("gauge", "sglang:spec_accept_length",
+         "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward).",
+         per_rank(stats.gauge_accept_length), True),
+        ("gauge", "sglang:spec_accept_rate",
+         "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).",
+         per_rank(stats.gauge_accept_rate), True),
+        ("counter", "sglang:prompt_tokens_total", "Number of prefill tokens processed.",
+         streaming(stats.prompt_tokens), False),
+        ("counter", "sglang:generation_tokens_total", "Number of generation tokens processed.",
+         streaming(stats.generated_tokens), False),
+        ("counter", "sglang:spec_verify_calls_total", "Number of speculative decoding verification calls.",
+         [(base, stats.verify_calls)], True),
+    ]  # fmt: skip
+    lines = [
+        line
+        for kind, name, doc, samples, spec_only in families
+        if speculative or not spec_only
+        for line in _family(kind, name, doc, samples)
+    ]
     return "\n".join(lines) + "\n"
