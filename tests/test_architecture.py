@@ -45,7 +45,7 @@ ALLOWED = {
     "search": {"base", "config", "stats"},
     "report": {"base", "config", "space", "target"},
     "study": {"base", "config", "space", "stats", "target", "bench", "gate", "search", "report"},
-    "sim": {"base", "config", "space", "stats", "target", "bench", "gate", "search", "study"},
+    "sim": {"base", "config", "space", "dialects", "stats", "target", "bench", "gate", "search", "study"},
     "face": set(PARTS.values()),
 }
 
