@@ -57,7 +57,7 @@ def test_sim_help_names_tune_sim_and_the_server_keeps_sglangs_name() -> None:
     server = subprocess.run(
         [sys.executable, "-m", "tuner.sim", "--no-such-flag"], capture_output=True, text=True, timeout=60
     )
-    # A launched simulator fails like the real server, in its words (the fault tests match them).
+    # A launched simulator fails like the real server, in its words (SGLang 0.5.23's parser is "sglang serve").
     assert server.returncode == 2
-    assert "python -m sglang.launch_server: error: unrecognized arguments: --no-such-flag" in server.stderr
+    assert "sglang serve: error: unrecognized arguments: --no-such-flag" in server.stderr
 
