@@ -33,6 +33,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="join a study whose servers differ from this one (GPUs, driver, model); the report splits by target",
     )
     p.add_argument("--fleet-host", type=int, default=None, help=argparse.SUPPRESS)  # one worker of a fleet
+    p.add_argument(
+        "--warm-start",
+        metavar="STUDY",
+        default=None,
+        help="start a new study from another's results: its top configs first, all of it as the sampler's prior",
+    )
+    p.add_argument("--warm-start-storage", metavar="URL", default=None, help="where that study is (default: --storage)")
     add_dry_run_arg(p)
     p.set_defaults(func=_start)
 
@@ -91,7 +98,7 @@ def _skip_preflight_arg(p: argparse.ArgumentParser) -> None:
 def _start(args: argparse.Namespace) -> int:
     from tuner.study import run_study
 
-    config = config_from_args(args)
+    config = _warm_started(config_from_args(args), args)
     if args.dry_run is not None:
         return dry_run(args, config)
     hosts = config.target.ssh.hosts if config.target.ssh is not None else ()
@@ -121,6 +128,24 @@ def _start(args: argparse.Namespace) -> int:
     )
     _print_end(config, summary)
     return 0
+
+
+def _warm_started(config: Any, args: argparse.Namespace) -> Any:
+    """The study file's config with ``--warm-start`` / ``--warm-start-storage`` in its ``[search]``."""
+    import dataclasses
+
+    from tuner.errors import ConfigError
+
+    search = config.search
+    if args.warm_start is None and args.warm_start_storage is None:
+        return config
+    name = args.warm_start or search.warm_start
+    if name is None:
+        raise ConfigError(file=None, key="--warm-start-storage", expected="--warm-start STUDY to go with it")
+    storage = args.warm_start_storage or search.warm_start_storage
+    return dataclasses.replace(
+        config, search=dataclasses.replace(search, warm_start=name, warm_start_storage=storage)
+    )
 
 
 def _resume(args: argparse.Namespace) -> int:
@@ -250,8 +275,8 @@ def _notes(row: dict[str, Any], *, fleet: bool) -> list[str]:
     notes = []
     if row["baseline"]:
         notes.append("baseline")
-    if row["seed"] is not None:
-        notes.append(f"seed {row['seed']}")
+    if row["seed"] is not None:  # an expert seed's index, or a warm start's config (study#n)
+        notes.append(f"warm start {row['seed']}" if isinstance(row["seed"], str) else f"seed {row['seed']}")
     if row["branch"]:
         notes.append("branch " + " ".join(f"{k}={format_value(v)}" for k, v in row["branch"].items()))
     if str(row["gate"] or "").endswith(" at the end"):
@@ -279,7 +304,7 @@ def _status(args: argparse.Namespace) -> int:
     from tuner.report import recommendation_lines, trial_row, tune_command
     from tuner.space import format_value
     from tuner.study import describe_warmups
-    from tuner.trials import attrs, counted_trials, recommended, study_trials
+    from tuner.trials import attrs, counted_trials, recommended, study_trials, warm_start_of
 
     config, study, storage = _load(args)
     rows = [trial_row(t, config) for t in study_trials(study)]
@@ -305,6 +330,8 @@ def _status(args: argparse.Namespace) -> int:
         print("running now: " + ", ".join(running))
     if warmups := describe_warmups(study, config):
         print(warmups)
+    for line in warm.lines() if (warm := warm_start_of(study)) is not None else ():
+        print(line)
     scenarios = [s.name for s in config.benchmark.scenarios]
     cells = [[_scenario_cell(r["scenarios"][s]) for s in scenarios] for r in rows]
     widths = [max([len(s), *(len(c[i]) for c in cells)]) for i, s in enumerate(scenarios)]

@@ -1,8 +1,21 @@
 from __future__ import annotations
 
 import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
 from tuner.space._model import Param, SearchSpace, Value
+
+
+def param_distribution(p: Param) -> BaseDistribution:
+    """The distribution :func:`suggest` gives ``p`` in a trial (for trials made outside one: a warm start's)."""
+    if p.kind == "categorical":
+        return CategoricalDistribution(list(p.choices))
+    if p.kind == "bool":
+        return CategoricalDistribution([False, True])
+    assert p.low is not None and p.high is not None
+    if p.kind == "int":
+        return IntDistribution(int(p.low), int(p.high), step=int(p.step or 1), log=p.log)
+    return FloatDistribution(p.low, p.high, step=p.step, log=p.log)
 
 
 def suggest_param(trial: optuna.Trial, p: Param) -> Value:

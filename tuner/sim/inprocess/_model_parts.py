@@ -28,7 +28,7 @@ from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, StartFailed
 from tuner.gate import BaseGate, GateResult, ProblemOutcome, check_gate
 from tuner.sim import ServerConfig, capture_seconds, corrupts_code, startup_failure, startup_seconds, verify_width
-from tuner.sim.inprocess._truth import model_scenario, parse_server_config
+from tuner.sim.inprocess._truth import ModelledScenario, Variant, model_scenario, parse_server_config
 from tuner.stats import SequentialPolicy
 from tuner.study import Console, TrialParts, run_study
 from tuner.target import Target, base_spec, open_target
@@ -314,9 +314,11 @@ class ModelBenchmark(BaseBenchmark):
         config: BenchmarkSection,
         noise: float = 0.02,
         rng: random.Random | None = None,
+        variant: Variant | None = None,
     ) -> None:
         if noise < 0:
             raise ValueError(f"noise must be >= 0, got {noise}")
+        self._variant = variant
         self._service = service
         self._config = config
         self._noise = noise
@@ -328,7 +330,7 @@ class ModelBenchmark(BaseBenchmark):
         cfg = self._service.server_config
         if cfg is None:
             raise DiedUnderLoad(f"no server answers for scenario {scenario.name}", evidence="the process is gone")
-        m = model_scenario(cfg, scenario)
+        m = self._modelled(cfg, scenario)
         if m.died is not None:
             self._service.die(
                 "[TP0] Scheduler hit an exception: "
@@ -386,7 +388,7 @@ class ModelBenchmark(BaseBenchmark):
         cfg = self._service.server_config
         if cfg is None:
             raise DiedUnderLoad(f"no server answers for scenario {scenario.name}", evidence="the process is gone")
-        m = model_scenario(cfg, scenario)
+        m = self._modelled(cfg, scenario)
         f = self._factor() * self._service.first_pass(min(scenario.concurrency, cfg.max_running_requests))
         seconds = m.seconds / f
         self._service.clock.add("benchmark", seconds)
@@ -406,6 +408,10 @@ class ModelBenchmark(BaseBenchmark):
             stopped=result.stopped,
             **kept,
         )
+
+    def _modelled(self, cfg: ServerConfig, scenario: Scenario) -> ModelledScenario:
+        m = model_scenario(cfg, scenario)
+        return self._variant(cfg, scenario, m) if self._variant else m
 
     def _factor(self) -> float:
         return math.exp(self._rng.gauss(0.0, self._noise)) if self._noise else 1.0
@@ -478,8 +484,11 @@ def model_parts(
     noise: float = 0.02,
     seed: int = 0,
     corrupt_pass_rate: float = 0.0,
+    variant: Variant | None = None,
 ) -> TrialParts:
-    """TrialParts for a :func:`model_target`; ``functools.partial`` it into run_study's ``parts_factory``."""
+    """TrialParts for a :func:`model_target`; ``functools.partial`` it into run_study's ``parts_factory``.
+
+    ``variant``: the benchmark measures another server's figures (:class:`tuner.sim.inprocess.ModelVariant`)."""
     service = target.service
     if not isinstance(service, ModelService):
         raise TypeError(f"model_parts needs a ModelService, got {type(service).__name__}")
@@ -487,7 +496,9 @@ def model_parts(
     gate = config.gate if config.gate and config.gate.enabled else None
     return TrialParts(
         target=target,
-        benchmark=lambda endpoint: ModelBenchmark(service=service, config=config.benchmark, noise=noise, rng=bench_rng),
+        benchmark=lambda endpoint: ModelBenchmark(
+            service=service, config=config.benchmark, noise=noise, rng=bench_rng, variant=variant
+        ),
         gate=(
             (
                 lambda endpoint: ModelGate(
@@ -521,13 +532,14 @@ def run_inprocess(
     artifacts_dir: Path | None = None,
     console: Console | None = None,
     cold_start: float = 0.0,
+    variant: Variant | None = None,
 ) -> InProcessRun:
     """Run a whole study through :func:`tuner.study.run_study` against the model.
 
     ``storage`` is required so a model run never lands in the real study's database. ``cold_start``: see
-    :class:`ModelService`. Evidence files go to
-    ``artifacts_dir`` (default: a temporary directory removed afterwards). ``on_exit`` is forced to "stop":
-    there is no real server to leave in any state.
+    :class:`ModelService`; ``variant``: see :func:`model_parts`.
+    Evidence files go to ``artifacts_dir`` (default: a temporary directory removed afterwards). ``on_exit`` is
+    forced to "stop": there is no real server to leave in any state.
     """
     with tempfile.TemporaryDirectory(prefix="tune-model-") as tmp:
         study_section = dataclasses.replace(
@@ -541,7 +553,7 @@ def run_inprocess(
             storage=storage,
             study_name=study_name,
             target=model_target(config, service),
-            parts_factory=functools.partial(model_parts, noise=noise, seed=seed),
+            parts_factory=functools.partial(model_parts, noise=noise, seed=seed, variant=variant),
             console=console or Console(stream=_Null(), live=False),
         )
     return InProcessRun(study_name=summary.study_name, storage=storage, clock=service.clock, counted=summary.counted)
