@@ -240,12 +240,14 @@ def run_arm(
     import optuna
 
     from tuner.config import load_config
+    from tuner.errors import TuneError
     from tuner.search import SAMPLERS, pruning_savings
-    from tuner.sim.inprocess import VARIANTS, run_inprocess, true_objective
+    from tuner.sim.inprocess import VARIANTS, VirtualClock, run_inprocess, true_objective
     from tuner.trials import is_counted, is_feasible
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # TPE's group=True
+    warnings.filterwarnings("ignore", category=FutureWarning)  # TPE settings Optuna 6 drops (prior_weight...)
     search = dict(search)
     fixed_repeats, fixed_warmup = search.pop("fixed_repeats", 2), search.pop("fixed_warmup_requests", 1)
     base = repeats_config(load_config(config_path), mode, fixed_repeats, fixed_warmup)
@@ -257,18 +259,23 @@ def run_arm(
     model = VARIANTS[variant] if variant else None
     n = fixed or trials
     t0 = time.monotonic()
-    run = run_inprocess(
-        config,
-        storage=storage,
-        study_name=study_name,
-        trials=n,
-        noise=noise,
-        seed=seed,
-        cold_start=cold_start,
-        variant=model,
-    )
+    name = study_name or config.study.name
+    clock, stopped = VirtualClock(), None
+    try:
+        clock = run_inprocess(
+            config,
+            storage=storage,
+            study_name=name,
+            trials=n,
+            noise=noise,
+            seed=seed,
+            cold_start=cold_start,
+            variant=model,
+        ).clock
+    except TuneError as exc:  # the study stopped itself (a sampler stuck on measured configs): judge what it has
+        stopped = str(exc)
     wall = time.monotonic() - t0
-    study = optuna.load_study(study_name=run.study_name, storage=run.storage)
+    study = optuna.load_study(study_name=name, storage=storage)
     counted = [t for t in study.get_trials(deepcopy=False) if is_counted(t)]
     fractions: list[float] = []
     best_value, best_true = -math.inf, 0.0
@@ -284,7 +291,7 @@ def run_arm(
         if is_feasible(t) and t.values[0] > best_value:
             best_value, best_true = t.values[0], truth(t.params)
         fractions.append(best_true / optimum)
-    trials_labels = list(run.clock.trials)
+    trials_labels = list(clock.trials)
     repeats = [
         len(t.user_attrs.get(f"{sc.name}.repeats", []))
         for t in counted
@@ -299,12 +306,13 @@ def run_arm(
         "pruned": sum(1 for t in counted if t.user_attrs.get("pruning_saved_s") is not None),
         "failed": sum(1 for t in counted if t.state.name == "PRUNED" and t.user_attrs.get("pruning_saved_s") is None),
         "saved_s": pruning_savings(study),
-        "bench_s": sum(run.clock.seconds(lab, what="benchmark") for lab in trials_labels if not _confirm(lab)),
-        "confirm_s": sum(run.clock.seconds(lab, what="benchmark") for lab in trials_labels if _confirm(lab)),
+        "bench_s": sum(clock.seconds(lab, what="benchmark") for lab in trials_labels if not _confirm(lab)),
+        "confirm_s": sum(clock.seconds(lab, what="benchmark") for lab in trials_labels if _confirm(lab)),
         "confirmed": _confirmed_fraction(study, truth, optimum),
         "finalists_best": _finalists_best_fraction(study, truth, optimum),
-        "total_s": run.clock.seconds(),
+        "total_s": clock.seconds(),
         "wall_s": wall,
+        "stopped": stopped,
     }
 
 
@@ -363,14 +371,32 @@ def run_warm(task: tuple[str, str, int, int, float, dict[str, Any], float, list[
             storage=storage, study_name="source",
         )  # fmt: skip
         out["source"] = source["fractions"]
+        tops = _source_tops(config_path, storage)
         for name, optimum in targets:
-            for arm, warm in (("cold", None), ("warm", "source")):
+            for arm in ARMS:
+                # "tops": the source's top configs as expert seeds, without its results as the sampler's prior.
+                arm_search = {**search, "seed_trials": tops} if arm == "tops" else search
                 r = run_arm(
-                    config_path, strategy, "sequential", seed, trials, optimum, noise, search,
-                    storage=storage, study_name=f"{arm}-{name}", variant=name, warm_start=warm,
+                    config_path, strategy, "sequential", seed, trials, optimum, noise, arm_search,
+                    storage=storage, study_name=f"{arm}-{name}", variant=name,
+                    warm_start="source" if arm == "warm" else None,
                 )  # fmt: skip
                 out[f"{name}/{arm}"] = r["fractions"]
     return out
+
+
+#: The warm-start benchmark's arms: no warm start, the source's top configs only, the warm start.
+ARMS = ("cold", "tops", "warm")
+
+
+def _source_tops(config_path: str, storage: str) -> tuple[dict[str, Any], ...]:
+    """The configs a warm start from the source study would run first."""
+    from tuner.config import load_config
+    from tuner.study import read_warm_start
+
+    config = load_config(config_path)
+    config = dataclasses.replace(config, search=dataclasses.replace(config.search, warm_start="source"))
+    return tuple(t.params for t in read_warm_start(config, storage=storage).top)
 
 
 def warm_start_benchmark(args: argparse.Namespace, config: Any) -> int:
@@ -401,16 +427,16 @@ def warm_start_benchmark(args: argparse.Namespace, config: Any) -> int:
     capped = args.trials + 1
     print(
         f"| variant | start | median trials to {TARGET:.0%} | seeds reaching it | median @10 | median @{args.trials} "
-        f"| worst @{args.trials} | warm - cold trials to {TARGET:.0%}: median / worst seed |"
+        f"| worst @{args.trials} | minus cold's trials to {TARGET:.0%}: median / worst seed |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for name, _ in targets:
-        reach = {arm: [first_reaching(r[f"{name}/{arm}"], TARGET) for r in results] for arm in ("cold", "warm")}
-        diffs = [min(w, capped) - min(c, capped) for w, c in zip(reach["warm"], reach["cold"], strict=True)]
-        for arm in ("cold", "warm"):
+        reach = {arm: [first_reaching(r[f"{name}/{arm}"], TARGET) for r in results] for arm in ARMS}
+        for arm in ARMS:
             fr = [r[f"{name}/{arm}"] for r in results]
             med = statistics.median(reach[arm])
-            diff = f"{statistics.median(diffs):+.1f} / {max(diffs):+d}" if arm == "warm" else ""
+            diffs = [min(w, capped) - min(c, capped) for w, c in zip(reach[arm], reach["cold"], strict=True)]
+            diff = f"{statistics.median(diffs):+.1f} / {max(diffs):+d}" if arm != "cold" else ""
             print(
                 f"| {name} | {arm} | {med if math.isfinite(med) else '>' + str(args.trials)} "
                 f"| {sum(1 for x in reach[arm] if math.isfinite(x))}/{len(fr)} "
@@ -541,6 +567,9 @@ def main() -> int:
             + f" | {sum(r['confirm_s'] for r in rows) / 3600:.2f} h |"
         )
     print("\ngrid has only its 4 distinct configs: its later columns repeat its final value.")
+    for r in results:
+        if r["stopped"]:  # judged on the trials it had (its benchmark time is not counted)
+            print(f"{r['strategy']} seed {r['seed']} stopped after {len(r['fractions'])} trials: {r['stopped']}")
     return 0
 
 

@@ -3,6 +3,7 @@ sampler's prior; never this study's trials (not counted, not recommended), and s
 
 from __future__ import annotations
 
+import io
 import math
 import re
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from tuner.config import StudyConfig, load_config
 from tuner.errors import TuneError
 from tuner.report import build_report
 from tuner.sim.inprocess import run_inprocess
-from tuner.study import NoSuchStudy, map_config, prior_scale, read_warm_start, warm_prior
+from tuner.study import Console, NoSuchStudy, map_config, prior_scale, read_warm_start, warm_prior
 from tuner.trials import attrs, counted_trials, is_counted, recommended, warm_start_of
 
 Make = Callable[..., StudyConfig]
@@ -77,7 +78,10 @@ def test_a_warm_started_study_runs_the_other_s_top_first_and_never_counts_its_tr
     source = demo("source", search=f"seed_trials = [{_toml(WIDE)}]")
     run_inprocess(source, storage=source.study.storage, trials=6, seed=1)
     target = demo("target", search='warm_start = "source"\nwarm_start_top = 2', narrower=True)
-    run = run_inprocess(target, storage=target.study.storage, trials=4, seed=2)
+    console = io.StringIO()
+    run = run_inprocess(
+        target, storage=target.study.storage, trials=4, seed=2, console=Console(stream=console, live=False)
+    )
     study = optuna.load_study(study_name=run.study_name, storage=run.storage)
     other = optuna.load_study(study_name="source", storage=run.storage)
     warm = warm_start_of(study)
@@ -103,6 +107,8 @@ def test_a_warm_started_study_runs_the_other_s_top_first_and_never_counts_its_tr
     assert mine is not None and study.trials[mine.trial.number].params == mine.trial.params
 
     line = warm.lines()[0]
+    said = console.getvalue()  # what was carried over, then each of its configs named where it runs
+    assert said.index(line) < said.index(f"] trial #1 (warm start source#{warm.top[0].number}): ")
     assert line.startswith(f"warm start from study source ({target.study.storage}): {len(warm.trials)} of its")
     assert "not counted here" in line and "its top 2 configs run first" in line
     report = build_report(study, target, tmp_path / "report", storage=run.storage)
