@@ -25,7 +25,7 @@ command = [
   "--speculative-algorithm", "DDTREE", "--speculative-ddtree-budget", "12",
   "--speculative-dflash-block-size", "8", "--speculative-dflash-draft-window-size", "2048",
   "--max-running-requests", "64", "--mem-fraction-static", "0.85",
-  "--sim-load-time", "0.2", "--sim-time-scale", "10", "--sim-seed", "5",
+  "--sim-load-time", "0.2", "--sim-time-scale", "10", "--sim-seed", "5", "--model-path", "/models/Kimi-K2.6",
 ]
 env = {{ SGLANG_DDTREE_MAX_TOPK = "6" }}
 base_url = "http://127.0.0.1:{port}"

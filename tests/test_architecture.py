@@ -20,6 +20,7 @@ PARTS = {
     "config": "config",
     "errors": "base", "spec": "base", "metrics": "base", "wait": "base", "trials": "base", "endpoint": "base",
     "stats": "stats",
+    "secrets": "base",
     "space": "space",
     "dialects": "dialects",
     "target": "target",
@@ -44,7 +45,7 @@ ALLOWED = {
     "search": {"base", "config", "stats"},
     "report": {"base", "config", "space", "target"},
     "study": {"base", "config", "space", "stats", "target", "bench", "gate", "search", "report"},
-    "sim": {"base", "config", "space", "stats", "target", "bench", "gate", "search", "study"},
+    "sim": {"base", "config", "space", "dialects", "stats", "target", "bench", "gate", "search", "study"},
     "face": set(PARTS.values()),
 }
 
@@ -56,6 +57,19 @@ def _module_name(path: Path) -> str:
 
 MODULES = {_module_name(p): p for p in ROOT.rglob("*.py")}
 PACKAGES = {_module_name(p) for p in ROOT.rglob("__init__.py")}
+
+
+def private_owner(imported: str) -> str | None:
+    """The package whose private module (or name) ``imported`` reaches into, if any (``tuner.x._y`` -> ``tuner.x``)."""
+    bits = imported.split(".")
+    for k, bit in enumerate(bits[1:], start=1):
+        if _private(bit):
+            return ".".join(bits[:k])
+    return None
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")  # ``__version__`` is public
 
 
 def imports_of(module: str, source: str, *, is_package: bool) -> Iterator[tuple[str, int]]:
@@ -71,7 +85,7 @@ def imports_of(module: str, source: str, *, is_package: bool) -> Iterator[tuple[
             else:
                 base = node.module or ""
             found = [
-                (f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES or a.name.startswith("_") else base, node.lineno)
+                (f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES or _private(a.name) else base, node.lineno)
                 for a in node.names
             ]
         else:
@@ -86,15 +100,6 @@ def _imports() -> dict[str, list[tuple[str, int]]]:
 
 
 IMPORTS = _imports()
-
-
-def private_owner(imported: str) -> str | None:
-    """The package whose private module (or name) ``imported`` reaches into, if any (``tuner.x._y`` -> ``tuner.x``)."""
-    bits = imported.split(".")
-    for k, bit in enumerate(bits[1:], start=1):
-        if bit.startswith("_") and not bit.startswith("__"):
-            return ".".join(bits[:k])
-    return None
 
 
 def test_every_module_belongs_to_a_part() -> None:

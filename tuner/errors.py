@@ -92,14 +92,29 @@ class TrialFailure(TuneError):
     :class:`tuner.target.services.Restarted`, set by :meth:`tuner.target.Target.bring_up`): the new process's
     log holds the evidence."""
 
-    def __init__(self, reason: str, *, evidence: str = "", phase: Phase | None = None, kind: str | None = None) -> None:
+    def __init__(
+        self,
+        reason: str,
+        *,
+        evidence: str = "",
+        phase: Phase | None = None,
+        kind: str | None = None,
+        log: str | None = None,
+    ) -> None:
         if phase is not None:
             self.phase = phase
         if kind is not None:
             self.kind = kind
         self.reason = reason
         self.evidence = evidence
-        super().__init__(f"[{self.phase}] {reason}")
+        self.log = log
+        """Where the server's whole log is (a path, or the journalctl command), when the failure site knows."""
+        super().__init__(reason)
+
+    def __str__(self) -> str:
+        # From the fields, not the constructor's arguments: a reason redacted since still prints redacted.
+        where = f" (server log: {self.log})" if self.log else ""
+        return f"[{self.phase}] {self.reason}{where}"
 
 
 class ConfigNotApplied(TrialFailure):

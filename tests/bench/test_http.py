@@ -116,9 +116,11 @@ def test_server_dying_under_load_cuts_streams(start_sim, http_client: str) -> No
         "16",
         "--sim-time-scale",
         "4",
+        "--sim-crash-above-batch-tokens",
+        "20000",
     ]
     sim = start_sim(*flags)
-    # 16 requests of 4,000 tokens need twice the KV pool: the simulated scheduler dies with a CUDA OOM.
+    # 16 requests of 4,000 tokens: the batch outgrows the injected limit and the scheduler dies with a CUDA error.
     sc = Scenario(name="c16-long", concurrency=16, prompt_tokens=4000, output_tokens=64, requests=16)
     with pytest.raises(DiedUnderLoad) as info:
         _bench(sim, sc, warmup=1, http_client=http_client).run_scenario(sc)

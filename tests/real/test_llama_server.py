@@ -25,7 +25,7 @@ from tuner.config import load_config
 from tuner.dialects import LlamaServerDialect
 from tuner.sim.testing import SimProcess, free_port
 from tuner.target import open_target
-from tuner.trials import attrs, is_counted, recommended_trial
+from tuner.trials import attrs, is_counted, recommended
 
 BENCH = """
 [study]
@@ -261,10 +261,11 @@ def test_init_check_and_a_study_over_the_speculative_knobs(
             assert accept is not None and accept >= 1, t.user_attrs
     confirmed = study.user_attrs.get("confirmation")
     assert len(complete) < 2 or (confirmed and len(confirmed["trials"]) == 2), confirmed
-    recommended = recommended_trial(study)
-    assert recommended is not None and recommended.number in confirmed["trials"]
+    rec = recommended(study)
+    assert rec is not None and rec.confirmed and rec.trial.number in confirmed["trials"]
     # Judged in the sandbox: real answers to both problems (the tiny model mostly fails them; min_passed = 0).
-    assert recommended.user_attrs[attrs.CORRECT] is True and recommended.user_attrs[attrs.GATE], recommended.user_attrs
+    user = rec.trial.user_attrs
+    assert rec.gated and user[attrs.CORRECT] is True and user[attrs.GATE], user
     with capsys.disabled():
         print(
             f"\nllama-server study: {len(counted)} trials in {wall:.0f} s; "

@@ -93,3 +93,19 @@ def test_check_fails_on_mismatch_and_unknown_flag(sim_unit: SimUnit, tmp_path: P
     assert failed >= 2, out
     assert "ExecStart differs" in out
     assert "--speculative-ddtree-topk-cap" in out
+
+
+def test_check_never_shows_a_secret(sim_unit: SimUnit, tmp_path: Path) -> None:
+    # The study's command and environment carry secrets the unit does not: the findings say that they differ,
+    # never the values.
+    config_path = _study(sim_unit, tmp_path, command=(*sim_unit.argv, "--api-key", "sk-check-secret-1234"))
+    text = config_path.read_text().replace(
+        'env = { SGLANG_DDTREE_MAX_TOPK = "6" }', 'env = { SGLANG_DDTREE_MAX_TOPK = "6", HF_TOKEN = "hf_check_9876" }'
+    )
+    config_path.write_text(text)
+    lines: list[str] = []
+    run_check(load_config(config_path), out=lines.append)
+    out = "\n".join(lines)
+    assert "ExecStart differs" in out and "--api-key ***" in out, out
+    assert "unit Environment HF_TOKEN differs from target.env's" in out, out
+    assert "sk-check-secret-1234" not in out and "hf_check_9876" not in out

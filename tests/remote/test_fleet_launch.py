@@ -122,7 +122,10 @@ def test_one_start_runs_a_worker_per_host_to_exactly_the_total(sshd: Sshd, tmp_p
     confirmed = re.findall(r"confirming the top \d+: ([#\d ]+)", err)
     assert confirmed and len(confirmed) == len(set(confirmed)), err
     status = subprocess.run(
-        [sys.executable, "-m", "tuner", "status", "--config", str(path)], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "tuner", "status", "--config", str(path), "--wide"],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert status.returncode == 0, status.stderr
     assert all(f"on {name}" in status.stdout for name in names), status.stdout
@@ -145,7 +148,10 @@ def test_ctrl_c_stops_every_worker_cleanly(sshd: Sshd, tmp_path: Path) -> None:
     # between trials: ask again until it catches trials running, as it does on nearly every look.
     while "running now: #" not in (
         status := subprocess.run(
-            [sys.executable, "-m", "tuner", "status", "--config", str(path)], capture_output=True, text=True, timeout=60
+            [sys.executable, "-m", "tuner", "status", "--config", str(path), "--wide"],
+        capture_output=True,
+        text=True,
+        timeout=60,
         )
     ).stdout:
         assert time.monotonic() < deadline, f"`tune status` never showed a running trial:\n{status.stdout}"

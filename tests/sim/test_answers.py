@@ -50,8 +50,7 @@ def test_reasoning_content_and_last_block(start_sim) -> None:
             words = len(msg["content"].split()) + len(msg["reasoning_content"].split())
             assert body["usage"]["completion_tokens"] == words
         blocks = [
-            len(re.findall("```python", _ask(http, t)["choices"][0]["message"]["content"]))
-            for t in list(PROBLEMS)[:12]
+            len(re.findall("```python", _ask(http, t)["choices"][0]["message"]["content"])) for t in list(PROBLEMS)[:12]
         ]
         assert 1 in blocks and 2 in blocks
 

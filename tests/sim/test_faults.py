@@ -1,4 +1,4 @@
-"""Fault injection and dying under load, through a real simulator process."""
+"""Under load: a full KV pool (slower, never a crash), a crash injected under load, and the other injected faults."""
 
 from __future__ import annotations
 
@@ -9,63 +9,75 @@ import time
 import httpx
 import pytest
 
-from tuner.sim import ServerConfig, max_concurrent_requests
-from tuner.sim.testing import sse_events
+from tuner.sim import ServerConfig, kv_pool_tokens
+from tuner.sim.testing import SimProcess, sse_events
 
 DFLASH = ["--speculative-algorithm", "DFLASH", "--speculative-dflash-block-size", "8"]
+PROMPT = " ".join(["w"] * 200)
 
 
-def test_dies_under_load_cuts_streams(start_sim) -> None:
-    # Starts fine (no startup failure) but 12 long requests exceed the KV pool at 0.70.
-    args = [
-        *DFLASH,
-        "--mem-fraction-static",
-        "0.70",
-        "--max-running-requests",
-        "32",
-        # Slow enough that a request outlasts the skew between the threads' starts on a loaded machine (at 20x
-        # the first streams could finish before the last ones arrived, and never see the OOM).
-        "--sim-time-scale",
-        "2",
-    ]
-    cfg = ServerConfig.from_argv(args, {})
-    assert (
-        max_concurrent_requests(cfg, context_tokens=2000)
-        < 12
-        <= max_concurrent_requests(cfg, context_tokens=200)
-    )
-    sim = start_sim(*args)
-    prompt = " ".join(["w"] * 200)
+def _burst(sim: SimProcess, *, streams: int, max_tokens: int) -> tuple[list[str], float]:
+    """``streams`` requests sent together; each one's outcome ("complete" with all its tokens, or "cut")."""
     results: list[str] = []
-    together = threading.Barrier(12)
+    together = threading.Barrier(streams)
 
     def one() -> None:
         together.wait(30)
         try:
-            with httpx.Client(base_url=sim.url, timeout=30) as http:
-                sse_events(http, "/v1/completions", {"prompt": prompt, "max_tokens": 1800})
-            results.append("complete")
+            with httpx.Client(base_url=sim.url, timeout=60) as http:
+                events = sse_events(http, "/v1/completions", {"prompt": PROMPT, "max_tokens": max_tokens})
+            text = "".join(json.loads(d)["choices"][0]["text"] for _, d in events[:-1])
+            results.append("complete" if len(text.split()) == max_tokens else "short")
         except (httpx.HTTPError, AssertionError):
             results.append("cut")
 
-    threads = [threading.Thread(target=one) for _ in range(12)]
+    threads = [threading.Thread(target=one) for _ in range(streams)]
+    t0 = time.monotonic()
     for t in threads:
         t.start()
     for t in threads:
-        t.join(60)
+        t.join(90)
+    return results, time.monotonic() - t0
+
+
+def test_a_full_kv_pool_retracts_and_slows_down_but_completes(start_sim) -> None:
+    # At 0.70 the pool holds ~15k tokens: 12 requests growing to 2,000 tokens each do not fit together.
+    common = [*DFLASH, "--max-running-requests", "32", "--sim-time-scale", "8", "--enable-metrics"]
+    tight, roomy = [*common, "--mem-fraction-static", "0.70"], [*common, "--mem-fraction-static", "0.85"]
+    assert 12 * 2000 > kv_pool_tokens(ServerConfig.from_argv(tight, {})) > 2000
+    times = {}
+    for name, flags in (("roomy", roomy), ("tight", tight)):
+        sim = start_sim(*flags)
+        results, times[name] = _burst(sim, streams=12, max_tokens=1800)
+        assert results == ["complete"] * 12, (name, results)
+        assert sim.proc.poll() is None, "a full pool must not take the server down"
+        retractions = [ln for ln in sim.log().splitlines() if "KV cache pool is full. Retract requests." in ln]
+        assert bool(retractions) == (name == "tight"), sim.log()
+        metrics = httpx.get(f"{sim.url}/metrics").text
+        counted = [ln for ln in metrics.splitlines() if ln.startswith("sglang:num_retracted_requests_total{")]
+        assert (float(counted[0].split()[-1]) > 0) == (name == "tight")
+    assert "#retracted_reqs: " in retractions[0] and "#new_token_ratio: " in retractions[0]
+    assert times["tight"] > 1.3 * times["roomy"], times
+
+
+def test_crash_under_load_cuts_streams(start_sim) -> None:
+    # Fault injection: the scheduler dies once a batch holds more than 1,500 tokens of context.
+    sim = start_sim(*DFLASH, "--sim-crash-above-batch-tokens", "1500", "--sim-time-scale", "4")
+    results, _ = _burst(sim, streams=12, max_tokens=400)
     assert sim.wait_exit(10) == 1
     assert results and all(r == "cut" for r in results)
     log = sim.log()
     assert "Traceback (most recent call last)" in log
-    assert "torch.OutOfMemoryError: CUDA out of memory" in log
+    assert "CUDA error: an illegal memory access was encountered" in log
 
 
 def test_health_before_ready(start_sim) -> None:
     sim = start_sim(*DFLASH, "--sim-health-before-ready", "1.5", ready=False)
-    sim.wait_log("Capture cuda graph end")
+    sim.wait_log("Uvicorn running on")
     with httpx.Client(base_url=sim.url, timeout=5) as http:
-        time.sleep(0.1)
-        assert http.get("/health").status_code == 200
+        deadline = time.monotonic() + 5
+        while http.get("/health").status_code != 200 and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert http.post("/v1/completions", json={"prompt": "x", "max_tokens": 2}).status_code == 503
         assert http.get("/health_generate").status_code == 503
         sim.wait_ready()

@@ -30,7 +30,7 @@ def test_render_replaces_flags_and_env(cfg) -> None:  # type: ignore[no-untyped-
     spec = render(cfg.space, base, params)
     assert flag_value(spec.argv, "--speculative-ddtree-budget") == "20"
     assert flag_value(spec.argv, "--speculative-dflash-block-size") == "12"
-    assert flag_value(spec.argv, "--speculative-dflash-draft-window-size") == "4096"
+    assert flag_value(spec.argv, "--speculative-draft-window-size") == "4096"
     assert flag_value(spec.argv, "--mem-fraction-static") == "0.8"
     assert spec.env["SGLANG_DDTREE_MAX_TOPK"] == "3"
     # untouched flags keep their place and value
@@ -40,7 +40,7 @@ def test_render_replaces_flags_and_env(cfg) -> None:  # type: ignore[no-untyped-
 
 def test_absent_choice_removes_the_flag(cfg) -> None:  # type: ignore[no-untyped-def]
     spec = render(cfg.space, base_spec(cfg.target), dict(cfg.baseline, draft_window="none"))
-    assert "--speculative-dflash-draft-window-size" not in spec.argv
+    assert "--speculative-draft-window-size" not in spec.argv
     assert len(spec.argv) == len(base_spec(cfg.target).argv) - 2
 
 

@@ -156,7 +156,7 @@ def test_a_worker_with_a_different_target_is_refused_unless_mixing_is_allowed(st
 
 def test_target_fingerprint_names_the_models_served(make_config) -> None:  # type: ignore[no-untyped-def]
     config = make_config(
-        name="fp", edit=lambda text: text.replace('"tuner.sim",', '"tuner.sim", "--model-path", "/m/k",')
+        name="fp", edit=lambda text: text.replace('"--model-path", "/models/Kimi-K2.6"', '"--model-path", "/m/k"')
     )
     assert target_fingerprint(config, None) == {"model-path": "/m/k"}
 

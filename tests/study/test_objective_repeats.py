@@ -145,7 +145,7 @@ def test_the_last_finalist_replaces_the_reference_only_where_it_can_be_compared_
 
 def test_a_study_decides_repeats_on_the_objective_and_records_why(tmp_path: Path) -> None:
     config = load_config(REPO / "studies" / "coding-agent.toml")
-    run = run_inprocess(config, storage=f"sqlite:///{tmp_path}/study.db", trials=24, noise=0.02, seed=4)
+    run = run_inprocess(config, storage=f"sqlite:///{tmp_path}/study.db", trials=24, noise=0.02, seed=6)
     study = optuna.load_study(study_name=run.study_name, storage=run.storage)
     names = [s.name for s in config.benchmark.scenarios]
     decided = [t for t in study.trials if t.user_attrs.get(attrs.REPEATS_DECIDED)]

@@ -46,7 +46,7 @@ def start_worker(
 ) -> subprocess.Popen[str]:
     text = study_toml(name=study_name, port=port or free_port(), gate=False)
     if model is not None:
-        text = text.replace('"tuner.sim",', f'"tuner.sim", "--model-path", "{model}",')
+        text = text.replace('"--model-path", "/models/Kimi-K2.6"', f'"--model-path", "{model}"')
     head = f'[study]\nname = "{study_name}"'
     text = text.replace(head, f'{head}\nstorage = "{storage}"\n{FAST_HEARTBEAT}')
     path = tmp_path / f"worker-{tag}.toml"

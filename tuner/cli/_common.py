@@ -31,9 +31,10 @@ def config_from_args(args: argparse.Namespace) -> StudyConfig:
 def study_location(args: argparse.Namespace) -> tuple[StudyConfig, str, str]:
     """The config, storage URL and study name a command addresses."""
     if args.config is None and args.storage is not None:
-        from tuner.study import config_from_study
+        from tuner.study import config_from_study, storage_faults
 
-        config = config_from_study(args.storage, args.study)
+        with storage_faults(args.storage):
+            config = config_from_study(args.storage, args.study)
         return config, args.storage, args.study or config.study.name
     config = config_from_args(args)
     return config, args.storage or config.study.storage, args.study or config.study.name

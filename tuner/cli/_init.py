@@ -32,7 +32,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--out", metavar="FILE", type=Path, default=Path("study.toml"), help="(default: study.toml)")
+    p.add_argument(
+        "--out", metavar="FILE", type=Path, default=Path("study.toml"), help="the study file to write (never replaced)"
+    )
     p.add_argument("--server", choices=SERVER_CHOICES, default="auto", help="the server dialect (default: detect)")
     p.add_argument("--name", metavar="NAME", help="study name (default: the file name)")
     p.add_argument("--server-version", metavar="V", default="auto",
@@ -45,21 +47,29 @@ def cmd_init(args: argparse.Namespace) -> int:
     argv = args.launch[1:] if args.launch[:1] == ["--"] else list(args.launch)
     if not argv:
         raise ConfigError(file=None, key="tune init", expected="a launch command after --, e.g. -- vllm serve M")
+    from tuner.cli._output import output_file, writing
+    from tuner.config import load_config
+    from tuner.report import tune_command
+
     out: Path = args.out
     if out.exists():
         raise TuneError(f"{out} exists: tune init never overwrites a file (choose another --out)")
+    output_file(out, option="--out")
     text, notes = init_study(argv, server=args.server, name=args.name or out.stem, server_version=args.server_version)
-    out.write_text(text)
+    with writing(out, what=f"cannot write {out}"):
+        out.write_text(text)
     for note in notes:
         print(f"note: {note}")
-    from tuner.config import load_config
-
     config = load_config(out)  # what we wrote must load; a bug here must not reach the user's night of trials
     print(
         f"wrote {out}: {config.dialect.name} server, {len(config.space.params)} tuned parameter(s), baseline "
         + ", ".join(f"{k}={v}" for k, v in config.baseline.items())
     )
-    print(f"next: tune check --config {out} && tune start --config {out} --trials {config.study.trials}")
+
+    def command(verb: str) -> str:
+        return tune_command(verb, config, storage=config.study.storage, study=config.study.name)
+
+    print(f"next: {command('check')} && {command(f'start --trials {config.study.trials}')}")
     return 0
 
 

@@ -59,7 +59,7 @@ def run_check(config: StudyConfig, *, out: Callable[[str], None] = print) -> int
     failed = 0
     for finding in preflight(config):
         failed += finding.ok is False
-        out(f" {_MARKS[finding.ok]} {finding.text}")
+        out(f" {_MARKS[finding.ok]} {config.secrets.text(finding.text)}")  # a finding may quote argv or env
     return failed
 
 
@@ -139,7 +139,7 @@ def _cycle(config: StudyConfig) -> str | None:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    from tuner.report import launch_spec, recommendation_lines, tune_command
+    from tuner.report import launch_spec, launch_text, recommendation_lines, tune_command
     from tuner.study import load_existing
     from tuner.trials import outcome_text, recommended
 
@@ -164,8 +164,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
             raise TuneError(f"study {study.study_name!r} has no trial {args.trial}")
         trial = matches[0]
         print(f"trial #{trial.number}: {outcome_text(trial)}")
-    spec = launch_spec(config, trial)
-    print(f"applying trial #{trial.number}: {spec.shell_text()}")
+    spec = launch_spec(config, trial)  # the real values: the server needs them
+    print(f"applying trial #{trial.number}: {launch_text(config, trial)}")
     _with_target(config, lambda target: _bring_up(target, spec, f"apply-trial-{trial.number}"))
     return 0
 
@@ -177,6 +177,9 @@ def cmd_restore(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
+    from tuner.cli._run import running_run_hint
+    from tuner.errors import LockHeld
+
     config = _config(args)
 
     def act(target: Target) -> None:
@@ -185,7 +188,14 @@ def cmd_stop(args: argparse.Namespace) -> int:
         what = f"stopped {state.identity}" if state.running else f"nothing tune started is running ({state.detail})"
         print(f" {OK} {what}")
 
-    _with_target(config, act)
+    try:
+        _with_target(config, act)
+    except LockHeld as exc:  # a run of this study holds the server: `tune interrupt` is what stops a run
+        study = getattr(args, "study", None) or config.study.name
+        hint = running_run_hint(config, study=study, storage=getattr(args, "storage", None) or config.study.storage)
+        if hint is None:
+            raise
+        raise LockHeld(f"{exc}. {hint}") from None
     return 0
 
 

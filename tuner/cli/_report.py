@@ -15,7 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
     p = sub.add_parser("dashboard", help="optuna-dashboard on the study, with infeasible trials marked")
     add_study_args(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
-    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--port", type=_port, default=8080, help="TCP port to listen on")
     p.set_defaults(func=_dashboard)
 
     p = sub.add_parser("report", help="a Markdown report with plots: best config, speed-ups, failures")
@@ -30,8 +30,23 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
     which = p.add_mutually_exclusive_group()
     which.add_argument("--best", action="store_true", help="the recommended trial (the default)")
     which.add_argument("--trial", type=int, metavar="N", help="trial N instead (warned about when not recommended)")
-    p.add_argument("--format", choices=("dropin", "command", "json"), default="command")
+    p.add_argument(
+        "--format",
+        choices=("dropin", "command", "json"),
+        default="command",
+        help="dropin: a systemd drop-in; command: one shell line; json: the trial, its figures and launch",
+    )
     p.set_defaults(func=_export)
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number from 1 to 65535, got {port}")
+    return port
 
 
 def _open(args: argparse.Namespace) -> tuple[Any, Any, str]:
@@ -42,6 +57,7 @@ def _open(args: argparse.Namespace) -> tuple[Any, Any, str]:
 
 
 def _dashboard(args: argparse.Namespace) -> int:
+    from tuner.errors import EnvironmentFault
     from tuner.report import DashboardServer, write_study_note
     from tuner.trials import storage_of
 
@@ -52,13 +68,19 @@ def _dashboard(args: argparse.Namespace) -> int:
         from optuna.artifacts import FileSystemArtifactStore
 
         store = FileSystemArtifactStore(str(config.study.artifacts_dir))
-    server = DashboardServer(
-        storage=storage_of(study),
-        artifact_store=store,
-        host=args.host,
-        port=args.port,
-        configs={study.study_name: config},
-    )
+    try:
+        server = DashboardServer(
+            storage=storage_of(study),
+            artifact_store=store,
+            host=args.host,
+            port=args.port,
+            configs={study.study_name: config},
+        )
+    except OSError as exc:  # the port is taken, or the address is not this machine's
+        raise EnvironmentFault(
+            f"the dashboard cannot listen on {args.host}:{args.port}: {(exc.strerror or str(exc)).lower()} "
+            "(choose another --port or --host)"
+        ) from None
     print(
         f"optuna-dashboard for {storage} (study {study.study_name}) at {server.url}/dashboard  (Ctrl-C stops)",
         file=sys.stderr,
@@ -75,11 +97,13 @@ def _dashboard(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from tuner.cli._output import output_dir, writing
     from tuner.report import build_report
 
     config, study, storage = _open(args)
-    out = args.out or config.base_dir / "runs" / study.study_name / "report"
-    report = build_report(study, config, Path(out), storage=storage)
+    out = output_dir(Path(args.out or config.base_dir / "runs" / study.study_name / "report"), option="--out")
+    with writing(out, what=f"cannot write the report to {out}"):
+        report = build_report(study, config, out, storage=storage)
     print(report.path)
     for name, why in report.skipped.items():
         print(f"  {name}: not drawn ({why})", file=sys.stderr)
@@ -87,7 +111,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from tuner.report import choose_trial, export_text, tune_command, verification_text
+    from tuner.report import choose_trial, export_text, secrets_note, tune_command, verification_text
     from tuner.trials import outcome_text, recommended
 
     config, study, storage = _open(args)
@@ -99,5 +123,7 @@ def _export(args: argparse.Namespace) -> int:
         rec, finish=tune_command("finish", config, storage=storage, study=study.study_name)
     ):
         print(f"warning: trial #{chosen.number}: {unverified}", file=sys.stderr)
+    if args.format == "command" and (note := secrets_note(config, chosen)):
+        print(f"note: {note}", file=sys.stderr)  # stdout stays one line, for eval and shlex.split
     sys.stdout.write(export_text(study, config, fmt=args.format, trial=chosen.number))
     return 0

@@ -14,6 +14,7 @@ from typing import Any
 
 from tuner.cli._common import add_study_args, config_from_args, study_location
 from tuner.cli._dryrun import add_dry_run_arg, dry_run
+from tuner.cli._run import add_detach_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,14 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="join a study whose servers differ from this one (GPUs, driver, model); the report splits by target",
     )
     p.add_argument("--fleet-host", type=int, default=None, help=argparse.SUPPRESS)  # one worker of a fleet
-    p.add_argument(
-        "--warm-start",
-        metavar="STUDY",
-        default=None,
-        help="start a new study from another's results: its top configs first, all of it as the sampler's prior",
-    )
-    p.add_argument("--warm-start-storage", metavar="URL", default=None, help="where that study is (default: --storage)")
+    _warm_start_args(p)
     add_dry_run_arg(p)
+    add_detach_args(p)
     p.set_defaults(func=_start)
 
     p = sub.add_parser("resume", help="continue a study with the config stored in it")
@@ -50,6 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--trials", type=_positive, default=None, help="total trials to reach (default: the stored config's)"
     )
     _skip_preflight_arg(p)
+    add_detach_args(p)
     p.set_defaults(func=_resume)
 
     p = sub.add_parser(
@@ -57,6 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="what the end of a study does, now: re-measure the top configs and gate the finalists (no new trials)",
     )
     add_study_args(p)
+    add_detach_args(p)
     p.set_defaults(func=_finish)
 
     p = sub.add_parser("status", help="every trial: what became of it, score, per-scenario tok/s, params")
@@ -75,6 +73,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "even if they were confirmed already",
     )
     p.set_defaults(func=_best)
+
+
+def _warm_start_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--warm-start",
+        metavar="STUDY",
+        default=None,
+        help="start a new study from another's results: its top configs first, all of it as the sampler's prior",
+    )
+    p.add_argument("--warm-start-storage", metavar="URL", default=None, help="where that study is (default: --storage)")
 
 
 def _positive(text: str) -> int:
@@ -96,26 +104,48 @@ def _skip_preflight_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _start(args: argparse.Namespace) -> int:
-    from tuner.study import run_study
+    from tuner.cli._run import detach, recorded
 
     config = _warm_started(config_from_args(args), args)
     if args.dry_run is not None:
         return dry_run(args, config)
-    hosts = config.target.ssh.hosts if config.target.ssh is not None else ()
-    if len(hosts) > 1 and args.fleet_host is None:
-        from tuner.cli._fleet import run_fleet
+    study, storage = args.study or config.study.name, args.storage or config.study.storage
+    args.deadline = _deadline(args)  # a bad --hours or --until is the command line's, before anything starts
+    if args.fleet_host is not None:  # one worker of a fleet: its launcher records the run and notifies
+        return _fleet_worker(args, config)
+    if args.detach and args.detached_log is None:
+        return detach(config, args, study=study, storage=storage)
+    with recorded(config, args, study=study, storage=storage) as run:
+        hosts = config.target.ssh.hosts if config.target.ssh is not None else ()
+        if len(hosts) > 1:
+            from tuner.cli._fleet import run_fleet
 
-        return run_fleet(args, config)
-    if args.fleet_host is not None:
-        import signal
+            run.status = run_fleet(args, config)
+            return run.status
+        if hosts:
+            from tuner.config import fleet_member
 
-        # SIGINT is how the launcher stops its workers. A launcher started in the background of a script has
-        # SIGINT ignored, and a worker would inherit that and never stop: take it back.
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    if hosts:
-        from tuner.config import fleet_member
+            config = fleet_member(config, 0)
+        run.ran = _run_to_the_end(config, args)
+    return 0
 
-        config = fleet_member(config, args.fleet_host or 0)
+
+def _fleet_worker(args: argparse.Namespace, config: Any) -> int:
+    import signal
+
+    from tuner.config import fleet_member
+
+    # SIGINT is how the launcher stops its workers. A launcher started in the background of a script has
+    # SIGINT ignored, and a worker would inherit that and never stop: take it back.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    _run_to_the_end(fleet_member(config, args.fleet_host), args)
+    return 0
+
+
+def _run_to_the_end(config: Any, args: argparse.Namespace) -> int:
+    """``tune start``'s study loop and its last lines; the trials it ran."""
+    from tuner.study import run_study
+
     summary = run_study(
         config,
         trials=args.trials,
@@ -123,11 +153,11 @@ def _start(args: argparse.Namespace) -> int:
         study_name=args.study,
         force_config=args.force_config,
         preflight=not args.skip_preflight,
-        deadline=_deadline(args),
+        deadline=args.deadline,
         allow_mixed_targets=args.allow_mixed_targets,
     )
     _print_end(config, summary)
-    return 0
+    return summary.ran
 
 
 def _warm_started(config: Any, args: argparse.Namespace) -> Any:
@@ -150,30 +180,48 @@ def _warm_started(config: Any, args: argparse.Namespace) -> Any:
 
 def _resume(args: argparse.Namespace) -> int:
     from tuner.cli._common import DEFAULT_CONFIG
+    from tuner.cli._run import detach, recorded
     from tuner.config import load_config
     from tuner.study import config_from_study, run_study, storage_faults
 
     storage = args.storage or load_config(DEFAULT_CONFIG).study.storage
     with storage_faults(storage):
         config = config_from_study(storage, args.study)
-    summary = run_study(
-        config,
-        trials=args.trials,
-        storage=storage,
-        study_name=args.study or config.study.name,
-        preflight=not args.skip_preflight,
-    )
-    _print_end(config, summary)
+    study = args.study or config.study.name
+    if args.detach and args.detached_log is None:
+        return detach(config, args, study=study, storage=storage)
+    with recorded(config, args, study=study, storage=storage) as run:
+        with storage_faults(storage):
+            trials = args.trials if args.trials is not None else _started_with(storage, study)
+        summary = run_study(
+            config, trials=trials, storage=storage, study_name=study, preflight=not args.skip_preflight
+        )
+        run.ran = summary.ran
+        _print_end(config, summary)
     return 0
+
+
+def _started_with(storage: str, name: str) -> int | None:
+    """The trial target the study was last run to (None: none recorded, or a run to a deadline)."""
+    from tuner.study import UNTIL_DEADLINE, load_existing
+    from tuner.trials import attrs
+
+    target = load_existing(storage, name).user_attrs.get(attrs.TARGET_TRIALS)
+    return target if isinstance(target, int) and 0 < target < UNTIL_DEADLINE else None
 
 
 def _finish(args: argparse.Namespace) -> int:
     """``tune finish``: the study loop with nothing left to run: the confirmation and the gate, if not done."""
+    from tuner.cli._run import detach, recorded
     from tuner.study import run_study
 
     config, storage, name = study_location(args)
-    summary = run_study(config, trials=0, storage=storage, study_name=name)
-    _print_end(config, summary)
+    if args.detach and args.detached_log is None:
+        return detach(config, args, study=name, storage=storage)
+    with recorded(config, args, study=name, storage=storage) as run:
+        summary = run_study(config, trials=0, storage=storage, study_name=name)
+        run.ran = summary.ran
+        _print_end(config, summary, more=False)
     return 0
 
 
@@ -203,9 +251,10 @@ def _deadline(args: argparse.Namespace) -> float | None:
     return None
 
 
-def _print_end(config: Any, summary: Any) -> None:
-    """The end of a run in at most six lines: what ran, the recommendation, its launch command, how to deploy."""
-    from tuner.report import launch_spec, recommendation_lines, tune_command
+def _print_end(config: Any, summary: Any, *, more: bool = True) -> None:
+    """The end of a run in at most seven lines: what ran (and, for a study that was complete already, how to run
+    more: ``more``), the recommendation, its launch command, how to deploy."""
+    from tuner.report import launch_text, recommendation_lines, tune_command
     from tuner.study import UNTIL_DEADLINE, load_existing
     from tuner.trials import recommended
 
@@ -213,6 +262,8 @@ def _print_end(config: Any, summary: Any) -> None:
     space = f"; all {summary.space_size} configs of the space were measured" if summary.exhausted else ""
     ran = f"{summary.ran} run now, {summary.seconds:.0f} s"
     print(f"study {summary.study_name}: {summary.counted}{of} trials ({ran}){space}")
+    if more and summary.ran == 0 and of and summary.counted >= summary.target and not summary.exhausted:
+        print(_complete_text(config, summary))
     study = load_existing(summary.storage, summary.study_name)
     rec = recommended(study)
     if rec is None:
@@ -223,8 +274,21 @@ def _print_end(config: Any, summary: Any) -> None:
 
     for line in recommendation_lines(study, config, rec, finish=command("finish"))[:3]:
         print(line)
-    print(f"launch: {launch_spec(config, rec.trial).shell_text()}")
+    print(f"launch: {launch_text(config, rec.trial)}")
     print(f"deploy: {command('apply --best')}")
+
+
+def _complete_text(config: Any, summary: Any) -> str:
+    """A study that held its trials before this run: how to run more of it, or a new one beside it."""
+    from tuner.report import tune_command
+    from tuner.study import resume_command
+
+    more = resume_command(config, summary.storage, summary.counted + 10, study=summary.study_name)
+    text = f"the study was complete already (it holds its {summary.counted} trials); more trials: {more}"
+    start = tune_command("start", config, storage=summary.storage, study=summary.study_name)
+    if start.startswith("tune start --config "):  # a new name beside it needs the study file
+        text += f"; a new study: {start} --study {summary.study_name}-2"
+    return text
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, Any, str]:
@@ -301,6 +365,7 @@ def _scenario_cell(cell: dict[str, Any]) -> str:
 
 
 def _status(args: argparse.Namespace) -> int:
+    from tuner.cli._run import run_lines
     from tuner.report import recommendation_lines, trial_row, tune_command
     from tuner.space import format_value
     from tuner.study import describe_warmups
@@ -319,6 +384,8 @@ def _status(args: argparse.Namespace) -> int:
     saved_text = f"; pruning slower configs early saved {saved:.0f} s of benchmark" if saved else ""
     target = study.user_attrs.get(attrs.TARGET_TRIALS, config.study.trials)
     print(f"study {study.study_name}: {counted_trials(study)}/{target} counted trials{saved_text}")
+    for line in run_lines(config, study=study.study_name, storage=storage):
+        print(line)
     if rec is not None:
         finish = tune_command("finish", config, storage=storage, study=study.study_name)
         for line in recommendation_lines(study, config, rec, finish=finish):
@@ -377,7 +444,7 @@ def _fit(line: str, width: int | None) -> str:
 
 def _best(args: argparse.Namespace) -> int:
     from tuner.report import (
-        launch_spec,
+        launch_text,
         per_scenario_best,
         recommendation_lines,
         scenario_text,
@@ -403,7 +470,7 @@ def _best(args: argparse.Namespace) -> int:
         out = []
         for t in members:
             row = trial_row(t, config)
-            row["launch"] = launch_spec(config, t).shell_text()
+            row["launch"] = launch_text(config, t)
             row["recommended"] = t.number == rec.trial.number
             row["not_verified"] = rec.missing() if t.number == rec.trial.number else None
             out.append(row)
@@ -423,7 +490,7 @@ def _best(args: argparse.Namespace) -> int:
             print(f"  trial #{t.number}{tag}:")
         print("    params:  " + " ".join(f"{k}={format_value(v)}" for k, v in t.params.items()))
         print("    tok/s:   " + ", ".join(f"{s} {scenario_text(t, s)}" for s in scenarios))
-        print(f"    launch:  {launch_spec(config, t).shell_text()}")
+        print(f"    launch:  {launch_text(config, t)}")
     print(f"deploy: {command('apply --best')}")
     # Which config to run for one kind of workload only, where it is not the recommendation.
     others = {s: t for s, t in per_scenario_best(study, scenarios).items() if t.number != rec.trial.number}

@@ -6,6 +6,7 @@ import tomllib
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from tuner.config._gate import GateSection, parse_gate
 from tuner.config._reader import Table
@@ -26,6 +27,7 @@ from tuner.config._sections import (
 from tuner.config._space import parse_space
 from tuner.dialects import BaseServerDialect, SGLangDialect, get_dialect, sglang_version
 from tuner.errors import ConfigError
+from tuner.secrets import Secrets
 from tuner.space import SearchSpace, Value, baseline_params
 from tuner.spec import LaunchSpec
 
@@ -48,6 +50,18 @@ class StudyConfig:
     baseline: dict[str, Value]
     dialect: BaseServerDialect
     """The target server's dialect (``[target] server``, or detected from the launch command)."""
+
+    @property
+    def secrets(self) -> Secrets:
+        """The base command's secrets (:mod:`tuner.secrets`); what the space tunes is never one."""
+        tuned = {n for p in self.space.params for n in (p.flag, p.json_flag, p.env, *p.aliases) if n}
+        return Secrets.of(
+            LaunchSpec(argv=self.target.command, env=self.target.env),
+            flags=self.target.secret_flags,
+            env=self.target.secret_env,
+            exempt=tuned,
+            values=(self.target.api_key, urlsplit(self.study.storage).password),
+        )
 
     def fingerprint(self) -> str:
         """Hash of what makes two trials comparable: space, constraints, objective, scenarios and gate.

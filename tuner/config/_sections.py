@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,9 @@ class StudySection:
     storage_busy_s: float = 600.0
     """How long a write waits for a database locked by another process (a backup, the dashboard) before the
     run stops as an environment fault."""
+    notify: tuple[str, ...] = ()
+    """A command run when a run of the study ends, however it ends, with a JSON summary on its stdin."""
+    notify_timeout_s: float = 30.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,6 +110,12 @@ class TargetSection:
     model: str | None = None
     """Model name sent in requests; by default the first id from ``/v1/models``."""
     api_key: str | None = None
+    api_key_env: str | None = None
+    """The environment variable that holds the benchmark's bearer token (instead of ``api_key`` in the file)."""
+    secret_flags: tuple[str, ...] = ()
+    """Flags whose values are secrets besides those whose name says so (:mod:`tuner.secrets`)."""
+    secret_env: tuple[str, ...] = ()
+    """Environment variables whose values are secrets besides those whose name says so."""
     lock: bool = True
     state_dir: str | None = None
     """Server records (what runs, its process group); default ``runs/<study>/state`` beside the study file."""
@@ -242,11 +252,20 @@ def parse_study(t: Table, *, base_dir: Path, default_name: str) -> StudySection:
         heartbeat_s=t.float("heartbeat_s", 20.0, min=0.01),
         stale_after_s=t.float("stale_after_s", 90.0, min=0.01),
         storage_busy_s=t.float("storage_busy_s", 600.0, min=1),
+        notify=_notify(t),
+        notify_timeout_s=t.float("notify_timeout_s", 30.0, min=0.1),
     )
     if section.stale_after_s <= 2 * section.heartbeat_s:
         raise t.error("stale_after_s", f"more than twice heartbeat_s ({section.heartbeat_s})", section.stale_after_s)
     t.finish()
     return section
+
+
+def _notify(t: Table) -> tuple[str, ...]:
+    command = _argv(t, "notify", ())
+    if t.has("notify") and not command:
+        raise t.error("notify", "a command (a list of strings, or one command-line string)", t.raw("notify"))
+    return command
 
 
 def parse_target(t: Table, *, base_dir: Path) -> TargetSection:
@@ -286,6 +305,9 @@ def parse_target(t: Table, *, base_dir: Path) -> TargetSection:
         stop_grace_s=t.float("stop_grace_s", 30.0, min=0),
         model=t.str("model", None),
         api_key=t.str("api_key", None),
+        api_key_env=_api_key_env(t),
+        secret_flags=tuple(t.str_list("secret_flags", [])),
+        secret_env=tuple(t.str_list("secret_env", [])),
         lock=t.bool("lock", True),
         state_dir=_state_dir(t, base_dir, transport),
         check_flags=t.bool("check_flags", True),
@@ -308,6 +330,15 @@ def _server_version(t: Table) -> str:
         known = ", ".join(v.name for v in KNOWN_VERSIONS[:2])
         raise t.error("server_version", f'"auto" or an SGLang version ({known}, or a release like 0.5.20)',
                       value) from None
+
+
+def _api_key_env(t: Table) -> str | None:
+    name = t.str("api_key_env", None)
+    if name is not None and t.has("api_key"):
+        raise t.error("api_key_env", "either api_key or api_key_env, not both", name)
+    if name is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise t.error("api_key_env", "the name of an environment variable", name)
+    return name
 
 
 def _state_dir(t: Table, base_dir: Path, transport: str) -> str | None:

@@ -3,7 +3,16 @@ feasibility and the recommendation put back), a Markdown report with plots, and 
 as a systemd drop-in, a command line or JSON."""
 
 from tuner.report._dashboard import DashboardServer, dashboard_app, refresh_notes, serve_dashboard
-from tuner.report._export import FORMATS, choose_trial, export_dropin, export_json, export_text, launch_spec
+from tuner.report._export import (
+    FORMATS,
+    choose_trial,
+    export_dropin,
+    export_json,
+    export_text,
+    launch_spec,
+    launch_text,
+    secrets_note,
+)
 from tuner.report._facts import (
     FailureGroup,
     Figure,
@@ -58,6 +67,7 @@ __all__ = [
     "figure_text",
     "importances",
     "launch_spec",
+    "launch_text",
     "mark_feasibility",
     "params_text",
     "per_scenario_best",
@@ -65,6 +75,7 @@ __all__ = [
     "refresh_notes",
     "scenario_figure",
     "scenario_text",
+    "secrets_note",
     "serve_dashboard",
     "speedup_over_baseline",
     "study_note_text",

@@ -17,7 +17,16 @@ from tuner.spec import LaunchSpec
 from tuner.target import base_spec
 from tuner.trials import FEASIBLE, attrs, is_counted, outcome, outcome_text, recommended, study_trials
 
-__all__ = ["FORMATS", "choose_trial", "export_dropin", "export_json", "export_text", "launch_spec"]
+__all__ = [
+    "FORMATS",
+    "choose_trial",
+    "export_dropin",
+    "export_json",
+    "export_text",
+    "launch_spec",
+    "launch_text",
+    "secrets_note",
+]
 
 FORMATS = ("dropin", "command", "json")
 
@@ -48,6 +57,22 @@ def launch_spec(config: StudyConfig, t: FrozenTrial) -> LaunchSpec:
     return base if t.user_attrs.get(attrs.BASELINE) else render(config.space, base, t.params)
 
 
+def launch_text(config: StudyConfig, t: FrozenTrial) -> str:
+    """What the trial ran as one shell line to show: its secrets ``***`` (:func:`launch_spec` has the values)."""
+    return config.secrets.spec(launch_spec(config, t)).shell_text()
+
+
+def secrets_note(config: StudyConfig, t: FrozenTrial) -> str | None:
+    """What a deployment of trial ``t`` must be given: the secrets an export shows as ``***`` (None: none)."""
+    names = config.secrets.names(launch_spec(config, t))
+    if not names:
+        return None
+    return (
+        f"{' and '.join(names)} {'is a secret' if len(names) == 1 else 'are secrets'}, shown as ***: supply "
+        "the real value (it is in the study file or the environment, never in the study)"
+    )
+
+
 def _header(study: optuna.Study, config: StudyConfig, t: FrozenTrial) -> list[str]:
     names = ", ".join(study.metric_names or []) or "score"
     lines = [f"# tune: trial #{t.number} of study {study.study_name} ({names}: {figure_text(t, config)})"]
@@ -64,7 +89,7 @@ def export_dropin(study: optuna.Study, config: StudyConfig, t: FrozenTrial) -> s
     """A systemd drop-in (``[Service]``, ``ExecStart=`` reset, the command, ``Environment=`` lines)."""
     from tuner.target.services import dropin_text
 
-    spec = launch_spec(config, t)
+    spec = config.secrets.spec(launch_spec(config, t))
     base = base_spec(config.target)
     # Variables the base sets but this config leaves out (an "absent" choice) must be unset, or the unit's own
     # Environment= line would still apply them.
@@ -84,11 +109,13 @@ def export_dropin(study: optuna.Study, config: StudyConfig, t: FrozenTrial) -> s
         ]
     else:
         hints = ["# The study's target is not a systemd unit; put this in UNIT.d/60-tuned.conf to use it as one."]
+    if note := secrets_note(config, t):
+        hints.insert(0, f"# SUPPLY: {note}; or keep them out of this file, in an EnvironmentFile= the unit reads")
     return "\n".join([*_header(study, config, t), *hints, *body]) + "\n"
 
 
 def export_json(study: optuna.Study, config: StudyConfig, t: FrozenTrial) -> dict[str, Any]:
-    spec = launch_spec(config, t)
+    spec = config.secrets.spec(launch_spec(config, t))
     baseline = baseline_trial(study)
     names = [s.name for s in config.benchmark.scenarios]
     scenarios: dict[str, Any] = {}
@@ -116,6 +143,7 @@ def export_json(study: optuna.Study, config: StudyConfig, t: FrozenTrial) -> dic
         "params": t.params,
         "gate": t.user_attrs.get(attrs.GATE),
         "launch": {"argv": list(spec.argv), "env": dict(spec.env), "shell": spec.shell_text()},
+        "supply": config.secrets.names(launch_spec(config, t)),
         "scenarios": scenarios,
     }
     if config.target.systemd is not None:
@@ -132,7 +160,7 @@ def export_text(study: optuna.Study, config: StudyConfig, *, fmt: str, trial: in
         return export_dropin(study, config, t)
     if fmt == "command":
         # One line and nothing else, so `eval "$(tune export --format command)"` and shlex.split() work.
-        return launch_spec(config, t).shell_text() + "\n"
+        return launch_text(config, t) + "\n"
     if fmt == "json":
         return json.dumps(export_json(study, config, t), indent=2, default=str) + "\n"
     raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")

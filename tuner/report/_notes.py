@@ -123,7 +123,7 @@ def _target_lines(config: StudyConfig) -> list[str]:
         "**Base command** (trial 0, the baseline, runs it unchanged):",
         "",
         "```sh",
-        base_spec(t).shell_text(),
+        config.secrets.spec(base_spec(t)).shell_text(),
         "```",
         "",
     ]

@@ -18,7 +18,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import StudyConfig
-from tuner.report._export import export_dropin, launch_spec
+from tuner.report._export import export_dropin, launch_text
 from tuner.report._facts import (
     baseline_trial,
     compare_scenarios,
@@ -184,7 +184,7 @@ class _ReportWriter:
             others = ", ".join(f"#{t.number} ({figure_text(t, self.config)})" for t in rec.front if t is not best)
             self.md += ["", f"Pareto front (feasible): the others are {others}."]
         self.md += ["", *self._params_table(best)]
-        self.md += ["", "Launch command:", "", "```sh", launch_spec(self.config, best).shell_text(), "```", ""]
+        self.md += ["", "Launch command:", "", "```sh", launch_text(self.config, best), "```", ""]
         self.md += [f"Deploy it: `{self.command('apply --best')}`.", ""]
         try:
             dropin = export_dropin(self.study, self.config, best)

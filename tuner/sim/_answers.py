@@ -59,8 +59,7 @@ def _problems() -> tuple[tuple[str, str, str, str], ...]:
 
     problems: dict[str, dict[str, Any]] = read_problems()
     return tuple(
-        (task_id, p["prompt"].strip(), p["prompt"], p["canonical_solution"])
-        for task_id, p in problems.items()
+        (task_id, p["prompt"].strip(), p["prompt"], p["canonical_solution"]) for task_id, p in problems.items()
     )
 
 
@@ -87,9 +86,7 @@ class _ReturnCorruptor(ast.NodeTransformer):
     def visit_Return(self, node: ast.Return) -> ast.Return:
         if node.value is None:
             return node
-        node.value = ast.Call(
-            func=ast.Name(id="_kernel_fault", ctx=ast.Load()), args=[node.value], keywords=[]
-        )
+        node.value = ast.Call(func=ast.Name(id="_kernel_fault", ctx=ast.Load()), args=[node.value], keywords=[])
         return node
 
 

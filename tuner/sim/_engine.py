@@ -1,14 +1,20 @@
-"""Continuous-batching decode engine of the simulated server.
+"""The simulated server's engine loop: the batch scheduler (:mod:`tuner.sim._scheduler`) driven in real time.
 
-One asyncio task runs the engine loop. Each iteration is one speculative-decoding step: it admits waiting
-requests up to ``--max-running-requests``, checks that the running requests fit in the KV pool (if not, the
-process dies with a CUDA OOM traceback, as a real server does mid-benchmark), sleeps for the modelled step
-time, and then advances every running request by its accepted tokens. Acceptance is fractional in the model,
-so each request accumulates the fraction and emits whole tokens; every step yields at least the bonus token.
+One asyncio task runs the loop. Each iteration is one speculative-decoding step: the scheduler admits waiting
+requests, retracts some when the KV pool is full (logged as SGLang does), the loop sleeps for the modelled step
+time (with a slowly varying server-wide speed factor as noise), then every running request advances by its
+accepted tokens. Acceptance is fractional in the model, so each request accumulates the fraction and emits whole
+tokens; every step yields at least the bonus token.
 
 The engine deals in token *counts* only. Each request gets one wake-up per step carrying ``(start, end)``
 indices; the HTTP handler turns them into one SSE event with precomputed JSON fragments, which keeps the
 per-event CPU cost low enough for 64+ concurrent streams.
+
+What SGLang exposes about acceptance is kept as SGLang keeps it: per finished request, its generated tokens and
+verify steps (the Prometheus counters ``sglang:generation_tokens_total`` / ``sglang:spec_verify_calls_total``);
+per ``--decode-log-interval`` decode batches, the interval's acceptance (the ``sglang:spec_accept_length`` /
+``sglang:spec_accept_rate`` gauges and the ``Decode batch`` log line) and the cumulative average that
+``/server_info`` reports, recomputed only then.
 """
 
 from __future__ import annotations
@@ -18,70 +24,102 @@ import math
 import os
 import random
 import sys
+import time
 import traceback
-from collections import deque
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import lru_cache
 
-from tuner.sim._model import (
-    ServerConfig,
-    acceptance_length,
-    kv_pool_gb,
-    request_memory_gb,
-    step_time_s,
-)
+from tuner.sim._model import ServerConfig, acceptance_length, cuda_graph_max_bs, kv_pool_tokens, verify_width
+from tuner.sim._scheduler import CTX_BUCKET, PREFILL_S_PER_TOKEN, BatchScheduler, SchedRequest
 
-__all__ = ["Engine", "EngineRequest", "OutOfMemoryError"]
+__all__ = [
+    "ABORT_MESSAGE",
+    "PREFILL_S_PER_TOKEN",
+    "AcceptanceStats",
+    "Engine",
+    "EngineRequest",
+    "RequestAborted",
+    "die_with_cuda_error",
+]
 
-#: Modelled prefill cost per prompt token (seconds): ~10 ms for a 512-token prompt.
-PREFILL_S_PER_TOKEN = 2.0e-5
 #: Correlation time of the slowly varying server-wide speed factor (modelled seconds).
 SERVER_NOISE_TAU_S = 5.0
-#: Contexts are bucketed for the acceptance/step-time caches; the model is smooth at this granularity.
-_CTX_BUCKET = 32
+#: What SGLang tells a client whose request alone outgrew the pool.
+ABORT_MESSAGE = "Out of memory even after retracting all other requests in the decode batch. Aborting the last request."
+
+LogFn = Callable[[str], None]
 
 
-class EngineRequest:
-    """One generation request as the engine sees it: counts, pace and a mailbox for its handler."""
+class RequestAborted(Exception):
+    """The scheduler aborted this request (it alone does not fit in the KV pool)."""
 
-    __slots__ = ("_done", "_frac", "_mail", "generated", "max_tokens", "pace", "prompt_tokens", "workload")
 
-    def __init__(self, *, prompt_tokens: int, max_tokens: int, pace: float, workload: str = "code") -> None:
-        self.prompt_tokens = prompt_tokens
-        self.workload = workload
-        self.max_tokens = max_tokens
-        self.pace = pace
-        self.generated = 0
-        self._frac = 0.0
+class EngineRequest(SchedRequest):
+    """A scheduler request with a mailbox for its HTTP handler."""
+
+    __slots__ = ("_mail", "aborted", "cancelled", "log_metrics", "streaming")
+
+    def __init__(
+        self,
+        *,
+        prompt_tokens: int,
+        max_tokens: int,
+        pace: float,
+        workload: str = "code",
+        streaming: bool = False,
+        log_metrics: bool = True,
+        phase: float = 0.5,
+    ) -> None:
+        super().__init__(prompt_tokens=prompt_tokens, max_tokens=max_tokens, workload=workload, pace=pace, phase=phase)
         self._mail: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
-        self._done = False
+        self.aborted = False
+        self.cancelled = False
+        self.streaming = streaming
+        self.log_metrics = log_metrics
 
     @property
-    def context(self) -> int:
-        return self.prompt_tokens + self.generated
-
-    @property
-    def done(self) -> bool:
-        return self._done
+    def finished(self) -> bool:
+        return self.done or self.aborted or self.cancelled
 
     async def next_tokens(self) -> tuple[int, int]:
-        """Wait for the next step's ``(start, end)`` token indices; ``end == max_tokens`` at the end."""
-        return await self._mail.get()
+        """Wait for the next step's ``(start, end)`` token indices; ``end == max_tokens`` at the end.
 
-    def _advance(self, accepted: float) -> int:
-        self._frac += accepted
-        k = int(self._frac)
-        self._frac -= k
-        start = self.generated
-        end = min(self.max_tokens, start + k)
-        self.generated = end
-        if end >= self.max_tokens:
-            self._done = True
-        self._mail.put_nowait((start, end))
-        return k
+        Raises :class:`RequestAborted` when the scheduler aborted the request.
+        """
+        start, end = await self._mail.get()
+        if start < 0:
+            raise RequestAborted(ABORT_MESSAGE)
+        return start, end
+
+
+@dataclass
+class AcceptanceStats:
+    """SGLang's acceptance bookkeeping (see the module docstring); all counts since boot."""
+
+    generated_tokens: dict[bool, int] = field(default_factory=lambda: {False: 0, True: 0})
+    """Tokens of finished requests, by whether they were streamed (the ``is_streaming`` label)."""
+    prompt_tokens: dict[bool, int] = field(default_factory=lambda: {False: 0, True: 0})
+    verify_calls: int = 0
+    retracted_requests: int = 0
+    last_retracted: int = 0
+    decode_batches: int = 0
+    total_accepted: int = 0
+    total_forward: int = 0
+    interval_accepted: int = 0
+    interval_forward: int = 0
+    gauge_accept_length: float = 0.0
+    gauge_accept_rate: float = 0.0
+
+    @property
+    def avg_accept_length(self) -> float | None:
+        """``internal_states[0].avg_spec_accept_length``: None until the first logging interval."""
+        return self.total_accepted / self.total_forward if self.total_forward else None
 
 
 class Engine:
-    """The asyncio continuous-batching loop plus the cumulative counters ``/server_info`` reports."""
+    """The asyncio continuous-batching loop plus the acceptance bookkeeping SGLang exposes."""
 
     def __init__(
         self,
@@ -90,148 +128,196 @@ class Engine:
         time_scale: float,
         noise: float,
         rng: random.Random,
+        log: LogFn,
+        decode_log_interval: int = 40,
+        speculative: bool = True,
     ) -> None:
         self._cfg = cfg
         self._time_scale = time_scale
         self._noise = noise
         self._rng = rng
-        self._waiting: deque[EngineRequest] = deque()
-        self._running: list[EngineRequest] = []
+        self._log = log
+        self._interval = max(1, decode_log_interval)
+        self._speculative = speculative
+        self._sched = BatchScheduler(cfg)
         self._wake = asyncio.Event()
         self._server_x = 0.0  # log of the server-wide speed factor (an Ornstein-Uhlenbeck process)
-        self._kv_pool = kv_pool_gb(cfg)
-        self.total_accepted = 0
-        self.total_verify_steps = 0
-        self.total_generated = 0
-        self.total_prompt = 0
+        self._graph_bs = cuda_graph_max_bs(cfg)
+        self._pool_tokens = max(1, kv_pool_tokens(cfg))
+        self._interval_started = time.monotonic()
+        self._interval_tokens = 0
+        self._stepped: asyncio.Future[None] | None = None
+        self.stats = AcceptanceStats()
 
         @lru_cache(maxsize=4096)
         def accept(ctx_bucket: int, workload: str) -> float:
-            return acceptance_length(cfg, context_tokens=ctx_bucket * _CTX_BUCKET, workload=workload)
-
-        @lru_cache(maxsize=16384)
-        def step(n: int, ctx_bucket: int) -> float:
-            return step_time_s(cfg, running=n, context_tokens=ctx_bucket * _CTX_BUCKET)
-
-        @lru_cache(maxsize=4096)
-        def memory(ctx_bucket: int) -> float:
-            return request_memory_gb(cfg, context_tokens=ctx_bucket * _CTX_BUCKET)
+            return acceptance_length(cfg, context_tokens=ctx_bucket * CTX_BUCKET, workload=workload)
 
         self._accept = accept
-        self._step = step
-        self._memory = memory
 
     @property
     def num_running(self) -> int:
-        return len(self._running)
+        return len(self._sched.running)
 
     @property
     def num_waiting(self) -> int:
-        return len(self._waiting)
+        return len(self._sched.waiting)
 
-    @property
-    def avg_accept_length(self) -> float:
-        """Cumulative since boot: accepted tokens (bonus included) per request verify step."""
-        if self.total_verify_steps == 0:
-            return 0.0
-        return self.total_accepted / self.total_verify_steps
+    def submit(
+        self,
+        *,
+        prompt_tokens: int,
+        max_tokens: int,
+        workload: str = "code",
+        streaming: bool = False,
+        log_metrics: bool = True,
+        text: str = "",
+    ) -> EngineRequest:
+        """Queue a request; it joins the running batch at the next step boundary.
 
-    def submit(self, *, prompt_tokens: int, max_tokens: int, workload: str = "code") -> EngineRequest:
-        """Queue a request; it joins the running batch at the next step boundary."""
+        ``log_metrics=False`` (SGLang's health checks) keeps it out of the Prometheus counters. ``text`` (the
+        prompt) sets where the request's fractional acceptance starts: a greedy decode of the same request
+        accepts the same tokens at the same steps every time, different requests land a step apart.
+        """
         sigma = self._noise / math.sqrt(2.0)
         pace = max(0.5, self._rng.gauss(1.0, sigma)) if sigma > 0 else 1.0
-        req = EngineRequest(prompt_tokens=prompt_tokens, max_tokens=max(0, max_tokens), pace=pace, workload=workload)
-        self.total_prompt += prompt_tokens
+        phase = zlib.crc32(text.encode()) / 2**32
+        req = EngineRequest(
+            prompt_tokens=prompt_tokens,
+            max_tokens=max(0, max_tokens),
+            pace=pace,
+            workload=workload,
+            streaming=streaming,
+            log_metrics=log_metrics,
+            phase=phase,
+        )
         if req.max_tokens == 0:
-            req._done = True
             req._mail.put_nowait((0, 0))
             return req
-        self._waiting.append(req)
+        self._sched.submit(req)
         self._wake.set()
         return req
 
+    async def next_output(self) -> None:
+        """Wait until the next step has produced tokens (for any request)."""
+        if self._stepped is None or self._stepped.done():
+            self._stepped = asyncio.get_running_loop().create_future()
+        await asyncio.shield(self._stepped)
+
     def cancel(self, req: EngineRequest) -> None:
         """Drop a request whose client went away (frees its slot like an abort)."""
-        req._done = True
-        if req in self._waiting:
-            self._waiting.remove(req)
+        req.cancelled = True
+        self._sched.cancel(req)
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        cfg = self._cfg
+        sched = self._sched
         deadline = loop.time()
-        sigma = self._noise / math.sqrt(2.0)
         while True:
-            self._running = [r for r in self._running if not r.done]
-            if not self._running and not self._waiting:
+            if sched.idle:
                 self._wake.clear()
                 await self._wake.wait()
                 deadline = loop.time()
-            prefill = 0.0
-            while self._waiting and len(self._running) < cfg.max_running_requests:
-                req = self._waiting.popleft()
-                if req.done:
-                    continue
-                self._running.append(req)
-                prefill += PREFILL_S_PER_TOKEN * req.prompt_tokens
-            running = self._running
-            n = len(running)
-            if n == 0:
+            prefill = sched.admit()
+            self._make_room()
+            if not sched.running:
                 continue
-            ctx_total = 0
-            memory = 0.0
-            for r in running:
-                bucket = r.context // _CTX_BUCKET
-                ctx_total += r.context
-                memory += self._memory(bucket)
-            if memory > self._kv_pool:
-                _die_oom(memory - self._kv_pool, n)
-            model_dt = self._step(n, (ctx_total // n) // _CTX_BUCKET) + prefill
-            if sigma > 0:
-                # Slowly varying server-wide factor: consecutive benchmark runs differ by ~noise.
-                decay = math.exp(-model_dt / SERVER_NOISE_TAU_S)
-                self._server_x = self._server_x * decay + sigma * math.sqrt(
-                    1.0 - decay * decay
-                ) * self._rng.gauss(0.0, 1.0)
-            dt = model_dt * math.exp(-self._server_x) / self._time_scale
+            self._maybe_crash()
+            dt = self._noisy(sched.step_seconds(prefill)) / self._time_scale
             deadline = max(deadline + dt, loop.time())
             await asyncio.sleep(deadline - loop.time())
-            accepted_total = 0
-            generated_total = 0
-            for r in running:
-                if r.done:  # cancelled while we slept
-                    continue
-                before = r.generated
-                accepted = max(1.0, self._accept(r.context // _CTX_BUCKET, r.workload) * r.pace)
-                accepted_total += r._advance(accepted)
-                generated_total += r.generated - before
-            self.total_accepted += accepted_total
-            self.total_verify_steps += n
-            self.total_generated += generated_total
+            self._step()
+
+    def _noisy(self, model_dt: float) -> float:
+        sigma = self._noise / math.sqrt(2.0)
+        if sigma > 0:
+            # Slowly varying server-wide factor: consecutive benchmark runs differ by ~noise.
+            decay = math.exp(-model_dt / SERVER_NOISE_TAU_S)
+            self._server_x = self._server_x * decay + sigma * math.sqrt(1.0 - decay * decay) * self._rng.gauss(0, 1)
+        return model_dt * math.exp(-self._server_x)
+
+    def _make_room(self) -> None:
+        retraction = self._sched.make_room()
+        self.stats.last_retracted = 0 if retraction is None else retraction.requests
+        if retraction is None:
+            return
+        self.stats.retracted_requests += retraction.requests
+        for line in retraction.log_lines():
+            self._log(line)
+        aborted = retraction.aborted
+        if isinstance(aborted, EngineRequest):
+            aborted.aborted = True
+            aborted._mail.put_nowait((-1, -1))
+
+    def _maybe_crash(self) -> None:
+        limit = self._cfg.crash_above_tokens
+        tokens = self._sched.batch_tokens()
+        if limit is not None and tokens > limit:
+            die_with_cuda_error(f"({len(self._sched.running)} running requests, {tokens} tokens in the decode batch)")
+
+    def _step(self) -> None:
+        batch = len(self._sched.running)
+        accepted = 0
+
+        def emit(req: SchedRequest, start: int) -> None:
+            nonlocal accepted
+            accepted += req.generated - start
+            if isinstance(req, EngineRequest):
+                req._mail.put_nowait((start, req.generated))
+
+        for req in self._sched.advance(lambda r: self._accept(r.context // CTX_BUCKET, r.workload) * r.pace, emit):
+            if isinstance(req, EngineRequest) and req.log_metrics:
+                self.stats.generated_tokens[req.streaming] += req.generated
+                self.stats.prompt_tokens[req.streaming] += req.prompt_tokens
+                self.stats.verify_calls += req.verify_steps if self._speculative else 0
+        self._record_batch(accepted, batch)
+        if self._stepped is not None and not self._stepped.done():
+            self._stepped.set_result(None)
+
+    def _record_batch(self, accepted: int, batch_size: int) -> None:
+        """SGLang's per-decode-batch bookkeeping; every ``decode_log_interval`` batches, the log line and gauges."""
+        s = self.stats
+        s.decode_batches += 1
+        s.interval_accepted += accepted
+        s.interval_forward += batch_size
+        self._interval_tokens += accepted
+        if s.decode_batches % self._interval or not self._speculative or s.interval_forward == 0:
+            return
+        accept = s.interval_accepted / s.interval_forward
+        drafts = max(1, verify_width(self._cfg) - 1)
+        s.gauge_accept_length = accept
+        s.gauge_accept_rate = min(1.0, (s.interval_accepted - s.interval_forward) / (s.interval_forward * drafts))
+        s.total_accepted += s.interval_accepted
+        s.total_forward += s.interval_forward
+        s.interval_accepted = s.interval_forward = 0
+        now = time.monotonic()
+        throughput = self._interval_tokens / max(1e-9, (now - self._interval_started) * self._time_scale)
+        self._interval_started, self._interval_tokens = now, 0
+        tokens = self._sched.batch_tokens()
+        self._log(
+            f"Decode batch, #running-req: {self.num_running}, #token: {tokens}, "
+            f"token usage: {tokens / self._pool_tokens:.2f}, accept len: {accept:.2f}, "
+            f"accept rate: {s.gauge_accept_rate:.2f}, cuda graph: {self.num_running <= self._graph_bs}, "
+            f"gen throughput (token/s): {throughput:.2f}, #queue-req: {self.num_waiting}"
+        )
 
 
-def _die_oom(excess_gb: float, running: int) -> None:
-    """Print a CUDA OOM traceback like a scheduler dying mid-batch, then kill the whole process at once.
+def die_with_cuda_error(detail: str = "") -> None:
+    """Print a CUDA error traceback like a scheduler dying mid-batch, then kill the whole process at once.
 
     ``os._exit`` (not an exception) is deliberate: a real scheduler crash takes the server down without
     finishing open HTTP streams, and clients must see their streams cut.
     """
     try:
-        raise OutOfMemoryError(
-            f"CUDA out of memory. Tried to allocate {excess_gb + 0.25:.2f} GiB. GPU 0 has a total capacity "
-            f"of 94.97 GiB of which 0.19 GiB is free. Process has 94.71 GiB memory in use "
-            f"({running} running requests in the speculative verify batch)."
+        raise RuntimeError(
+            "CUDA error: an illegal memory access was encountered\n"
+            "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
+            "might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1"
+            + (f"\n{detail}" if detail else "")
         )
-    except Exception:
+    except RuntimeError:
         sys.stderr.write("[TP0] Scheduler hit an exception: " + traceback.format_exc())
     sys.stderr.write("Received sigquit from a child process. It usually means the child failed.\n")
     sys.stderr.flush()
     sys.stdout.flush()
     os._exit(1)
-
-
-class OutOfMemoryError(RuntimeError):
-    """Stand-in for ``torch.OutOfMemoryError`` (its traceback line reads ``torch.OutOfMemoryError: ...``)."""
-
-
-OutOfMemoryError.__module__ = "torch"

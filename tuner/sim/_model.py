@@ -1,9 +1,12 @@
-"""Noise-free performance and failure model of the simulated DFlash/DDTree server.
+"""Noise-free performance and failure model of the simulated DFlash/DDTree SGLang server.
 
-Everything the simulator does is derived from the pure functions below, so tests and benchmarks import them as
-ground truth. The model describes Kimi K2.6 on 8x RTX PRO 6000 (96 GB each), calibrated to the figures in the
-seed session: the best single-stream short-context decode is ~170 tok/s, and DDTREE budget=12, top-k=6,
-window=2048, block=8 gives ~149 tok/s with a mean acceptance length of ~4.8.
+Everything the simulator does is derived from the pure functions below (and the batch scheduler of
+:mod:`tuner.sim._scheduler`), so tests and benchmarks import them as ground truth. The model describes Kimi K2.6 on
+8x RTX PRO 6000 (96 GB each) served by SGLang with DFLASH, or DDTREE on the DDTree branch of PR #29907 (on
+0.5.15.post1); it is the same for mainline 0.5.23, whose differences (command line, log lines, request checks) are
+the simulator's, not the model's. It is calibrated to the figures of the seed session: the best single-stream
+short-context decode is ~170 tok/s, and DDTREE budget=12, top-k cap 6, window=2048, block=8 gives ~149 tok/s with a mean
+acceptance length of ~4.8.
 
 Units and conventions
 ---------------------
@@ -16,14 +19,22 @@ Units and conventions
 
 Acceptance (``acceptance_length``)
 ----------------------------------
-The drafter proposes, for every position of a block of ``block_size`` tokens, a ranked list of candidates; the
-rank-``i`` candidate is the true token with probability ``RANK_PROB[i] * POSITION_DECAY**depth * quality``.
-DFLASH verifies the top-1 chain of the block. DDTREE grows a tree best-first: it keeps the ``budget`` nodes of
-highest path probability, each node having at most ``top-k`` children and depth at most ``block_size``. The
-expected accepted length is 1 (bonus) + the sum of the selected nodes' path probabilities. So acceptance rises
-with budget, top-k and block size and saturates. ``quality`` depends on the drafter's view of the context:
-the drafter was trained on a 2048-token window, so it degrades when it sees more than 2048 tokens (no window,
-or a 4096 window, on long contexts) and when a window truncates the context below ~2048 tokens (512 hurts).
+A DFlash block of ``block_size`` tokens holds the last accepted token and ``block_size - 1`` drafted positions.
+The drafter proposes, for every drafted position, a ranked list of candidates; the rank-``i`` candidate at
+depth ``d`` is the true token with probability ``RANK_PROB[i] * POSITION_DECAY**(d-1) * quality``.
+DFLASH verifies the top-1 chain of the block. DDTREE (``dflash`` worker + ``build_ddtree_tree``) spends a node
+``budget`` (``--speculative-ddtree-budget``, unset = ``block_size - 1``) on a best-first tree of depth at most
+``block_size - 1``, each node having at most ``min(max(budget // (block_size - 1) + 1, 2), vocab,
+SGLANG_DDTREE_MAX_TOPK)`` children (:attr:`ServerConfig.effective_topk`): the cap only matters once ``budget >=
+cap x (block_size - 1)``, and ``budget <= block_size - 1`` is a plain chain (the branch's spine fast path).
+The expected accepted length is 1 (bonus) + the sum of the selected nodes' path probabilities, so acceptance
+rises with budget and block size and saturates.
+
+``quality`` depends on the drafter's view of the context: the drafter was trained on a 2048-token window, so it
+degrades when it sees more than 2048 tokens (no window, or a 4096 window, on long contexts) and when a window
+truncates the context below ~2048 tokens (512 hurts). It also drops when ``block_size`` differs from the block
+the drafter was trained with (its ``config.json`` ``block_size``; SGLang only warns): a little per halving
+below it, much more for positions beyond it.
 
 Workload (``workload``)
 -----------------------
@@ -34,28 +45,32 @@ The HTTP simulator picks the workload per request from its text (:func:`workload
 
 Step time (``step_time_s``)
 ---------------------------
-One step = scheduler overhead (amortised by ``--num-continuous-decode-steps``) + drafter forward (grows
-with block size and batch) + tree construction (DDTREE: grows with budget x top-k) + per-request attention
-+ target verify. The verify pass processes ``running x verify_width`` tokens (width = budget+1 for DDTREE,
-block size for DFLASH). The target is a MoE: at one stream a wider verify touches more experts (more weight
-traffic, the cost that bounds useful tree size); at high concurrency every expert is read anyway and
-per-token compute dominates, so big trees are expensive. Batches larger than the CUDA graphs captured at
-startup run eagerly (slower); the captured size is limited by the memory left outside
-``--mem-fraction-static``.
+One step = scheduler overhead (amortised by ``--num-continuous-decode-steps``; DFLASH hides part of it behind the
+overlap scheduler, which DDTREE turns off) + drafter forward (grows with block size and batch) + DDTREE's host-side
+tree construction (budget x effective top-k heap work and a (budget + 1)^2 attention mask per request) + per-request
+attention + target verify. The verify pass processes ``running x verify_width`` tokens (width = ``max(block_size,
+budget + 1)`` for DDTREE, block size for DFLASH). The target is a MoE: at one stream a wider verify touches more
+experts (more weight traffic, the cost that bounds useful tree size); at high concurrency every expert is read
+anyway and per-token compute dominates, so big trees are expensive. Batches larger than the CUDA graphs captured at
+start-up run without graphs, ``EAGER_PENALTY`` times slower.
 
-Memory (``startup_failure``, ``max_concurrent_requests``)
---------------------------------------------------------
-Per GPU: 96 GB. ``mem_fraction_static`` x 96 GB holds the weights (66 GB) and the KV pool (the rest). The
-remaining memory holds activations (5 GB) and per-request speculative buffers sized for
-``max_running_requests x verify_width x tree fan-out``; if those do not fit the server raises
-``torch.OutOfMemoryError`` at startup. Under load every running request needs target KV for its context plus
-drafter KV for ``min(context, window)`` plus its tree buffers; when the running requests need more than the KV
-pool the server dies with an OOM mid-stream (a failed config, not a slow one).
+Memory (``startup_failure``, ``kv_pool_gb``, ``request_memory_gb``)
+--------------------------------------------------------------------
+Per GPU: 96 GB. ``mem_fraction_static`` x 96 GB holds the weights (66 GB) and the KV pool (the rest); a pool
+that is empty fails at start-up ("Not enough memory"). The remaining memory holds activations (5 GB) and the
+verify CUDA graphs, captured for every batch size up to ``--cuda-graph-max-bs-decode`` (default: the running
+limit) at ``verify_width`` tokens per request. Capture does not shrink to fit: graphs that do not fit fail the
+start-up with an out-of-memory error. Under load every running request needs target KV for its context plus
+drafter KV for ``min(context, window)``; when the running requests outgrow the pool SGLang's scheduler retracts
+requests ("KV cache pool is full. Retract requests.") and re-runs them later: slower, never a crash
+(:mod:`tuner.sim._scheduler`).
 
 Correctness (``corrupts_code``)
 -------------------------------
-The "buggy kernel path": DDTREE with top-k >= 9 and budget >= 24 accepts wrong tokens in wide trees, so code
-answers come out subtly wrong. It is ~3% of the demo search space and far from the optimum.
+A simulated "buggy kernel path": DDTREE with ``SGLANG_DDTREE_MAX_TOPK >= 9``, budget >= 24 and trees at least 3
+wide (effective top-k) accepts wrong tokens, so code answers come out subtly wrong. It is ~5% of the demo's DDTREE
+configs, some of them within ~3% of the optimum (their correct twins have a lower cap): speed alone cannot tell them
+apart, only the correctness gate can.
 """
 
 from __future__ import annotations
@@ -78,65 +93,88 @@ __all__ = [
     "ServerConfig",
     "acceptance_length",
     "aggregate_tok_s",
+    "capture_gb",
     "capture_seconds",
     "corrupts_code",
     "cuda_graph_max_bs",
     "decode_tok_s",
     "kv_pool_gb",
+    "kv_pool_tokens",
     "max_concurrent_requests",
+    "max_input_tokens",
     "request_memory_gb",
     "startup_failure",
     "startup_seconds",
     "step_time_s",
     "verify_width",
+    "warmup_seconds",
     "workload_kind",
 ]
 
 # --- acceptance -------------------------------------------------------------------------------------------
-#: P(true token is the rank-i candidate) at the first draft position, before context-quality scaling.
-RANK_PROB = (0.82, 0.12, 0.03, 0.012, 0.006, 0.004, 0.003, 0.002, 0.0015, 0.001)
+#: P(true token is the rank-i candidate) at the first drafted position, before context-quality scaling.
+RANK_PROB = (0.845, 0.135, 0.011, 0.004, 0.002, 0.001, 0.0006, 0.0003, 0.0002, 0.0001)
 #: Multiplicative loss of drafter accuracy per position inside a block (diffusion drafts degrade along it).
 POSITION_DECAY = 0.99
 #: The DFlash drafter's training window (tokens).
 TRAINING_WINDOW = 2048
+#: Quality lost per halving of the block below the drafter's trained block size.
+SHORT_BLOCK_LOSS = 0.025
+#: Candidate probabilities at positions beyond the trained block (the drafter never learned them).
+UNTRAINED_POSITION_QUALITY = 0.5
+#: SGLang's fallback when the drafter's config has no ``block_size``.
+DEFAULT_BLOCK_SIZE = 16
 
 # --- step time (seconds) ----------------------------------------------------------------------------------
 SCHED_OVERHEAD_S = 0.0030
-DENSE_READ_S = 0.0178  # attention/shared weights + TP all-reduces: paid once per step
+OVERLAP_HIDDEN = 0.35  # share of the scheduler overhead the overlap scheduler hides (DFLASH; DDTREE turns it off)
+DENSE_READ_S = 0.0210  # attention/shared weights + TP all-reduces: paid once per step
 EXPERT_READ_S = 0.0150  # reading every routed expert's weights once
 NUM_EXPERTS = 384
 EXPERTS_PER_TOKEN = 8
 VERIFY_TOKEN_S = 0.00005  # compute per verified token (dominates once the batch is large)
 DRAFT_BASE_S = 0.0025
 DRAFT_TOKEN_S = 0.00001  # drafter compute per drafted position per request
-TREE_NODE_S = 0.00002  # DDTREE tree construction per node x top-k**1.5 (launch-bound kernels)
+TREE_NODE_S = 0.00001  # DDTREE tree construction per node x top-k (host-side best-first heap)
+TREE_MASK_S = 1.5e-6  # DDTREE tree-attention mask per (budget + 1)**2 entries, built on the host per request
 REQ_OVERHEAD_S = 0.0003  # per running request: sampling, KV bookkeeping, detokenisation
 ATTN_TOKEN_S = 5.0e-7  # decode attention, per context token per running request
 VERIFY_ATTN_S = 1.5e-8  # tree attention, per verified token per context token
-EAGER_PENALTY = 1.35  # batches larger than the captured CUDA graphs run eagerly
+EAGER_PENALTY = 1.8  # batches larger than the captured CUDA graphs run without graphs
 
 # --- memory (GB per GPU) ----------------------------------------------------------------------------------
 GPU_MEMORY_GB = 96.0
+GPU_CAPACITY_GIB = 94.97  # what torch reports for a 96 GB card
 WEIGHTS_GB = 66.0
 ACTIVATIONS_GB = 5.0
-TREE_BUFFER_GB = 0.0009  # per request per (verify width x fan-out) unit
-GRAPH_GB_PER_BS = 0.012  # CUDA-graph pool per captured batch size per verify-width token
+GRAPH_GB_PER_TOKEN = 0.002  # verify CUDA graphs: per captured batch size per verify-width token
 KV_TARGET_GB_PER_TOKEN = 60e-6  # MLA latent KV, replicated across TP ranks
 KV_DRAFT_GB_PER_TOKEN = 18e-6
+#: SGLang's default decode ``max_bs`` on a 96 GB GPU with tp >= 4, clamped to the running limit when not given.
+DEFAULT_GRAPH_MAX_BS = 512
+
+#: Warm-up after the port opens, as a share of the weight-load time.
+WARMUP_SHARE = 0.05
 
 # --- correctness ------------------------------------------------------------------------------------------
 CORRUPT_MIN_TOPK = 9
 CORRUPT_MIN_BUDGET = 24
+CORRUPT_MIN_WIDTH = 3
 
 
 @dataclass(frozen=True, kw_only=True)
 class ServerConfig:
-    """The launch configuration that matters to the model (a subset of the server's arguments)."""
+    """The launch configuration that matters to the model: the server's arguments after SGLang resolved them."""
 
     algorithm: str | None = "DDTREE"
-    block_size: int = 16
-    ddtree_budget: int = 12
+    block_size: int = DEFAULT_BLOCK_SIZE
+    """``speculative_num_draft_tokens`` after resolution (DFLASH family: the block size)."""
+    drafter_block_size: int = DEFAULT_BLOCK_SIZE
+    """The block size the drafter was trained with (its ``config.json``)."""
+    ddtree_budget: int | None = None
+    """``--speculative-ddtree-budget``; None: ``block_size - 1`` (a plain chain)."""
     ddtree_topk: int = 6
+    """``SGLANG_DDTREE_MAX_TOPK``: the cap on the tree's fan-out (see :attr:`effective_topk`)."""
     draft_window: int | None = None
     max_running_requests: int = 64
     mem_fraction_static: float = 0.85
@@ -144,44 +182,69 @@ class ServerConfig:
     num_continuous_decode_steps: int = 1
     page_size: int = 1
     tp_size: int = 8
+    cuda_graph_max_bs: int | None = None
+    """``--cuda-graph-max-bs-decode``; None: SGLang's default (the running limit)."""
+    crash_above_tokens: int | None = None
+    """Fault injection (``--sim-crash-above-batch-tokens``): the scheduler dies when a batch holds more KV."""
 
     @classmethod
-    def from_namespace(cls, args: argparse.Namespace, *, ddtree_topk: int) -> ServerConfig:
-        """Build a config from parsed server arguments."""
+    def from_namespace(cls, args: argparse.Namespace) -> ServerConfig:
+        """Build a config from parsed and resolved server arguments (:func:`tuner.sim.parse_server_args`)."""
         return cls(
             algorithm=args.speculative_algorithm,
-            block_size=args.speculative_dflash_block_size,
-            ddtree_budget=args.speculative_ddtree_budget,
-            ddtree_topk=ddtree_topk,
-            draft_window=args.speculative_dflash_draft_window_size,
+            block_size=args.speculative_num_draft_tokens or args.speculative_dflash_block_size or DEFAULT_BLOCK_SIZE,
+            drafter_block_size=args.sim_drafter_block_size or DEFAULT_BLOCK_SIZE,
+            ddtree_budget=getattr(args, "sim_budget_given", args.speculative_ddtree_budget),
+            ddtree_topk=args.ddtree_max_topk,
+            draft_window=args.speculative_draft_window_size,
             max_running_requests=args.max_running_requests,
             mem_fraction_static=args.mem_fraction_static,
             context_length=args.context_length,
             num_continuous_decode_steps=args.num_continuous_decode_steps,
             page_size=args.page_size,
             tp_size=args.tp_size,
+            cuda_graph_max_bs=args.cuda_graph_max_bs_decode,
+            crash_above_tokens=args.sim_crash_above_batch_tokens,
         )
 
     @classmethod
     def from_argv(cls, argv: Sequence[str], env: Mapping[str, str] | None = None) -> ServerConfig:
-        """Parse a server command line (without the program name) exactly as the simulator does."""
-        args, topk = parse_server_args(argv, os.environ if env is None else env)
-        return cls.from_namespace(args, ddtree_topk=topk)
+        """Parse and resolve a server command line (without the program name) exactly as the simulator does.
+
+        Exits like the real parser (status 2) on a flag its version does not have; raises
+        :class:`tuner.sim.ServerArgsError` where SGLang rejects the arguments after parsing.
+        """
+        args = parse_server_args(argv, os.environ if env is None else env)
+        return cls.from_namespace(args)
 
     @property
     def is_dflash_family(self) -> bool:
         return self.algorithm in ("DFLASH", "DDTREE")
 
+    @property
+    def depth(self) -> int:
+        """Drafted positions per block (the block's first slot holds the last accepted token)."""
+        return max(1, self.block_size - 1)
+
+    @property
+    def budget(self) -> int:
+        """The DDTree node budget in effect (unset: one node per drafted position)."""
+        return self.depth if self.ddtree_budget is None else self.ddtree_budget
+
+    @property
+    def effective_topk(self) -> int:
+        """Children per DDTree node: ``min(max(budget // depth + 1, 2), SGLANG_DDTREE_MAX_TOPK)``, 1 on a chain."""
+        if self.algorithm != "DDTREE" or self.budget <= self.depth:
+            return 1
+        return max(1, min(max(self.budget // self.depth + 1, 2), self.ddtree_topk))
+
 
 def verify_width(cfg: ServerConfig) -> int:
-    """Tokens the target verifies per request per step."""
+    """Tokens the target verifies per request per step (the verify CUDA graph's tokens per request)."""
     if cfg.algorithm == "DDTREE":
-        return cfg.ddtree_budget + 1
-    if cfg.algorithm == "DFLASH":
-        return cfg.block_size
+        return max(cfg.block_size, cfg.budget + 1)
     if cfg.algorithm is None:
         return 1
-    # EAGLE/NGRAM-style chains: modelled as a chain of block-size drafts.
     return cfg.block_size
 
 
@@ -191,23 +254,27 @@ def _drafter_quality(cfg: ServerConfig, context_tokens: int) -> float:
     if seen > TRAINING_WINDOW:
         # Beyond its training window the drafter's attention drifts.
         quality -= 0.045 * math.log2(seen / TRAINING_WINDOW)
-    if (
-        cfg.draft_window is not None
-        and context_tokens > cfg.draft_window
-        and cfg.draft_window < TRAINING_WINDOW
-    ):
+    if cfg.draft_window is not None and context_tokens > cfg.draft_window and cfg.draft_window < TRAINING_WINDOW:
         # A window narrower than the training window hides context the drafter learned to use.
         quality -= 0.035 * math.log2(TRAINING_WINDOW / cfg.draft_window)
+    if cfg.block_size < cfg.drafter_block_size:
+        # Fewer mask slots than in training: each position sees a block shape it was not trained on.
+        quality -= SHORT_BLOCK_LOSS * math.log2(cfg.drafter_block_size / cfg.block_size)
     return max(0.5, quality)
 
 
-def _tree_expected_accept(rank_prob: Sequence[float], *, budget: int, topk: int, depth: int) -> float:
-    """Best-first tree: sum of path probabilities of the ``budget`` best nodes (depth/top-k limited)."""
+def _expected_accepted(probs: Sequence[Sequence[float]], *, budget: int, topk: int) -> float:
+    """Best-first tree over ``probs[depth][rank]``: the path probabilities of the ``budget`` best nodes.
+
+    A node's children are the candidates of the next position; its siblings the next ranks of its own
+    position, at most ``topk`` of them. ``topk == 1`` is the top-1 chain.
+    """
+    depth = len(probs)
     if budget <= 0 or depth <= 0:
         return 0.0
-    k = max(1, min(topk, len(rank_prob)))
-    # Heap of candidate nodes: (-path_prob, depth, rank, parent_path_prob).
-    heap: list[tuple[float, int, int, float]] = [(-rank_prob[0], 1, 0, 1.0)]
+    k = max(1, min(topk, len(probs[0])))
+    # Heap of candidate nodes: (-path_prob, depth index, rank, parent_path_prob).
+    heap: list[tuple[float, int, int, float]] = [(-probs[0][0], 0, 0, 1.0)]
     total = 0.0
     taken = 0
     while heap and taken < budget:
@@ -215,14 +282,21 @@ def _tree_expected_accept(rank_prob: Sequence[float], *, budget: int, topk: int,
         p = -neg_p
         total += p
         taken += 1
-        decay = POSITION_DECAY**d
         if rank + 1 < k:  # next sibling becomes a candidate
-            heapq.heappush(
-                heap, (-parent_p * rank_prob[rank + 1] * POSITION_DECAY ** (d - 1), d, rank + 1, parent_p)
-            )
-        if d < depth:  # first child becomes a candidate
-            heapq.heappush(heap, (-p * rank_prob[0] * decay, d + 1, 0, p))
+            heapq.heappush(heap, (-parent_p * probs[d][rank + 1], d, rank + 1, parent_p))
+        if d + 1 < depth:  # first child becomes a candidate
+            heapq.heappush(heap, (-p * probs[d + 1][0], d + 1, 0, p))
     return total
+
+
+def _position_probs(cfg: ServerConfig, quality: float) -> list[list[float]]:
+    rows = []
+    for d in range(cfg.depth):
+        scale = quality * POSITION_DECAY**d
+        if d + 1 >= cfg.drafter_block_size:  # the drafter was never trained to fill this slot
+            scale *= UNTRAINED_POSITION_QUALITY
+        rows.append([p * scale for p in RANK_PROB])
+    return rows
 
 
 def workload_kind(text: str) -> str:
@@ -239,23 +313,23 @@ def acceptance_length(cfg: ServerConfig, *, context_tokens: int, workload: str =
     if cfg.algorithm is None:
         return 1.0
     q = _drafter_quality(cfg, context_tokens) * (PROSE_QUALITY if workload == "prose" else 1.0)
-    probs = [p * q for p in RANK_PROB]
     if cfg.algorithm == "DDTREE":
-        return 1.0 + _tree_expected_accept(
-            probs, budget=cfg.ddtree_budget, topk=cfg.ddtree_topk, depth=cfg.block_size
-        )
+        return 1.0 + _expected_accepted(_position_probs(cfg, q), budget=cfg.budget, topk=cfg.effective_topk)
     if cfg.algorithm == "DFLASH":
-        return 1.0 + _tree_expected_accept(probs, budget=cfg.block_size, topk=1, depth=cfg.block_size)
+        return 1.0 + _expected_accepted(_position_probs(cfg, q), budget=cfg.depth, topk=1)
     # Other algorithms are outside this model's calibration; give them a plain, weaker chain.
-    weaker = [p * 0.85 for p in probs]
-    return 1.0 + _tree_expected_accept(weaker, budget=cfg.block_size, topk=1, depth=cfg.block_size)
+    return 1.0 + _expected_accepted(_position_probs(cfg, q * 0.85), budget=cfg.depth, topk=1)
 
 
 def cuda_graph_max_bs(cfg: ServerConfig) -> int:
-    """Largest batch captured in CUDA graphs, limited by memory left outside the static fraction."""
-    spare = _spare_gb(cfg) - cfg.max_running_requests * _tree_buffer_gb(cfg)
-    per_bs = GRAPH_GB_PER_BS * verify_width(cfg)
-    return max(0, min(cfg.max_running_requests, int(spare / per_bs)))
+    """Largest batch the verify CUDA graphs are captured for (SGLang never shrinks it to fit memory)."""
+    wanted = DEFAULT_GRAPH_MAX_BS if cfg.cuda_graph_max_bs is None else cfg.cuda_graph_max_bs
+    return max(1, min(wanted, cfg.max_running_requests))
+
+
+def capture_gb(cfg: ServerConfig) -> float:
+    """Memory the verify CUDA graphs take per GPU (outside the static fraction)."""
+    return GRAPH_GB_PER_TOKEN * cuda_graph_max_bs(cfg) * verify_width(cfg)
 
 
 def step_time_s(cfg: ServerConfig, *, running: int, context_tokens: int) -> float:
@@ -263,6 +337,8 @@ def step_time_s(cfg: ServerConfig, *, running: int, context_tokens: int) -> floa
     n = max(1, running)
     width = verify_width(cfg)
     overhead = SCHED_OVERHEAD_S / math.sqrt(max(1, cfg.num_continuous_decode_steps))
+    if cfg.algorithm != "DDTREE":
+        overhead *= 1.0 - OVERLAP_HIDDEN
     verified = n * width
     # Kimi K2.6 is a MoE: a verify pass reads every expert that any verified token routes to, so wider
     # trees cost memory traffic even at one stream; at high concurrency all experts are read anyway and
@@ -274,11 +350,11 @@ def step_time_s(cfg: ServerConfig, *, running: int, context_tokens: int) -> floa
     if cfg.algorithm is not None:
         draft = DRAFT_BASE_S + DRAFT_TOKEN_S * n * cfg.block_size
     if cfg.algorithm == "DDTREE":
-        # Tree construction: per-node top-k kernels (launch-bound), growing slowly with the batch.
-        draft += TREE_NODE_S * cfg.ddtree_budget * cfg.ddtree_topk**1.5 * (1 + n / 16)
-    attention = (
-        n * (REQ_OVERHEAD_S + ATTN_TOKEN_S * context_tokens) + VERIFY_ATTN_S * verified * context_tokens
-    )
+        # Host-side tree construction (a best-first heap per request) and its (budget+1)^2 attention mask,
+        # paid serially because DDTREE runs without the overlap scheduler; partly batched across requests.
+        tree = TREE_NODE_S * cfg.budget * cfg.effective_topk + TREE_MASK_S * (cfg.budget + 1) ** 2
+        draft += tree * (1 + n / 16)
+    attention = n * (REQ_OVERHEAD_S + ATTN_TOKEN_S * context_tokens) + VERIFY_ATTN_S * verified * context_tokens
     t = overhead + verify + draft + attention
     if n > cuda_graph_max_bs(cfg):
         t *= EAGER_PENALTY
@@ -286,36 +362,30 @@ def step_time_s(cfg: ServerConfig, *, running: int, context_tokens: int) -> floa
 
 
 def decode_tok_s(cfg: ServerConfig, *, concurrency: int, context_tokens: int, workload: str = "code") -> float:
-    """Noise-free decode speed of one stream with ``concurrency`` streams offered.
+    """Noise-free steady decode speed of one stream with ``concurrency`` streams offered.
 
-    Streams beyond ``--max-running-requests`` queue, so a stream's *average* pace is scaled by the share of
-    time it runs (``max_running_requests / concurrency``).
+    Streams beyond ``--max-running-requests`` (or beyond what the KV pool holds at ``context_tokens``) queue, so
+    a stream's *average* pace is scaled by the share of time it runs. Retraction costs are not in this figure
+    (the scheduler's :func:`tuner.sim.simulate_scenario` has them).
     """
-    running = min(concurrency, cfg.max_running_requests)
+    running = max(
+        1, min(concurrency, cfg.max_running_requests, max_concurrent_requests(cfg, context_tokens=context_tokens))
+    )
     per_running = acceptance_length(cfg, context_tokens=context_tokens, workload=workload) / step_time_s(
         cfg, running=running, context_tokens=context_tokens
     )
-    return per_running * running / max(1, concurrency)
+    return per_running * min(running, concurrency) / max(1, concurrency)
 
 
 def aggregate_tok_s(cfg: ServerConfig, *, concurrency: int, context_tokens: int, workload: str = "code") -> float:
-    """Noise-free total decode throughput with ``concurrency`` streams offered (0 if the config fails)."""
+    """Noise-free total decode throughput with ``concurrency`` streams offered (0 if the config fails to start)."""
     if startup_failure(cfg) is not None:
-        return 0.0
-    if min(concurrency, cfg.max_running_requests) > max_concurrent_requests(
-        cfg, context_tokens=context_tokens
-    ):
         return 0.0
     return decode_tok_s(cfg, concurrency=concurrency, context_tokens=context_tokens, workload=workload) * concurrency
 
 
 def _spare_gb(cfg: ServerConfig) -> float:
     return (1.0 - cfg.mem_fraction_static) * GPU_MEMORY_GB - ACTIVATIONS_GB
-
-
-def _tree_buffer_gb(cfg: ServerConfig) -> float:
-    fan_out = cfg.ddtree_topk if cfg.algorithm == "DDTREE" else 1
-    return TREE_BUFFER_GB * verify_width(cfg) * fan_out
 
 
 def kv_pool_gb(cfg: ServerConfig) -> float:
@@ -329,39 +399,47 @@ def request_memory_gb(cfg: ServerConfig, *, context_tokens: int) -> float:
     if cfg.is_dflash_family:
         drafted = context_tokens if cfg.draft_window is None else min(context_tokens, cfg.draft_window)
         mem += KV_DRAFT_GB_PER_TOKEN * drafted
-        mem += _tree_buffer_gb(cfg) * 0.5  # tree KV of the verify pass lives in the pool too
     return mem
 
 
+def kv_pool_tokens(cfg: ServerConfig) -> int:
+    """The pool's size in tokens, as SGLang logs it (``#tokens``) at start-up."""
+    per_token = KV_TARGET_GB_PER_TOKEN + (KV_DRAFT_GB_PER_TOKEN if cfg.is_dflash_family else 0.0)
+    return max(0, int(kv_pool_gb(cfg) / per_token))
+
+
+def max_input_tokens(cfg: ServerConfig) -> int:
+    """SGLang's ``max_req_input_len``: a longer prompt is refused (the pool, or the context, cannot hold it)."""
+    return min(cfg.context_length - 1, kv_pool_tokens(cfg) - 1) - 5
+
+
 def startup_failure(cfg: ServerConfig) -> str | None:
-    """Why the server fails at startup (the exception line it prints), or ``None`` if it starts."""
-    if cfg.is_dflash_family and cfg.draft_window is not None and cfg.draft_window < cfg.block_size:
-        return (
-            "AssertionError: speculative_dflash_draft_window_size "
-            f"({cfg.draft_window}) must be >= block size ({cfg.block_size})"
-        )
+    """Why the server fails at start-up for lack of memory (the exception line it prints), or ``None``.
+
+    Argument errors (SGLang's ``ServerArgs`` checks) are the parser's: :func:`tuner.sim.parse_server_args`.
+    """
     pool = kv_pool_gb(cfg)
     if pool <= 0.05:
         return (
             "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
-            f"(kv pool {pool:.2f} GB)"
+            f"Current value: mem_fraction_static={cfg.mem_fraction_static}"
         )
     spare = _spare_gb(cfg)
-    need = cfg.max_running_requests * _tree_buffer_gb(cfg)
+    need = capture_gb(cfg)
     if need > spare:
-        tried = need - max(0.0, spare) + 0.5
         free = max(0.0, spare) + ACTIVATIONS_GB * 0.1
         return (
-            f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {tried:.2f} GiB. "
-            f"GPU 0 has a total capacity of 94.97 GiB of which {free:.2f} GiB is free."
+            "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate "
+            f"{need - max(0.0, spare) + 0.5:.2f} GiB. GPU 0 has a total capacity of {GPU_CAPACITY_GIB:.2f} GiB "
+            f"of which {free:.2f} GiB is free."
         )
     return None
 
 
 def max_concurrent_requests(cfg: ServerConfig, *, context_tokens: int) -> int:
-    """How many requests of ``context_tokens`` context can run at once before the server dies of OOM."""
+    """How many requests of ``context_tokens`` context the KV pool holds at once."""
     per_req = request_memory_gb(cfg, context_tokens=context_tokens)
-    return max(0, int(kv_pool_gb(cfg) / per_req))
+    return max(0, int(kv_pool_gb(cfg) / per_req)) if per_req > 0 else cfg.max_running_requests
 
 
 def corrupts_code(cfg: ServerConfig) -> bool:
@@ -369,16 +447,22 @@ def corrupts_code(cfg: ServerConfig) -> bool:
     return (
         cfg.algorithm == "DDTREE"
         and cfg.ddtree_topk >= CORRUPT_MIN_TOPK
-        and cfg.ddtree_budget >= CORRUPT_MIN_BUDGET
+        and cfg.budget >= CORRUPT_MIN_BUDGET
+        and cfg.effective_topk >= CORRUPT_MIN_WIDTH
     )
 
 
 def capture_seconds(cfg: ServerConfig, *, load_time: float) -> float:
     """Modelled CUDA-graph capture time; wider verify graphs and more batch sizes take longer."""
-    bs = max(1, cuda_graph_max_bs(cfg))
+    bs = cuda_graph_max_bs(cfg)
     return load_time * (0.06 + 0.01 * verify_width(cfg) * (0.5 + bs / 128))
 
 
+def warmup_seconds(*, load_time: float) -> float:
+    """Modelled warm-up (the first generate request, its kernels compiled on first use) after the port opens."""
+    return WARMUP_SHARE * load_time
+
+
 def startup_seconds(cfg: ServerConfig, *, load_time: float) -> float:
-    """Modelled time from launch to ready: weight load + CUDA-graph capture (unscaled)."""
-    return load_time + capture_seconds(cfg, load_time=load_time)
+    """Modelled time from launch to ready: weight load + CUDA-graph capture + warm-up (unscaled)."""
+    return load_time + capture_seconds(cfg, load_time=load_time) + warmup_seconds(load_time=load_time)

@@ -1,16 +1,24 @@
-"""The simulated ``sglang.launch_server``: startup phases, HTTP API, shutdown and fault injection.
+"""The simulated SGLang server process: start-up phases, HTTP API, shutdown and fault injection.
 
-Startup mirrors the real server, including the traps that broke the seed's shell scripts:
+Start-up follows SGLang 0.5.23's ``launch_server`` (and the DDTree branch built on it), including the traps that
+broke the seed's shell scripts:
 
-1. *Loading weights*: the port is still CLOSED; ends with ``Load weight end. elapsed=... s``.
-2. *CUDA-graph capture*: the port is open, ``/v1/models`` already answers 200 (it is NOT a readiness signal)
-   while ``/health``, ``/health_generate`` and generation answer 503. Ends with
-   ``Capture cuda graph end. Time elapsed: ... s``. A startup OOM is raised here.
-3. *Ready*: ``The server is fired up and ready to roll!``; ``/health`` 200 and generation works.
+1. *Arguments*: the version's parser, then ``ServerArgs`` resolution. A rejected argument prints
+   ``ValueError: ...`` with its traceback and exits 1 before anything loads; warnings are logged.
+2. *Loading weights* (port closed): ``Load weight begin.``, the shard progress bar, ``Load weight end.
+   elapsed=...``, then the KV pool (``KV Cache is allocated``; an empty pool ends the start-up here).
+3. *CUDA-graph capture* (port still closed): ``Capture target verify CUDA graph begin/end``. Graphs that do not
+   fit raise ``Capture cuda graph failed: CUDA out of memory`` with SGLang's hint, part-way through.
+4. *Warm-up* (port open): ``/v1/models`` already answers 200 (it is NOT a readiness signal) while ``/health``,
+   ``/health_generate`` and generation answer 503.
+5. *Ready*: ``The server is fired up and ready to roll!``.
 
-SIGTERM shuts down cleanly with exit status 0 (after ``--sim-old-answers-after-sigterm`` seconds of still
-answering, like an old process that outlives ``systemctl restart``). Log lines go to stderr, flushed at once,
-in SGLang's ``[date time TP0] message`` format, as the real server's logging does.
+``/health`` and ``/health_generate`` then send a one-token request each and answer 200 once the scheduler outputs
+anything, as 0.5.23 and 0.5.15 do by default (``/health`` answers 200 without generating when
+``SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=false``); SGLang looks for that output once a second, the simulator
+answers when it arrives. SIGTERM shuts down cleanly with exit status 0 (after
+``--sim-old-answers-after-sigterm`` seconds of still answering, like an old process that outlives ``systemctl
+restart``). Log lines go to stderr, flushed at once, in SGLang's ``[date time TP0] message`` format.
 """
 
 from __future__ import annotations
@@ -30,35 +38,34 @@ from typing import Any
 
 from aiohttp import web
 
-from tuner.sim._answers import Answer, count_prompt_tokens, find_problem, humaneval_answer, split_tokens
-from tuner.sim._args import parse_server_args
-from tuner.sim._engine import Engine, EngineRequest, OutOfMemoryError
+from tuner.sim._answers import count_prompt_tokens, find_problem, humaneval_answer
+from tuner.sim._args import ServerArgsError, parse_server_args
+from tuner.sim._engine import Engine, EngineRequest, RequestAborted, die_with_cuda_error
+from tuner.sim._metrics import prometheus_text
 from tuner.sim._model import (
-    KV_DRAFT_GB_PER_TOKEN,
-    KV_TARGET_GB_PER_TOKEN,
     ServerConfig,
     capture_seconds,
     corrupts_code,
-    kv_pool_gb,
-    startup_failure,
-    verify_width,
+    max_input_tokens,
+    warmup_seconds,
     workload_kind,
 )
+from tuner.sim._startup import (
+    READY_LINE,
+    capture_begin_lines,
+    capture_end_lines,
+    capture_failure_text,
+    load_begin_lines,
+    load_end_lines,
+)
+from tuner.sim._stream import ResponseText, request_text
 
 __all__ = ["main"]
 
-# Filler vocabulary: plain ASCII words, so filler text never needs JSON escaping.
-# fmt: off
-_FILLER_WORDS = (
-    " alpha", " bravo", " charlie", " delta", " echo", " foxtrot", " golf", " hotel", " india", " juliet",
-    " kilo", " lima", " mike", " november", " oscar", " papa", " quebec", " romeo", " sierra", " tango",
-    " uniform", " victor", " whiskey", " xray", " yankee", " zulu", " amber", " birch", " cedar", " dune",
-    " ember", " fjord", " glade", " harbor", " island", " jasper", " kelp", " lagoon", " meadow", " nectar",
-    " orchid", " pebble", " quartz", " river", " summit", " timber", " umber", " valley", " willow", " yew",
-)
-# fmt: on
 _DEFAULT_MAX_TOKENS = 256
-_HEALTH_TIMEOUT_S = 20.0
+_HEALTH_TIMEOUT_S = 20.0  # SGLANG_HEALTH_CHECK_TIMEOUT
+HEALTH_GENERATION_ENV = "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"
+_GRAMMAR_KEYS = ("regex", "ebnf", "json_schema", "structural_tag")
 
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -70,77 +77,36 @@ def _log(message: str) -> None:
 
 
 def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Response:
-    return web.json_response(
-        {"object": "error", "message": message, "type": kind, "code": status}, status=status
-    )
+    return web.json_response({"object": "error", "message": message, "type": kind, "code": status}, status=status)
 
 
-class _Stream:
-    """The text of one response as token slices, with JSON-escaped fragments prepared once per request."""
-
-    __slots__ = ("_content", "_reasoning", "max_tokens", "natural_length", "task_id")
-
-    def __init__(self, *, answer: Answer | None, max_tokens: int, inline_think: bool) -> None:
-        self.task_id = answer.task_id if answer is not None else None
-        if answer is None:
-            self._reasoning: list[str] = []
-            self._content: list[str] | None = None  # filler, generated on demand
-            self.max_tokens = max_tokens
-            self.natural_length = max_tokens  # filler behaves like ignore_eos: exactly max_tokens
-            return
-        if inline_think:
-            # The raw model output: the think block is part of the content text.
-            reasoning: list[str] = []
-            content = split_tokens(
-                "<think>\n" + "".join(answer.reasoning) + "\n</think>\n\n" + "".join(answer.content)
-            )
-        else:
-            reasoning = list(answer.reasoning)
-            content = list(answer.content)
-        self._reasoning = [json.dumps(t)[1:-1] for t in reasoning]
-        self._content = [json.dumps(t)[1:-1] for t in content]
-        self.natural_length = len(self._reasoning) + len(self._content)
-        self.max_tokens = min(max_tokens, self.natural_length)
-
-    @property
-    def reasoning_tokens(self) -> int:
-        return len(self._reasoning)
-
-    def pieces(self, start: int, end: int) -> tuple[str, str]:
-        """JSON-escaped ``(reasoning, content)`` text of tokens ``[start, end)``."""
-        if self._content is None:
-            words = _FILLER_WORDS
-            n = len(words)
-            return "", "".join([words[i % n] for i in range(start, end)])
-        r = len(self._reasoning)
-        reasoning = "".join(self._reasoning[start:end]) if start < r else ""
-        content = "".join(self._content[max(0, start - r) : max(0, end - r)]) if end > r else ""
-        return reasoning, content
-
-    def full_text(self) -> tuple[str, str]:
-        """Unescaped ``(reasoning, content)`` of the whole response (non-streaming answers)."""
-        reasoning, content = self.pieces(0, self.max_tokens)
-        return json.loads(f'"{reasoning}"'), json.loads(f'"{content}"')
+def _print_exception(error: BaseException, prefix: str = "") -> None:
+    try:
+        raise error
+    except BaseException:
+        sys.stderr.write(prefix + traceback.format_exc())
+    sys.stderr.flush()
 
 
 class SimServer:
     """State machine and HTTP application of one simulated server process."""
 
-    def __init__(self, *, args: argparse.Namespace, cfg: ServerConfig, ddtree_topk: int) -> None:
+    def __init__(self, *, args: argparse.Namespace, cfg: ServerConfig) -> None:
         self._args = args
         self._cfg = cfg
-        self._topk = ddtree_topk
+        self._version = args.sglang_version
         self._scale: float = args.sim_time_scale
         seed = args.sim_seed if args.sim_seed is not None else random.SystemRandom().randrange(2**32)
         self._rng = random.Random(seed)
         self._chunk_rng = random.Random(seed ^ 0x5EED)
         self._model_name: str = args.served_model_name or args.model_path
-        self._phase = "loading"  # loading -> capturing -> warming -> ready -> draining
+        self._phase = "loading"  # loading -> capturing -> warmup -> warming -> ready -> draining
         self._hang = asyncio.Event()  # never set: handlers awaiting it hang forever (--sim-hang)
         self._terminate = asyncio.Event()
         self._engine: Engine | None = None
         self._created = int(time.time())
         self._corrupt = corrupts_code(cfg)
+        self._health_generates = os.environ.get(HEALTH_GENERATION_ENV, "true").lower() not in ("false", "0", "no", "n")
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -157,73 +123,78 @@ class SimServer:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._terminate.set)
         _log(f"server_args={self.server_args()!r}")
-        cfg = self._cfg
-        if cfg.algorithm in ("DFLASH", "DDTREE") and cfg.draft_window is not None:
-            try:
-                _check_window(cfg)
-            except AssertionError:
-                traceback.print_exc()
-                sys.stderr.flush()
-                return 1
+        for warning in self._args.resolution_warnings:
+            _log(warning)
         if not await self._load_weights():
             _log("Received sigterm while loading weights. Exiting.")
             return 0
+        status = await self._capture_graphs()
+        if status is not None:
+            return status
         app = self._build_app()
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await runner.setup()
         site = web.TCPSite(runner, self._args.host, self._args.port, shutdown_timeout=1.0)
         await site.start()
-        status = await self._capture_graphs()
-        if status is not None:
-            await runner.cleanup()
-            return status
         return await self._serve(runner)
 
     async def _load_weights(self) -> bool:
         """The weight-loading phase (port closed); False when told to stop meanwhile."""
-        _log(f"Load weight begin. avail mem={94.97:.2f} GB")
+        for line in load_begin_lines(self._version):
+            _log(line)
         load_time = float(self._args.sim_load_time)
         if await self._sleep_or_term(load_time):
             return False
-        _log(
-            f"Load weight end. elapsed={load_time:.2f} s, type=DeepseekV3ForCausalLM, dtype=torch.bfloat16, "
-            f"avail mem={94.97 - 66.0:.2f} GB, mem usage=66.00 GB."
-        )
-        pool = kv_pool_gb(self._cfg)
-        if pool > 0:
-            tokens = int(pool / (KV_TARGET_GB_PER_TOKEN + KV_DRAFT_GB_PER_TOKEN))
-            _log(f"KV Cache is allocated. #tokens: {tokens}, KV size: {pool:.2f} GB")
+        for line in load_end_lines(self._cfg, load_time=load_time):
+            _log(line)
         return True
 
     async def _capture_graphs(self) -> int | None:
-        """CUDA-graph capture (port open, /health 503); an exit status when the server ends here, else None."""
-        args, cfg = self._args, self._cfg
+        """CUDA-graph capture (port closed); an exit status when the server ends here, else None."""
+        cfg = self._cfg
         self._phase = "capturing"
-        _log(f"Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")
-        _log(f"Capture cuda graph begin. This can take up to several minutes. verify width={verify_width(cfg)}")
-        capture = capture_seconds(cfg, load_time=float(args.sim_load_time))
-        failure = startup_failure(cfg)
+        failure = capture_failure_text(cfg, self._version)
+        if failure is not None and failure.startswith("RuntimeError"):  # the pool, sized before any capture
+            _print_exception(RuntimeError(failure.partition(": ")[2]), "[TP0] Scheduler hit an exception: ")
+            return 1
+        for line in capture_begin_lines(cfg, self._version):
+            _log(line)
+        capture = capture_seconds(cfg, load_time=float(self._args.sim_load_time))
         if failure is not None:
-            # Startup OOMs surface part-way through capture, after the port already opened.
+            # Capture runs out of memory part-way, at the largest batch sizes.
             if await self._sleep_or_term(capture * 0.5):
                 return 0
-            _print_startup_failure(failure)
+            _print_exception(Exception(failure.partition(": ")[2]), "[TP0] Scheduler hit an exception: ")
+            _log("Received sigquit from a child process. It usually means the child failed.")
             return 1
         if await self._sleep_or_term(capture):
             return 0
-        _log(f"Capture cuda graph end. Time elapsed: {capture:.2f} s. mem usage=2.31 GB. avail mem=8.12 GB.")
+        for line in capture_end_lines(cfg, self._version, seconds=capture):
+            _log(line)
         return None
 
     async def _serve(self, runner: web.AppRunner) -> int:
         args = self._args
-        self._engine = Engine(cfg=self._cfg, time_scale=self._scale, noise=args.sim_noise, rng=self._rng)
+        self._phase = "warmup"
+        _log(f"Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")
+        self._engine = Engine(
+            cfg=self._cfg,
+            time_scale=self._scale,
+            noise=args.sim_noise,
+            rng=self._rng,
+            log=_log,
+            decode_log_interval=args.decode_log_interval,
+            speculative=self._cfg.algorithm is not None,
+        )
         engine_task = asyncio.create_task(self._engine.run())
+        if await self._sleep_or_term(warmup_seconds(load_time=float(args.sim_load_time))):
+            return await self._shutdown(runner, engine_task)
         if args.sim_health_before_ready > 0:
             self._phase = "warming"
             if await self._sleep_or_term(args.sim_health_before_ready):
                 return await self._shutdown(runner, engine_task)
         self._phase = "ready"
-        _log("The server is fired up and ready to roll!")
+        _log(READY_LINE)
         crash_task = None
         if args.sim_crash_after is not None:
             crash_task = asyncio.create_task(self._crash_later(args.sim_crash_after))
@@ -246,23 +217,15 @@ class SimServer:
 
     async def _crash_later(self, modelled_seconds: float) -> None:
         await asyncio.sleep(modelled_seconds / self._scale)
-        try:
-            raise RuntimeError(
-                "CUDA error: an illegal memory access was encountered\n"
-                "CUDA kernel errors might be asynchronously reported at some other API call, so the "
-                "stacktrace below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1"
-            )
-        except RuntimeError:
-            sys.stderr.write("[TP0] Scheduler hit an exception: " + traceback.format_exc())
-        sys.stderr.write("Received sigquit from a child process. It usually means the child failed.\n")
-        sys.stderr.flush()
-        os._exit(1)
+        die_with_cuda_error()
 
     # -- state ------------------------------------------------------------------------------------------
 
     def server_args(self) -> dict[str, Any]:
-        info = {k: v for k, v in vars(self._args).items() if not k.startswith("sim_")}
-        info["ddtree_max_topk"] = self._topk
+        hidden = ("sglang_version", "resolution_warnings", "ddtree_max_topk")
+        info = {k: v for k, v in vars(self._args).items() if not k.startswith("sim_") and k not in hidden}
+        # Simulator extras: the environment's top-k cap and the time scale (a real server has neither).
+        info["ddtree_max_topk"] = self._args.ddtree_max_topk
         info["sim_time_scale"] = self._scale
         return info
 
@@ -296,98 +259,67 @@ class SimServer:
         return await handler(request)
 
     async def _health(self, request: web.Request) -> web.Response:
-        if self._phase in ("ready", "warming", "draining"):
+        if self._phase == "warming" or (self._generating and not self._health_generates):
             return web.Response(text="")
-        return web.Response(status=503, text="")
+        return await self._health_generate(request)
 
     async def _health_generate(self, request: web.Request) -> web.Response:
+        """SGLang's check: a one-token request; healthy as soon as the scheduler outputs anything."""
         if not self._generating or self._engine is None:
             return web.Response(status=503, text="")
-        req = self._engine.submit(prompt_tokens=1, max_tokens=1)
+        req = self._engine.submit(prompt_tokens=1, max_tokens=1, log_metrics=False)
         try:
-            while not req.done:
-                await asyncio.wait_for(req.next_tokens(), timeout=_HEALTH_TIMEOUT_S)
+            await asyncio.wait_for(self._engine.next_output(), timeout=_HEALTH_TIMEOUT_S / self._scale)
         except TimeoutError:
             self._engine.cancel(req)
             return web.Response(status=503, text="")
         return web.Response(text="")
 
     async def _models(self, request: web.Request) -> web.Response:
-        return web.json_response(
-            {
-                "object": "list",
-                "data": [
-                    {
-                        "id": self._model_name,
-                        "object": "model",
-                        "created": self._created,
-                        "owned_by": "sglang",
-                        "root": self._model_name,
-                        "max_model_len": self._cfg.context_length,
-                    }
-                ],
-            }
-        )
+        entry = {
+            "id": self._model_name,
+            "object": "model",
+            "created": self._created,
+            "owned_by": "sglang",
+            "root": self._model_name,
+            "max_model_len": self._cfg.context_length,
+        }
+        return web.json_response({"object": "list", "data": [entry]})
 
     async def _model_info(self, request: web.Request) -> web.Response:
-        return web.json_response(
-            {
-                "model_path": self._args.model_path,
-                "is_generation": True,
-                "tokenizer_path": self._args.model_path,
-            }
-        )
+        path = self._args.model_path
+        return web.json_response({"model_path": path, "is_generation": True, "tokenizer_path": path})
 
     async def _server_info(self, request: web.Request) -> web.Response:
         info = self.server_args()
         engine = self._engine
-        accept = engine.avg_accept_length if engine is not None else 0.0
-        # SGLang's scheduler keeps these two counters behind the average; exposing them lets a client take
-        # the exact acceptance length of any window as a ratio of deltas.
-        info["internal_states"] = [
-            {
-                "avg_spec_accept_length": accept,
-                "spec_num_total_accepted_tokens": engine.total_accepted if engine is not None else 0,
-                "spec_num_total_forward_ct": engine.total_verify_steps if engine is not None else 0,
-                "last_gen_throughput": 0.0,
-            }
-        ]
-        info["version"] = "0.5.6-sim"
+        state: dict[str, Any] = {"last_gen_throughput": 0.0}
+        avg = engine.stats.avg_accept_length if engine is not None else None
+        if avg is not None and self._cfg.algorithm is not None:
+            # Recomputed every --decode-log-interval decode batches: lagging and server-wide.
+            state["avg_spec_accept_length"] = avg
+        info["internal_states"] = [state]
+        info["version"] = self._version.package_version
+        info["frontend"] = "python"
         return web.json_response(info)
 
     async def _flush_cache(self, request: web.Request) -> web.Response:
         return web.Response(text="Cache flushed.\nPlease check backend logs for more details.\n")
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        if not self._args.enable_metrics:
+        if not self._args.enable_metrics or self._engine is None:
             return web.Response(status=404, text="404: Not Found")
         e = self._engine
-        accept = e.avg_accept_length if e is not None else 0.0
-        width = verify_width(self._cfg)
-        # Accepted draft tokens per drafted token (the bonus token is not a draft).
-        rate = min(1.0, (accept - 1.0) / max(1, width - 1)) if accept > 0 else 0.0
-        label = f'{{model_name="{self._model_name}"}}'
-        lines = [
-            "# HELP sglang:spec_accept_length The average acceptance length of speculative decoding.",
-            "# TYPE sglang:spec_accept_length gauge",
-            f"sglang:spec_accept_length{label} {accept}",
-            "# HELP sglang:spec_accept_rate The average acceptance rate of speculative decoding.",
-            "# TYPE sglang:spec_accept_rate gauge",
-            f"sglang:spec_accept_rate{label} {max(0.0, rate)}",
-            "# HELP sglang:num_running_reqs The number of running requests.",
-            "# TYPE sglang:num_running_reqs gauge",
-            f"sglang:num_running_reqs{label} {e.num_running if e else 0}",
-            "# HELP sglang:num_queue_reqs The number of requests in the waiting queue.",
-            "# TYPE sglang:num_queue_reqs gauge",
-            f"sglang:num_queue_reqs{label} {e.num_waiting if e else 0}",
-            "# HELP sglang:prompt_tokens_total Number of prefill tokens processed.",
-            "# TYPE sglang:prompt_tokens_total counter",
-            f"sglang:prompt_tokens_total{label} {e.total_prompt if e else 0}",
-            "# HELP sglang:generation_tokens_total Number of generation tokens processed.",
-            "# TYPE sglang:generation_tokens_total counter",
-            f"sglang:generation_tokens_total{label} {e.total_generated if e else 0}",
-        ]
-        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+        every_rank = bool(getattr(self._args, "enable_metrics_for_all_schedulers", False))
+        text = prometheus_text(
+            e.stats,
+            model_name=self._model_name,
+            tp_ranks=self._cfg.tp_size if every_rank else 1,
+            running=e.num_running,
+            waiting=e.num_waiting,
+            speculative=self._cfg.algorithm is not None,
+        )
+        return web.Response(text=text, content_type="text/plain")
 
     # -- generation -------------------------------------------------------------------------------------
 
@@ -407,9 +339,14 @@ class SimServer:
         problem = find_problem(text)
         answer = humaneval_answer(problem[0], corrupt=self._corrupt) if problem is not None else None
         inline = (not chat) or self._args.sim_thinking == "inline"
-        stream = _Stream(answer=answer, max_tokens=max_tokens, inline_think=inline)
+        stream = ResponseText(answer=answer, max_tokens=max_tokens, inline_think=inline)
+        streaming = bool(body.get("stream"))
         req = self._engine.submit(
-            prompt_tokens=prompt_tokens, max_tokens=stream.max_tokens, workload=workload_kind(text)
+            prompt_tokens=prompt_tokens,
+            max_tokens=stream.max_tokens,
+            workload=workload_kind(text),
+            streaming=streaming,
+            text=text,
         )
         # Filler is generated like ignore_eos (always cut by max_tokens); an answer stops on its own.
         finish = "length" if answer is None or stream.natural_length > max_tokens else "stop"
@@ -421,24 +358,19 @@ class SimServer:
         }
         if chat and stream.reasoning_tokens and not inline:
             usage["reasoning_tokens"] = min(stream.reasoning_tokens, stream.max_tokens)
+        reply = _Reply(chat=chat, rid=rid, finish=finish, model=self._model_name)
         try:
-            if body.get("stream"):
+            if streaming:
                 include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-                return await self._stream_response(
-                    request,
-                    req,
-                    stream,
-                    chat=chat,
-                    rid=rid,
-                    finish=finish,
-                    usage=usage if include_usage else None,
-                )
+                return await self._stream_response(request, req, stream, reply, usage if include_usage else None)
             while not req.done:
                 await req.next_tokens()
+        except RequestAborted as aborted:
+            return _error(500, str(aborted), "InternalServerError")
         except (asyncio.CancelledError, ConnectionResetError):
             self._engine.cancel(req)
             raise
-        return self._whole_response(stream, chat=chat, inline=inline, rid=rid, finish=finish, usage=usage)
+        return reply.whole(stream, inline=inline, usage=usage)
 
     async def _parse_request(
         self, request: web.Request, *, chat: bool
@@ -450,153 +382,157 @@ class SimServer:
             return _error(400, "Request body is not valid JSON.")
         if not isinstance(body, dict):
             return _error(400, "Request body must be a JSON object.")
-        text = _request_text(body, chat=chat)
+        text = request_text(body, chat=chat)
         if text is None:
             return _error(400, "messages (chat) or prompt (completions) is required.")
         prompt_tokens = count_prompt_tokens(text)
         max_tokens = body.get("max_tokens", body.get("max_completion_tokens", _DEFAULT_MAX_TOKENS))
         if not isinstance(max_tokens, int) or max_tokens < 0:
             return _error(400, "max_tokens must be a non-negative integer.")
-        if prompt_tokens + max_tokens > self._cfg.context_length:
-            return _error(
-                400,
-                f"Requested token count exceeds the model's maximum context length of "
-                f"{self._cfg.context_length} tokens. You requested a total of {prompt_tokens + max_tokens} "
-                f"tokens: {prompt_tokens} tokens from the input messages and {max_tokens} tokens for the "
-                "completion.",
-            )
+        refusal = self._refusal(body, prompt_tokens, max_tokens)
+        if refusal is not None:
+            _log(f"{refusal}, self.rid='{uuid.uuid4().hex}'")
+            return _error(400, refusal)
         return body, text, prompt_tokens, max_tokens
 
-    def _whole_response(
-        self, stream: _Stream, *, chat: bool, inline: bool, rid: str, finish: str, usage: dict[str, int]
-    ) -> web.Response:
-        """A non-streamed completion, as the OpenAI API shapes it."""
-        reasoning, content = stream.full_text()
-        if chat:
-            message: dict[str, Any] = {"role": "assistant", "content": content, "tool_calls": None}
-            if not inline:
-                message["reasoning_content"] = reasoning or None
-            choice: dict[str, Any] = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
-            obj = "chat.completion"
-        else:
-            choice = {"index": 0, "text": content, "logprobs": None, "finish_reason": finish}
-            obj = "text_completion"
-        return web.json_response(
-            {
-                "id": rid,
-                "object": obj,
-                "created": int(time.time()),
-                "model": self._model_name,
-                "choices": [choice],
-                "usage": usage,
-            }
-        )
+    def _refusal(self, body: dict[str, Any], prompt_tokens: int, max_tokens: int) -> str | None:
+        """Why SGLang refuses this request (HTTP 400), or None."""
+        if prompt_tokens + max_tokens > self._cfg.context_length:
+            return (
+                f"Requested token count exceeds the model's maximum context length of {self._cfg.context_length} "
+                f"tokens. You requested a total of {prompt_tokens + max_tokens} tokens: {prompt_tokens} tokens from "
+                f"the input messages and {max_tokens} tokens for the completion."
+            )
+        limit = max_input_tokens(self._cfg)
+        if prompt_tokens >= limit:
+            return (
+                f"Input length ({prompt_tokens} tokens) exceeds the maximum allowed length ({limit} tokens). "
+                "Use a shorter input or enable --allow-auto-truncate."
+            )
+        if self._version.refuses_logprob_and_grammar and self._cfg.is_dflash_family:
+            # 0.5.15.post1's validate_dflash_request, which the DDTree branch applies to DDTREE as well.
+            if body.get("logprobs") or body.get("top_logprobs"):
+                return "DFLASH speculative decoding does not support return_logprob yet."
+            response_format = body.get("response_format") or {}
+            if any(body.get(k) for k in _GRAMMAR_KEYS) or response_format.get("type") in ("json_schema", "json_object"):
+                return "DFLASH speculative decoding does not support grammar-constrained decoding yet."
+        return None
 
     async def _stream_response(
         self,
         request: web.Request,
         req: EngineRequest,
-        stream: _Stream,
-        *,
-        chat: bool,
-        rid: str,
-        finish: str,
+        stream: ResponseText,
+        reply: _Reply,
         usage: dict[str, int] | None,
     ) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
+        if reply.chat:
+            await resp.write(reply.event('role": "assistant", "content', "").encode())
+        malformed = float(self._args.sim_malformed_chunks)
+        try:
+            while not req.done:
+                start, end = await req.next_tokens()
+                for part in reply.events(*stream.pieces(start, end)):
+                    if malformed and self._chunk_rng.random() < malformed:
+                        # A truncated event: valid SSE framing around invalid JSON.
+                        part = part[: len(part) // 2] + "\n\n"
+                    await resp.write(part.encode())
+        except RequestAborted as aborted:
+            await resp.write(reply.error_event(str(aborted), 500).encode())
+            await resp.write_eof()
+            return resp
+        await resp.write(reply.tail(usage).encode())
+        await resp.write_eof()
+        return resp
+
+
+class _Reply:
+    """The JSON framing of one response, prepared once so a step's SSE event is a few string joins."""
+
+    def __init__(self, *, chat: bool, rid: str, finish: str, model: str) -> None:
+        self.chat = chat
+        self._rid = rid
+        self._finish = finish
+        self._model = model
         head = json.dumps(
             {
                 "id": rid,
                 "object": "chat.completion.chunk" if chat else "text_completion",
                 "created": int(time.time()),
-                "model": self._model_name,
+                "model": model,
             }
         )[:-1]
+        self._head = head
         if chat:
-            # Per-event fragments are prepared once; a step's event is prefix + escaped text + suffix.
-            prefix = f'data: {head}, "choices": [{{"index": 0, "delta": {{"'
-            suffix = '"}, "logprobs": null, "finish_reason": null}]}\n\n'
-            await resp.write((prefix + 'role": "assistant", "content": "' + suffix).encode())
+            self._prefix = f'data: {head}, "choices": [{{"index": 0, "delta": {{"'
+            self._suffix = '"}, "logprobs": null, "finish_reason": null}]}\n\n'
         else:
-            prefix = f'data: {head}, "choices": [{{"index": 0, "text": "'
-            suffix = '", "logprobs": null, "finish_reason": null}]}\n\n'
-        malformed = float(self._args.sim_malformed_chunks)
-        bad_rng = self._chunk_rng
-        while not req.done:
-            start, end = await req.next_tokens()
-            reasoning, content = stream.pieces(start, end)
-            parts = []
-            if chat:
-                if reasoning:
-                    parts.append(prefix + 'reasoning_content": "' + reasoning + suffix)
-                if content:
-                    parts.append(prefix + 'content": "' + content + suffix)
-            elif content:
-                parts.append(prefix + content + suffix)
-            for part in parts:
-                if malformed and bad_rng.random() < malformed:
-                    # A truncated event: valid SSE framing around invalid JSON.
-                    part = part[: len(part) // 2] + "\n\n"
-                await resp.write(part.encode())
-        end_chunk: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": finish}
-        if chat:
+            self._prefix = f'data: {head}, "choices": [{{"index": 0, "text": "'
+            self._suffix = '", "logprobs": null, "finish_reason": null}]}\n\n'
+
+    def event(self, field: str, escaped: str) -> str:
+        if self.chat:
+            return self._prefix + field + '": "' + escaped + self._suffix
+        return self._prefix + escaped + self._suffix
+
+    def events(self, reasoning: str, content: str) -> list[str]:
+        """The SSE events of one step's JSON-escaped text."""
+        parts = []
+        if self.chat and reasoning:
+            parts.append(self.event("reasoning_content", reasoning))
+        if content:
+            parts.append(self.event("content", content))
+        return parts
+
+    def tail(self, usage: dict[str, int] | None) -> str:
+        end_chunk: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": self._finish}
+        if self.chat:
             end_chunk["delta"] = {}
         else:
             end_chunk["text"] = ""
-        tail = f'data: {head}, "choices": [{json.dumps(end_chunk)}]}}\n\n'
+        tail = f'data: {self._head}, "choices": [{json.dumps(end_chunk)}]}}\n\n'
         if usage is not None:
-            tail += f'data: {head}, "choices": [], "usage": {json.dumps(usage)}}}\n\n'
-        tail += "data: [DONE]\n\n"
-        await resp.write(tail.encode())
-        await resp.write_eof()
-        return resp
+            tail += f'data: {self._head}, "choices": [], "usage": {json.dumps(usage)}}}\n\n'
+        return tail + "data: [DONE]\n\n"
+
+    @staticmethod
+    def error_event(message: str, status: int) -> str:
+        """SGLang's ``create_streaming_error_response`` event, then the end of the stream."""
+        error = {"object": "error", "message": message, "type": "InternalServerError", "param": None, "code": status}
+        return f"data: {json.dumps({'error': error})}\n\ndata: [DONE]\n\n"
+
+    def whole(self, stream: ResponseText, *, inline: bool, usage: dict[str, int]) -> web.Response:
+        """A non-streamed completion, as the OpenAI API shapes it."""
+        reasoning, content = stream.full_text()
+        if self.chat:
+            message: dict[str, Any] = {"role": "assistant", "content": content, "tool_calls": None}
+            if not inline:
+                message["reasoning_content"] = reasoning or None
+            choice: dict[str, Any] = {"index": 0, "message": message, "logprobs": None, "finish_reason": self._finish}
+            obj = "chat.completion"
+        else:
+            choice = {"index": 0, "text": content, "logprobs": None, "finish_reason": self._finish}
+            obj = "text_completion"
+        return web.json_response(
+            {
+                "id": self._rid,
+                "object": obj,
+                "created": int(time.time()),
+                "model": self._model,
+                "choices": [choice],
+                "usage": usage,
+            }
+        )
 
 
-def _request_text(body: dict[str, Any], *, chat: bool) -> str | None:
-    """All prompt text of a request (message contents, or the completion prompt)."""
-    if chat:
-        messages = body.get("messages")
-        if not isinstance(messages, list):
-            return None
-        texts: list[str] = []
-        for m in messages:
-            content = m.get("content") if isinstance(m, dict) else None
-            if isinstance(content, str):
-                texts.append(content)
-            elif isinstance(content, list):  # OpenAI content parts
-                texts.extend(p.get("text", "") for p in content if isinstance(p, dict))
-        return "\n".join(texts)
-    prompt = body.get("prompt")
-    if isinstance(prompt, str):
-        return prompt
-    if isinstance(prompt, list) and all(isinstance(p, str) for p in prompt):
-        return "\n".join(prompt)
-    return None
-
-
-def _check_window(cfg: ServerConfig) -> None:
-    assert cfg.draft_window is not None
-    assert cfg.draft_window >= cfg.block_size, (
-        f"speculative_dflash_draft_window_size ({cfg.draft_window}) must be >= "
-        f"speculative_dflash_block_size ({cfg.block_size})"
-    )
-
-
-def _print_startup_failure(failure: str) -> None:
-    kind, _, message = failure.partition(": ")
-    error: Exception
-    error = OutOfMemoryError(message) if kind == "torch.OutOfMemoryError" else RuntimeError(message)
+def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
+    """Run the simulated server until SIGTERM; return the process exit status (``prog``: see build_parser)."""
     try:
-        raise error
-    except Exception:
-        sys.stderr.write("[TP0] Scheduler hit an exception: " + traceback.format_exc())
-    sys.stderr.flush()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the simulated server until SIGTERM; return the process exit status."""
-    args, topk = parse_server_args(argv, os.environ)
-    cfg = ServerConfig.from_namespace(args, ddtree_topk=topk)
-    server = SimServer(args=args, cfg=cfg, ddtree_topk=topk)
+        args = parse_server_args(sys.argv[1:] if argv is None else argv, os.environ, **({"prog": prog} if prog else {}))
+    except ServerArgsError as exc:
+        _print_exception(exc)
+        return 1
+    server = SimServer(args=args, cfg=ServerConfig.from_namespace(args))
     return asyncio.run(server.run())

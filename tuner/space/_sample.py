@@ -1,13 +1,18 @@
 from __future__ import annotations
 
-import optuna
-from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+from typing import TYPE_CHECKING
 
 from tuner.space._model import Param, SearchSpace, Value
+
+if TYPE_CHECKING:  # only types: importing optuna costs every `import tuner.space` (the simulator) 0.3 s
+    import optuna
+    from optuna.distributions import BaseDistribution
 
 
 def param_distribution(p: Param) -> BaseDistribution:
     """The distribution :func:`suggest` gives ``p`` in a trial (for trials made outside one: a warm start's)."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
     if p.kind == "categorical":
         return CategoricalDistribution(list(p.choices))
     if p.kind == "bool":

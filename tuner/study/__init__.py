@@ -7,7 +7,7 @@ from tuner.study._console import Console
 from tuner.study._dryrun import PlannedLaunch, planned_launches
 from tuner.study._faults import storage_faults
 from tuner.study._fleet import MixedTargets, default_worker_name
-from tuner.study._loop import Interrupted, RunSummary, run_study
+from tuner.study._loop import Interrupted, RunSummary, resume_command, run_study
 from tuner.study._objective import REFINE_STEP, Evidence, TrialParts, TrialRunner
 from tuner.study._recovery import recover_stale_trials
 from tuner.study._scoring import (
@@ -83,6 +83,7 @@ __all__ = [
     "recover_stale_trials",
     "references_for",
     "refine_on_objective",
+    "resume_command",
     "run_study",
     "score",
     "storage_faults",

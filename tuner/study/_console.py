@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from typing import Any
@@ -24,15 +25,13 @@ class Console:
 
     def line(self, text: str) -> None:
         if self._dirty:
-            self._stream.write("\r\033[K")
             self._dirty = False
-        self._stream.write(text + "\n")
-        self._stream.flush()
+            self._write("\r\033[K")
+        self._write(text + "\n")
 
     def status(self, text: str) -> None:
         if self._live:
-            self._stream.write("\r\033[K  " + text[:150])
-            self._stream.flush()
+            self._write("\r\033[K  " + text[:150])
             self._dirty = True
             return
         # A log file gets updates of one activity (the text before its first ':') every 15 s at most: enough to
@@ -42,6 +41,17 @@ class Console:
         if key != self._last_key or now - self._last_live >= 15:
             self._last_live, self._last_key = now, key
             self.line("  " + text)
+
+
+    def _write(self, text: str) -> None:
+        try:
+            self._stream.write(text)
+            self._stream.flush()
+        except OSError:
+            # The terminal hung up (EIO) or the reader left (EPIPE): the run still has to mark its trial and
+            # put the server back, so it goes on without anyone to tell.
+            self._stream = open(os.devnull, "w")  # noqa: SIM115 - kept for the console's life
+            self._live = False
 
 
 def fmt_duration(seconds: float) -> str:

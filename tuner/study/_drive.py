@@ -259,7 +259,7 @@ def _failure_words(failure: TrialFailure) -> str:
     if isinstance(failure, RegressionPruned):
         return f"pruned: slower than the best ({failure.reason})"
     kind = failure_outcome(str(failure.phase), environment=failure.kind == ENVIRONMENT)
-    return f"{outcome_words(kind)} [{failure.phase}] {failure.reason}"
+    return f"{outcome_words(kind)} {failure}"
 
 
 def _rejected(loop: Loop, trial: optuna.Trial, params: dict[str, Value]) -> bool:

@@ -38,6 +38,13 @@ _CAUSES = (
     ("read-only file system", "it is on a read-only file system"),
     ("unable to open database file", "it cannot be opened (its directory is missing or not writable)"),
     ("disk i/o error", "a disk I/O error"),
+    # A database server (PostgreSQL) that cannot be reached: the URL's host, port, name or credentials.
+    ("connection refused", "the database server refused the connection (is it running, on that host and port?)"),
+    ("could not translate host name", "its host name does not resolve"),
+    ("name or service not known", "its host name does not resolve"),
+    ("password authentication failed", "the database refused the user name or password"),
+    ("timeout expired", "the database server did not answer in time"),
+    ("connection timed out", "the database server did not answer in time"),
 )
 _OS_CAUSES = {
     errno.ENOSPC: "the disk is full",
@@ -58,7 +65,7 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 
 def describe(exc: BaseException, url: str) -> str | None:
     """``storage PATH: CAUSE`` when ``exc`` is a storage fault tune can name, else None."""
-    where = url.removeprefix("sqlite:///")
+    where = _shown(url)
     for e in _chain(exc):
         if isinstance(e, OSError) and not isinstance(e, sqlite3.Error) and e.errno in _OS_CAUSES:
             return f"{e.filename or where}: {_OS_CAUSES[e.errno]}"
@@ -68,7 +75,21 @@ def describe(exc: BaseException, url: str) -> str | None:
                 if needle == "disk i/o error" and _full(where):
                     cause = "the disk is full (SQLite saw a disk I/O error)"
                 return f"storage {where}: {cause}"
+    if isinstance(exc, sqlalchemy.exc.OperationalError) and not url.startswith("sqlite:///"):
+        # Any other failure to talk to a database server is the world's too: its own first line says which.
+        first = str(exc.orig or exc).strip().splitlines()
+        return f"storage {where}: {first[0] if first else type(exc).__name__}"
     return None
+
+
+def _shown(url: str) -> str:
+    """The storage as a message shows it: a SQLite file's path; any other URL without its password."""
+    if url.startswith("sqlite:///"):
+        return url.removeprefix("sqlite:///")
+    try:
+        return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
+    except sqlalchemy.exc.ArgumentError:
+        return url.split("@")[-1]  # not a URL SQLAlchemy can parse: at least nothing before the host
 
 
 def _full(path: str) -> bool:

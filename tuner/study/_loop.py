@@ -35,7 +35,7 @@ from tuner.study._warmups import describe_warmups
 from tuner.target import Target, open_target
 from tuner.trials import WarmStart, attrs, counted_trials, recommended, warm_start_of
 
-__all__ = ["Interrupted", "RunSummary", "run_study"]
+__all__ = ["Interrupted", "RunSummary", "resume_command", "run_study"]
 
 PartsFactory = Callable[[StudyConfig, Target], TrialParts]
 
@@ -88,6 +88,7 @@ def run_study(
     ``allow_mixed_targets``. With the config's own target the preflight runs and the lock is taken before the
     study is created: a broken environment or a busy server is refused with nothing created or changed.
     """
+    from_file = config  # what the study file says: a hint addresses the study by the file only if it names it
     if study_name and study_name != config.study.name:
         # The lock record, the notes and the resume hint must name the study that runs, not the file's default.
         config = dataclasses.replace(config, study=dataclasses.replace(config.study, name=study_name))
@@ -119,7 +120,7 @@ def run_study(
     with storage_faults(run.storage):
         summary = _summarise(study, run, seconds=time.monotonic() - start)
     if run.interrupted:
-        hint = _resume_hint(config, run.storage, run.goal)
+        hint = resume_command(from_file, run.storage, run.goal, study=config.study.name)
         raise Interrupted(f"stopped at {summary.counted}/{run.goal} trials. Resume with: {hint}")
     return summary
 
@@ -192,14 +193,16 @@ def _open(
     return study
 
 
-def _resume_hint(config: StudyConfig, storage: str, goal: int) -> str:
-    """A command that continues this study to ``goal`` trials, as it can be pasted."""
+def resume_command(config: StudyConfig, storage: str, goal: int, *, study: str | None = None) -> str:
+    """A command that continues study ``study`` (default: the config's) to ``goal`` trials, as it can be pasted:
+    the one place that writes it (the interrupt's hint, a detached run's, a complete study's)."""
     from tuner.report import tune_command
 
-    command = tune_command("start", config, storage=storage, study=config.study.name)
+    name = study or config.study.name
+    command = tune_command("start", config, storage=storage, study=name)
     if command.startswith("tune start --config"):
         return command.replace("tune start", f"tune start --trials {goal}", 1)
-    return tune_command("resume", config, storage=storage, study=config.study.name) + f" --trials {goal}"
+    return tune_command("resume", config, storage=storage, study=name) + f" --trials {goal}"
 
 
 def _run_locked(run: _Run, study: optuna.Study, target: Target) -> None:

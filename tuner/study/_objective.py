@@ -109,9 +109,10 @@ class TrialRunner:
     def run(self, trial: optuna.Trial, spec: LaunchSpec, *, label: str, references: References) -> Score:
         """apply -> restart -> ready -> (gate) -> benchmark -> (gate) -> score; a failure of any step is
         recorded on the trial with its evidence, then raised."""
-        trial.set_user_attr(attrs.COMMAND, " ".join(spec.argv))
+        shown = self._config.secrets.spec(spec)  # the server gets the real values; the study never stores them
+        trial.set_user_attr(attrs.COMMAND, " ".join(shown.argv))
         if spec.env:
-            trial.set_user_attr(attrs.ENV, dict(spec.env))
+            trial.set_user_attr(attrs.ENV, dict(shown.env))
         restarted: Restarted | None = None
         try:
             up = self._parts.target.bring_up(spec, label=label, progress=self._progress)
@@ -274,11 +275,13 @@ class TrialRunner:
             raise
 
     def _record_failure(self, trial: optuna.Trial, failure: TrialFailure, restarted: Restarted | None) -> None:
+        secrets = self._config.secrets
+        secrets.scrub(failure)  # in place: the console line and the stop that quote it show it redacted too
         trial.set_user_attr(attrs.FAILURE_PHASE, str(failure.phase))
         trial.set_user_attr(attrs.FAILURE_REASON, failure.reason[:1000])
         if failure.evidence:
             trial.set_user_attr(attrs.EVIDENCE, failure.evidence[-4000:])
-        tail = self._log_tail(restarted)
+        tail = secrets.text(self._log_tail(restarted))
         if tail:
             trial.set_user_attr(attrs.LOG_TAIL, tail[-4000:])
             self._evidence.attach(trial, "server-log.txt", tail)

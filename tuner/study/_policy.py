@@ -158,15 +158,15 @@ class FailurePolicy:
             self.release()
             self._end_fail(trial_id(trial), trial.number)
             raise EnvironmentFault(
-                f"the unmodified base command fails: [{failure.phase}] {failure.reason}; fix the environment or "
+                f"the unmodified base command fails: {failure}; fix the environment or "
                 "the base command, then run `tune start` again"
             )
         if kind == ENVIRONMENT:
             self.release()
             self._end_fail(trial_id(trial), trial.number)
             raise EnvironmentFault(
-                f"trial #{trial.number} failed because of its environment, not its config: [{failure.phase}] "
-                f"{failure.reason}; nothing was counted and its params will run again: fix it, then run "
+                f"trial #{trial.number} failed because of its environment, not its config: {failure}; nothing "
+                "was counted and its params will run again: fix it, then run "
                 "`tune start` again"
             )
         if not _trips_streak(failure) or self.max_same_failures <= 0:

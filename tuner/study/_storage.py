@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import os
 import sqlite3
 import time
 import warnings
@@ -11,6 +13,7 @@ import sqlalchemy.exc
 
 from tuner.config import StudyConfig, parse_config
 from tuner.errors import ConfigError, TuneError
+from tuner.secrets import REDACTED
 from tuner.study._faults import watch_busy
 from tuner.study._signals import defer_during_connections
 from tuner.wait import wait_until
@@ -128,7 +131,7 @@ def open_study(
         )
     if stored != fingerprint:
         study.set_user_attr(ATTR_FINGERPRINT, fingerprint)
-        study.set_user_attr(ATTR_CONFIG_TEXT, config.text)
+        study.set_user_attr(ATTR_CONFIG_TEXT, config.secrets.text(config.text))  # config_from_study restores
         study.set_user_attr(ATTR_CONFIG_SOURCE, config.source)
         study.set_user_attr(ATTR_CONFIG_DIR, str(config.base_dir))
         with warnings.catch_warnings():
@@ -171,9 +174,32 @@ def config_from_study(storage: str, study_name: str | None) -> StudyConfig:
     text = study.user_attrs.get(ATTR_CONFIG_TEXT)
     if not text:
         raise ConfigError(file=None, key="--study", expected="a study created by `tune start`", got=study_name)
-    return parse_config(
-        text,
-        source=f"{study.user_attrs.get(ATTR_CONFIG_SOURCE, '(stored)')} (stored in study {study_name})",
-        base_dir=Path(study.user_attrs.get(ATTR_CONFIG_DIR, ".")),
+    source = str(study.user_attrs.get(ATTR_CONFIG_SOURCE, "(stored)"))
+    base_dir = Path(study.user_attrs.get(ATTR_CONFIG_DIR, "."))
+    config = parse_config(
+        _with_secrets(text, source=source, base_dir=base_dir, name=study_name),
+        source=f"{source} (stored in study {study_name})",
+        base_dir=base_dir,
         default_name=study_name,
     )
+    return _env_secrets(config)
+
+
+def _with_secrets(text: str, *, source: str, base_dir: Path, name: str) -> str:
+    """The stored study file, with the secrets it was stored without: the file's own text when the file is still
+    there and is what the study stores (the study keeps ``***`` in their place, see open_study)."""
+    with contextlib.suppress(OSError, ConfigError):
+        original = (base_dir / Path(source).name).read_text()  # the source as typed may be relative to any cwd
+        if original != text:
+            config = parse_config(original, source=source, base_dir=base_dir, default_name=name)
+            if config.secrets.text(original) == text:
+                return original
+    return text
+
+
+def _env_secrets(config: StudyConfig) -> StudyConfig:
+    """Secret variables stored as ``***`` take their value from tune's own environment, where one is set."""
+    env = {k: os.environ.get(k, v) if v == REDACTED else v for k, v in config.target.env.items()}
+    if env == config.target.env:
+        return config
+    return dataclasses.replace(config, target=dataclasses.replace(config.target, env=env))

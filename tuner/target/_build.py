@@ -7,11 +7,14 @@ receives a :class:`Target` (or the :class:`~tuner.target.hosts.BaseHost` /
 
 from __future__ import annotations
 
+import os
 import sys
 from urllib.parse import urlsplit
 
 from tuner.config import StudyConfig, TargetSection
 from tuner.endpoint import Endpoint
+from tuner.errors import ConfigError, EnvironmentFault
+from tuner.secrets import REDACTED
 from tuner.spec import LaunchSpec
 from tuner.target._target import Target
 from tuner.target.hosts import BaseHost, LocalHost, ssh_host
@@ -64,8 +67,35 @@ def state_dir(config: StudyConfig) -> str:
 
 
 def endpoint_for(config: StudyConfig) -> Endpoint:
+    """The server's address, model and bearer token (``api_key``, or the variable ``api_key_env`` names)."""
     target = config.target
-    return Endpoint(base_url=target.base_url, model=target.model, api_key=target.api_key)
+    api_key = target.api_key
+    if target.api_key_env is not None:
+        api_key = os.environ.get(target.api_key_env)
+        if not api_key:
+            raise EnvironmentFault(
+                f"[target] api_key_env = {target.api_key_env!r}, but {target.api_key_env} is not set in tune's "
+                "environment (export it, then run the command again)"
+            )
+    return Endpoint(base_url=target.base_url, model=target.model, api_key=api_key)
+
+
+def require_secrets(config: StudyConfig) -> None:
+    """Refuse a configuration whose secrets were never stored (read back from a study without its file): the
+    server would be handed ``***``."""
+    missing = config.secrets.placeholders(base_spec(config.target))
+    if config.target.api_key == REDACTED:
+        missing.append("[target] api_key")
+    if not missing:
+        return
+    where = "run from the study file that holds them (tune start --config FILE --storage URL --study NAME)"
+    if variables := [name for name in missing if name in config.target.env]:
+        where += f", or export {' and '.join(variables)}"
+    raise ConfigError(
+        file=config.source,
+        key="target",
+        expected=f"the values of {', '.join(missing)}, which the study stores as {REDACTED}: {where}",
+    )
 
 
 def open_target(
@@ -85,6 +115,7 @@ def open_target(
 
     host = None
     if service is None:
+        require_secrets(config)
         host = make_host(config.target)
         service = make_service(config, host)
     take_lock = config.target.lock if lock is None else lock
@@ -100,4 +131,5 @@ def open_target(
         readiness_config=config.readiness,
         readiness=readiness,
         lock=target_lock,
+        secrets=config.secrets,
     )

@@ -97,6 +97,16 @@ def _help_listing(
         return [Finding(ok=None, text=late)], None
     text = (result.stdout + result.stderr) if result is not None else ""
     listed = config.dialect.listed_flags(text)
+    if result is not None and not result.ok and not listed:
+        # The program cannot even print its help (a missing module, an import error): it cannot start either.
+        said = [line.strip() for line in (result.stderr or result.stdout).splitlines() if line.strip()]
+        why = f": {said[-1][:300]}" if said else ""
+        failed = Finding(
+            ok=False,
+            text=f"`{' '.join(help_cmd)}` failed (exit status {result.exit_status}){why} "
+            "([target] check_flags = false skips this for a server without --help)",
+        )
+        return [failed], None
     if result is None or not result.ok or not listed:
         none = f"`{' '.join(help_cmd)}` gave no flag list: cannot verify the space's flags"
         return [Finding(ok=None, text=none)], None

@@ -17,7 +17,8 @@ from urllib.parse import urlsplit
 
 from tuner.config import ReadinessSection
 from tuner.endpoint import Endpoint
-from tuner.errors import TrialFailure
+from tuner.errors import HostError, TrialFailure
+from tuner.secrets import Secrets
 from tuner.spec import LaunchSpec
 from tuner.target._verify import Applied, verify_applied, verify_started
 from tuner.target.hosts import BaseHost
@@ -89,6 +90,7 @@ class Target:
         readiness_config: ReadinessSection,
         readiness: ReadinessCheck | None = None,
         lock: TargetLock | None = None,
+        secrets: Secrets | None = None,
     ) -> None:
         self.host = host
         self.service = service
@@ -97,13 +99,25 @@ class Target:
         self.readiness_config = readiness_config
         self.readiness: ReadinessCheck = readiness or wait_ready
         self.lock = lock
+        self.secrets = secrets or Secrets()
+        """The configuration's secrets: a failure quotes argv and logs, and must not quote them."""
 
     def bring_up(self, spec: LaunchSpec | None, *, label: str, progress: Progress | None = None) -> BroughtUp:
         """apply -> restart -> verify (early) -> ready -> verify; ``spec=None`` restores the base configuration.
 
-        Raises :class:`~tuner.errors.TrialFailure` from the step that failed; once the server was restarted,
-        the failure's ``restarted`` says which process it was about (its log holds the evidence).
+        Raises :class:`~tuner.errors.TrialFailure` from the step that failed, its reason and evidence without the
+        configuration's secrets; once the server was restarted, the failure's ``restarted`` says which process it
+        was about (its log holds the evidence).
         """
+        try:
+            return self._bring_up(spec, label=label, progress=progress)
+        except TrialFailure as failure:
+            self.secrets.scrub(failure)  # in place: the failure goes on, without them
+            raise
+        except HostError as exc:  # its message may quote the launch command
+            raise HostError(self.secrets.text(str(exc))) from None
+
+    def _bring_up(self, spec: LaunchSpec | None, *, label: str, progress: Progress | None) -> BroughtUp:
         applied = apply_config(self.service, spec, base=self.base)
         restarted = restart_server(self.service, label=label)
         try:

@@ -72,7 +72,7 @@ def test_health_green_before_generation_is_not_ready(process_service, sim_spec, 
 @pytest.mark.parametrize(
     ("extra", "env", "expected"),
     [
-        (("--speculative-dflash-draft-window-size", "4"), {}, "AssertionError"),
+        (("--speculative-dflash-draft-window-size", "4"), {}, "must be >= --speculative-num-draft-tokens"),
         (("--no-such-flag", "1"), {}, "unrecognized arguments: --no-such-flag 1"),
         (
             (
@@ -112,10 +112,10 @@ def test_port_taken_is_reported(process_service, sim_spec, port) -> None:
 def test_hang_times_out_with_phase_and_last_answer(process_service, sim_spec, port) -> None:
     svc = process_service(sim_spec(port, "--sim-hang"))
     restarted = svc.restart(label="t")
-    config = replace(FAST, timeout_s=2.0, request_timeout_s=0.3)
+    config = replace(FAST, timeout_s=3.0, request_timeout_s=0.3)  # the port opens after graph capture
     with pytest.raises(NotReady) as info:
         wait_ready(service=svc, restarted=restarted, endpoint=endpoint(port), config=config)
-    assert "not ready after 2 s" in info.value.reason
+    assert "not ready after 3 s" in info.value.reason
     assert "ReadTimeout" in info.value.reason
 
 
@@ -128,3 +128,13 @@ def test_crash_while_loading_is_noticed(process_service, sim_spec, port) -> None
     with pytest.raises(StartFailed, match=r"exited with status -?\d+|exited"):
         wait_ready(service=svc, restarted=restarted, endpoint=endpoint(port), config=FAST)
     assert time.monotonic() - t0 < 2
+
+
+def test_the_waiting_line_names_the_pid_without_kernel_clock_ticks(process_service, sim_spec, port) -> None:
+    svc = process_service(sim_spec(port))
+    restarted = svc.restart(label="t")
+    lines: list[str] = []
+    wait_ready(service=svc, restarted=restarted, endpoint=endpoint(port), config=FAST, progress=lines.append)
+    waiting = [line for line in lines if line.startswith("waiting for ")]
+    assert waiting, lines
+    assert all(line.startswith(f"waiting for pid {restarted.new.pid}: ") for line in waiting), waiting

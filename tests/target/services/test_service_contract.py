@@ -132,6 +132,15 @@ def test_lifecycle(managed: Managed) -> None:
     chunk = svc.read_log(second.log_cursor)
     later = svc.read_log(chunk.cursor)
     assert "ready to roll" not in later.text
+    # Where a person reads the whole log, as a failed start names it: the file of this start, the unit's
+    # journal, or nowhere (the in-process model has no log of its own).
+    where = svc.log_location()
+    if isinstance(svc, ProcessService):
+        assert where is not None and where.split(" on ")[0].endswith("/trial-1.log")
+    elif isinstance(svc, SystemdService):
+        assert where is not None and where.startswith(f"`journalctl -u {svc.unit}`")
+    else:
+        assert where is None
 
     svc.stop()
     assert not svc.is_alive(second.new)

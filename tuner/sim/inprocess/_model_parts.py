@@ -18,7 +18,7 @@ import math
 import random
 import shlex
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,8 +27,20 @@ from tuner.config import BenchmarkSection, GateSection, ReadinessSection, Scenar
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, StartFailed
 from tuner.gate import BaseGate, GateResult, ProblemOutcome, check_gate
-from tuner.sim import ServerConfig, capture_seconds, corrupts_code, startup_failure, startup_seconds, verify_width
-from tuner.sim.inprocess._truth import ModelledScenario, Variant, model_scenario, parse_server_config
+from tuner.sim import (
+    READY_LINE,
+    ServerArgsError,
+    ServerConfig,
+    capture_begin_lines,
+    capture_end_lines,
+    capture_failure_text,
+    capture_seconds,
+    corrupts_code,
+    load_begin_lines,
+    load_end_lines,
+    startup_seconds,
+)
+from tuner.sim.inprocess._truth import ModelledScenario, Variant, model_scenario, parse_launch
 from tuner.stats import SequentialPolicy
 from tuner.study import Console, TrialParts, run_study
 from tuner.target import Target, base_spec, open_target
@@ -100,10 +112,11 @@ class VirtualClock:
 class ModelService(BaseService):
     """A server "process" that lives in the model: restarts are instant, but they fail like the real one.
 
-    Startup failures mirror ``python -m tuner.sim``: an invalid command line exits 2 with argparse's message;
-    a draft window below the block size dies at once with an AssertionError traceback; a KV pool too small
-    or speculative buffers that do not fit die during CUDA-graph capture with a ``RuntimeError`` or a
-    ``torch.OutOfMemoryError: CUDA out of memory`` traceback. Readiness reads that log exactly as it reads a
+    Startup failures mirror ``python -m tuner.sim``, with the same log lines: an invalid command line exits 2
+    with argparse's message; what SGLang rejects after parsing (a window below the block size, DDTREE on
+    mainline, ...) dies at once with a ``ValueError`` traceback; an empty KV pool dies after the weights load
+    (``RuntimeError: Not enough memory``) and verify CUDA graphs that do not fit die during capture (``Capture
+    cuda graph failed: CUDA out of memory`` and SGLang's hint). Readiness reads that log exactly as it reads a
     real one (:func:`model_readiness` uses :class:`tuner.target.readiness.LogWatch` and the study's fatal patterns).
 
     ``cold_start`` (default 0: the model's server is warm once ready) slows the first pass at each batch size a
@@ -151,6 +164,11 @@ class ModelService(BaseService):
             return 1.0
         self._warm_shapes.add(running)
         return 1.0 - self._cold_start
+
+    def log_lines(self, lines: Sequence[str]) -> None:
+        """Lines the running server logs (the scheduler's retractions)."""
+        if lines:
+            self._write("\n".join(lines))
 
     def die(self, log_text: str) -> None:
         """The process crashes (e.g. a CUDA OOM under load): it is gone and its last words are in the log."""
@@ -214,24 +232,26 @@ class ModelService(BaseService):
         self._spec, self._cfg, self.phase_times = spec, None, {}
         self._warm_shapes = {1}  # the server's own start-up request (and readiness's) ran one request alone
         try:
-            cfg = parse_server_config(spec)
+            cfg, version, warnings = parse_launch(spec)
+        except ServerArgsError as exc:  # SGLang's checks after parsing: a traceback before anything loads
+            self._fail(_traceback("resolve_once", f"ValueError: {exc}"), status=1, seconds=5.0)
+            return
         except ValueError as exc:  # the parser's "error: unrecognized arguments: ..." (exit status 2)
             self._fail(str(exc), status=2, seconds=5.0)
             return
         self._cfg = cfg
-        failure = startup_failure(cfg)
-        if failure is not None and failure.startswith("AssertionError"):
-            # The window check runs before the weights load: the server dies within seconds.
-            self._fail(_traceback("_check_window", failure), status=1, seconds=5.0)
-            return
         load = self._load_time
         capture = capture_seconds(cfg, load_time=load)
-        self._write("Load weight begin. avail mem=94.97 GB")
-        self._write(f"Load weight end. elapsed={load:.2f} s, type=DeepseekV3ForCausalLM, dtype=torch.bfloat16")
-        self._write(f"Capture cuda graph begin. This can take up to several minutes. verify width={verify_width(cfg)}")
+        self._write("\n".join([*warnings, *load_begin_lines(version), *load_end_lines(cfg, load_time=load)]))
         self.phase_times = {"loading weights": 0.0, "capturing cuda graphs": round(load, 3)}
-        if failure is not None:
-            # Startup OOMs surface part-way through capture, as in the simulator.
+        failure = capture_failure_text(cfg, version)
+        if failure is not None and failure.startswith("RuntimeError"):  # the KV pool, sized before any capture
+            self._fail(
+                "[TP0] Scheduler hit an exception: " + _traceback("init_memory_pool", failure), status=1, seconds=load
+            )
+            return
+        self._write("\n".join(capture_begin_lines(cfg, version)))
+        if failure is not None:  # capture runs out of memory part-way, at the largest batch sizes
             self._fail(
                 "[TP0] Scheduler hit an exception: " + _traceback("capture", failure),
                 status=1,
@@ -239,9 +259,8 @@ class ModelService(BaseService):
             )
             return
         total = startup_seconds(cfg, load_time=load)
-        self._write(f"Capture cuda graph end. Time elapsed: {capture:.2f} s.")
-        self._write("The server is fired up and ready to roll!")
-        self.phase_times.update({"warming up": round(total, 3), "serving": round(total, 3)})
+        self._write("\n".join([*capture_end_lines(cfg, version, seconds=capture), READY_LINE]))
+        self.phase_times.update({"warming up": round(load + capture, 3), "serving": round(total, 3)})
         self._alive, self._exit_status, self.startup_s = True, None, total
 
     def _fail(self, text: str, *, status: int, seconds: float) -> None:
@@ -250,7 +269,7 @@ class ModelService(BaseService):
 
 
 def _traceback(function: str, failure: str) -> str:
-    """The traceback the simulator prints for ``failure`` (an ``Exception: message`` line)."""
+    """The traceback the simulator prints for ``failure`` (an ``Exception: message`` line and what follows)."""
     return (
         f'Traceback (most recent call last):\n  File "sglang/srt/model_executor.py", line 1, in {function}\n{failure}'
     )
@@ -302,9 +321,11 @@ def model_readiness(
 class ModelBenchmark(BaseBenchmark):
     """Scenario results from the model's noise-free figures times seeded multiplicative noise per repeat.
 
-    ``noise`` is the standard deviation of log throughput per repeat (0.02: ~2%). A scenario whose running
-    requests do not fit the KV pool kills the server mid-run and raises DiedUnderLoad, as the real one would.
-    ``seconds`` in the result is modelled time (warm-up + repeats), not wall time.
+    ``noise`` is the standard deviation of log throughput per repeat (0.02: ~2%). A scenario whose requests
+    outgrow the KV pool runs slower (the scheduler's retractions go to the service's log); one whose requests
+    are refused or aborted raises DiedUnderLoad, and so does a server that crashes under the load
+    (``--sim-crash-above-batch-tokens``), which then is gone. ``seconds`` in the result is modelled time
+    (warm-up + repeats), not wall time.
     """
 
     def __init__(
@@ -331,17 +352,9 @@ class ModelBenchmark(BaseBenchmark):
         if cfg is None:
             raise DiedUnderLoad(f"no server answers for scenario {scenario.name}", evidence="the process is gone")
         m = self._modelled(cfg, scenario)
+        self._service.log_lines(m.retractions)
         if m.died is not None:
-            self._service.die(
-                "[TP0] Scheduler hit an exception: "
-                + _traceback("forward_batch_speculative", f"torch.OutOfMemoryError: {m.died}")
-                + "\nReceived sigquit from a child process. It usually means the child failed."
-            )
-            raise DiedUnderLoad(
-                f"died under load in scenario {scenario.name}: {scenario.concurrency}/{scenario.requests} requests "
-                "failed (server disconnected); the server no longer answers /health",
-                evidence=m.died,
-            )
+            raise self._died(scenario, m)
         cfg_b = self._config
         shape = min(scenario.concurrency, cfg.max_running_requests)
         plan = self.warmup_plan(scenario)
@@ -412,6 +425,25 @@ class ModelBenchmark(BaseBenchmark):
     def _modelled(self, cfg: ServerConfig, scenario: Scenario) -> ModelledScenario:
         m = model_scenario(cfg, scenario)
         return self._variant(cfg, scenario, m) if self._variant else m
+
+    def _died(self, scenario: Scenario, m: ModelledScenario) -> DiedUnderLoad:
+        """What the HTTP benchmark reports when the scenario's requests fail (and the crash, when there is one)."""
+        reason = (
+            f"died under load in scenario {scenario.name}: {scenario.concurrency}/{scenario.requests} requests failed"
+        )
+        if m.crashed:
+            self._service.die(
+                "[TP0] Scheduler hit an exception: "
+                + _traceback(
+                    "forward_batch_speculative",
+                    f"RuntimeError: CUDA error: an illegal memory access was encountered ({m.died})",
+                )
+                + "\nReceived sigquit from a child process. It usually means the child failed."
+            )
+            return DiedUnderLoad(
+                f"{reason} (server disconnected); the server no longer answers /health", evidence=m.died or ""
+            )
+        return DiedUnderLoad(f"{reason} (HTTP error)", evidence=f"{m.died or ''}\n/health after the failures: 200")
 
     def _factor(self) -> float:
         return math.exp(self._rng.gauss(0.0, self._noise)) if self._noise else 1.0

@@ -1,8 +1,9 @@
 """Ground truth for search benchmarks: what a config's scenarios yield in the simulator's noise-free model.
 
-:func:`model_scenario` is the in-process benchmark without noise: the simulated engine's closed loop (waves of
-at most ``--max-running-requests`` requests, each paying its prefill then ``output / acceptance`` decode
-steps of :func:`tuner.sim.step_time_s`), so the same figure is what the HTTP demo measures against
+:func:`model_scenario` is the in-process benchmark without noise: the simulated scheduler's closed loop
+(:mod:`tuner.sim._scheduler`: waves of at most ``--max-running-requests`` requests, each paying its prefill then
+one :func:`tuner.sim.step_time_s` per verify step; where the KV pool cannot hold a wave, requests wait and are
+retracted, which makes the config slower), so the same figure is what the HTTP demo measures against
 ``python -m tuner.sim`` (up to noise and client overhead). :func:`true_objective` scores a parameter set as the
 study would, with failures and wrong answers at 0; :func:`true_optimum` finds the best one by enumerating the
 space (about 860k configs for the demo, in seconds: only cheap model functions run per config).
@@ -25,15 +26,24 @@ import numpy as np
 from tuner.config import Scenario, StudyConfig
 from tuner.metrics import objective_value
 from tuner.sim import (
+    CTX_BUCKET,
+    INIT_NEW_TOKEN_RATIO,
+    PREFILL_S_PER_TOKEN,
+    EmulatedVersion,
     ServerConfig,
     acceptance_length,
     corrupts_code,
-    max_concurrent_requests,
+    cuda_graph_max_bs,
+    kv_pool_gb,
+    max_input_tokens,
+    parse_server_args,
+    request_memory_gb,
+    simulate_scenario,
     startup_failure,
     step_time_s,
+    verify_width,
     workload_kind,
 )
-from tuner.sim._engine import PREFILL_S_PER_TOKEN
 from tuner.space import Param, SearchSpace, Value, iter_configs, param_values, render
 from tuner.spec import LaunchSpec
 from tuner.target import base_spec
@@ -42,6 +52,7 @@ __all__ = [
     "ModelledScenario",
     "Variant",
     "model_scenario",
+    "parse_launch",
     "parse_server_config",
     "true_objective",
     "true_optimum",
@@ -59,14 +70,19 @@ class ModelledScenario:
     """One scenario's noise-free outcome for one config."""
 
     tok_s: float
-    """Aggregate output tokens/s over the scenario (0 when the server dies)."""
+    """Aggregate output tokens/s over the scenario (0 when its requests fail)."""
     per_stream_tok_s: float
     """Decode speed of one running request."""
     accept_length: float
+    """What SGLang's counters give for the scenario: generated tokens per verify call."""
     seconds: float
     """Modelled duration of one repeat of the scenario."""
+    retractions: tuple[str, ...] = ()
+    """The scheduler's ``KV cache pool is full. Retract requests.`` lines (the config is slower, not broken)."""
     died: str | None = None
-    """Why the server dies under this load (a CUDA OOM mid-batch), or None."""
+    """Why the scenario's requests fail (refused, aborted, or the server crashed), or None."""
+    crashed: bool = False
+    """Whether that failure takes the server down (``--sim-crash-above-batch-tokens``)."""
 
     @property
     def output_tok_s(self) -> float:
@@ -74,36 +90,44 @@ class ModelledScenario:
         return self.tok_s
 
 
-def parse_server_config(spec: LaunchSpec) -> ServerConfig:
-    """The model's view of a launch spec: server flags after the program (``python -m tuner.sim``) part.
+def parse_launch(spec: LaunchSpec) -> tuple[ServerConfig, EmulatedVersion, list[str]]:
+    """Parse a launch spec's server flags (after the program part, ``python -m tuner.sim``) as the simulator does:
+    the model config, the SGLang version it emulates and the warnings SGLang logs while resolving.
 
-    Raises ``ValueError`` with the parser's message when the server would reject the command line.
+    Raises ``ValueError`` with the parser's message when it rejects the command line (exit status 2), and
+    :class:`tuner.sim.ServerArgsError` (a ``ValueError``) with SGLang's message when it rejects it after parsing.
     """
     argv = list(spec.argv)
     first_flag = next((i for i, a in enumerate(argv) if a.startswith("--")), len(argv))
     err = StringIO()
     try:
         with redirect_stderr(err):
-            return ServerConfig.from_argv(argv[first_flag:], spec.env)
+            args = parse_server_args(argv[first_flag:], spec.env)
     except SystemExit:  # argparse's way of rejecting a command line, as the real server does
         raise ValueError(err.getvalue().strip() or "invalid server arguments") from None
+    return ServerConfig.from_namespace(args), args.sglang_version, list(args.resolution_warnings)
+
+
+def parse_server_config(spec: LaunchSpec) -> ServerConfig:
+    """The model's view of a launch spec (:func:`parse_launch`'s config; the same errors)."""
+    return parse_launch(spec)[0]
 
 
 @lru_cache(maxsize=65536)
-def _acceptance(
-    algorithm: str | None, budget: int, topk: int, block: int, window: int | None, ctx: int, workload: str = "code"
-) -> float:
-    # Acceptance depends on these fields only (tuner.sim._model: drafter quality and the draft tree), and is
-    # the one expensive model function (a best-first tree search): cache it across configs.
-    cfg = ServerConfig(
-        algorithm=algorithm, ddtree_budget=budget, ddtree_topk=topk, block_size=block, draft_window=window
-    )
-    return acceptance_length(cfg, context_tokens=ctx, workload=workload)
+def _acceptance(cfg: ServerConfig, ctx_bucket: int, workload: str) -> float:
+    # Acceptance is the one expensive model function (a best-first tree search): cache it across configs on the
+    # fields it reads, so configs differing only in memory settings share it.
+    return acceptance_length(cfg, context_tokens=ctx_bucket * CTX_BUCKET, workload=workload)
 
 
-def _accept(cfg: ServerConfig, ctx: int, workload: str = "code") -> float:
-    return _acceptance(
-        cfg.algorithm, cfg.ddtree_budget, cfg.ddtree_topk, cfg.block_size, cfg.draft_window, ctx, workload
+def _accept_key(cfg: ServerConfig) -> ServerConfig:
+    return ServerConfig(
+        algorithm=cfg.algorithm,
+        block_size=cfg.block_size,
+        drafter_block_size=cfg.drafter_block_size,
+        ddtree_budget=cfg.ddtree_budget,
+        ddtree_topk=cfg.effective_topk if cfg.algorithm == "DDTREE" else 1,
+        draft_window=cfg.draft_window,
     )
 
 
@@ -121,41 +145,157 @@ def scenario_workload(prompts: str) -> str:
     return "code" if kinds.count("code") * 2 > len(kinds) else "prose"
 
 
-def model_scenario(cfg: ServerConfig, scenario: Scenario) -> ModelledScenario:
-    """Noise-free aggregate output tok/s of ``scenario`` against a server running ``cfg``.
+@dataclass(frozen=True)
+class _Wave:
+    seconds: float
+    """Expected duration: prefill, then the steps until the wave's last request is done."""
+    steps: float
+    """Expected verify steps of one request."""
+    step_seconds: float
 
-    ``requests`` requests from ``concurrency`` closed-loop streams run in waves of at most
-    ``max_running_requests``; each wave pays its prefill, then ``output_tokens / acceptance`` engine steps at
-    the mean context of a request (prompt + half its output). The server dies when a wave's requests need
-    more KV than the pool holds at their peak context.
+
+def _step_key(cfg: ServerConfig) -> ServerConfig:
+    """The fields :func:`tuner.sim.step_time_s` reads (the captured batch size as the running limit)."""
+    return ServerConfig(
+        algorithm=cfg.algorithm,
+        block_size=cfg.block_size,
+        ddtree_budget=cfg.ddtree_budget,
+        ddtree_topk=cfg.effective_topk if cfg.algorithm == "DDTREE" else 1,
+        num_continuous_decode_steps=cfg.num_continuous_decode_steps,
+        tp_size=cfg.tp_size,
+        max_running_requests=cuda_graph_max_bs(cfg),
+    )
+
+
+@lru_cache(maxsize=262144)
+def _wave(step_key: ServerConfig, accept_key: ServerConfig, workload: str, n: int, prompt: int, output: int) -> _Wave:
+    """``n`` identical requests admitted together and decoded side by side, in expectation.
+
+    A request that accepts ``a`` tokens per step, starting from a fraction ``U`` (the engine's start from a hash of
+    the prompt: uniform over a benchmark's prompts), is done after ``ceil((N - U) / a)`` steps: ``k`` or ``k - 1``,
+    the latter with probability ``1 - p``. The wave lasts until its last request is done: ``k - 1 + 1 - (1 -
+    p)**n`` steps in expectation. Acceptance and step time are taken at the wave's mean context.
     """
-    running = min(scenario.concurrency, cfg.max_running_requests)
-    ctx_mean = scenario.prompt_tokens + scenario.output_tokens // 2
-    ctx_peak = scenario.prompt_tokens + scenario.output_tokens
-    accept = _accept(cfg, ctx_mean, scenario_workload(scenario.prompts))
-    if running > max_concurrent_requests(cfg, context_tokens=ctx_peak):
-        return ModelledScenario(
-            tok_s=0.0,
-            per_stream_tok_s=0.0,
-            accept_length=accept,
-            seconds=0.0,
-            died=f"CUDA out of memory with {running} running requests of {ctx_peak} tokens",
-        )
-    full, rest = divmod(scenario.requests, running)
-    steps = scenario.output_tokens / accept
-    seconds = 0.0
-    for n, count in ((running, full), (rest, 1 if rest else 0)):
-        if count:
-            wave = PREFILL_S_PER_TOKEN * scenario.prompt_tokens * n + steps * step_time_s(
-                cfg, running=n, context_tokens=ctx_mean
-            )
-            seconds += count * wave
-    per_stream = accept / step_time_s(cfg, running=running, context_tokens=ctx_mean)
+    bucket = (prompt + output // 2) // CTX_BUCKET
+    a = max(1.0, _acceptance(accept_key, bucket, workload))
+    k = math.ceil(output / a)
+    p = min(1.0, output - (k - 1) * a)
+    step = step_time_s(step_key, running=n, context_tokens=bucket * CTX_BUCKET)
+    last = k - 1 + (1.0 - (1.0 - p) ** n)
+    return _Wave(seconds=PREFILL_S_PER_TOKEN * prompt * n + last * step, steps=k - 1 + p, step_seconds=step)
+
+
+@dataclass(frozen=True)
+class _Facts:
+    """What the scenario model reads from one config, computed once per config."""
+
+    akey: ServerConfig
+    skey: ServerConfig
+    pool_gb: float
+    input_limit: int
+
+
+@lru_cache(maxsize=65536)
+def _facts(cfg: ServerConfig) -> _Facts:
+    return _Facts(
+        akey=_accept_key(cfg), skey=_step_key(cfg), pool_gb=kv_pool_gb(cfg), input_limit=max_input_tokens(cfg)
+    )
+
+
+@lru_cache(maxsize=65536)
+def _wave_memory(akey: ServerConfig, width: int, n: int, prompt: int, output: int) -> tuple[float, float]:
+    """KV a wave of ``n`` requests reserves when admitted, and needs at its last verify step."""
+    admit = n * request_memory_gb(akey, context_tokens=prompt + math.ceil(INIT_NEW_TOKEN_RATIO * output))
+    peak = n * request_memory_gb(akey, context_tokens=prompt + output + width)
+    return admit, peak
+
+
+def _lockstep_fits(cfg: ServerConfig, facts: _Facts, n: int, prompt: int, output: int) -> bool:
+    """Whether waves of ``n`` run without the scheduler holding any back or retracting (the fast path's premise)."""
+    admit, peak = _wave_memory(facts.akey, verify_width(facts.skey), n, prompt, output)
+    crash = cfg.crash_above_tokens is not None and n * (prompt + output) > cfg.crash_above_tokens
+    return max(admit, peak) <= facts.pool_gb and not crash
+
+
+def model_scenario(cfg: ServerConfig, scenario: Scenario) -> ModelledScenario:
+    """Noise-free outcome of ``scenario`` against a server running ``cfg``: the simulated scheduler's run.
+
+    ``requests`` requests from ``concurrency`` closed-loop streams; while the KV pool holds every wave of at most
+    ``max_running_requests`` requests they run in lockstep waves (computed per wave); otherwise the scheduler
+    (:func:`tuner.sim.simulate_scenario`) runs them, holding requests back and retracting some as SGLang would.
+    """
+    prompt, output = scenario.prompt_tokens, scenario.output_tokens
+    workload = scenario_workload(scenario.prompts)
+    facts = _facts(cfg)
+    if prompt >= facts.input_limit:
+        reason = f"Input length ({prompt} tokens) exceeds the maximum allowed length ({facts.input_limit} tokens)"
+        return _failed(reason, _acceptance(facts.akey, 0, workload))
+    n = min(scenario.concurrency, cfg.max_running_requests)
+    shape = (workload, scenario.concurrency, scenario.requests, prompt, output)
+    if _lockstep_fits(cfg, facts, n, prompt, output):
+        return _lockstep(facts.akey, facts.skey, n, shape)
+    if cfg.algorithm == "DDTREE" and cfg.ddtree_topk != facts.akey.ddtree_topk:  # one run for every cap above the width
+        cfg = dataclasses.replace(cfg, ddtree_topk=facts.akey.ddtree_topk)
+    return _scheduled(cfg, facts.akey, shape)
+
+
+@lru_cache(maxsize=262144)
+def _lockstep(
+    akey: ServerConfig, skey: ServerConfig, n: int, shape: tuple[str, int, int, int, int]
+) -> ModelledScenario:
+    workload, _, requests, prompt, output = shape
+    full, rest = divmod(requests, n)
+    wave = _wave(skey, akey, workload, n, prompt, output)
+    seconds, steps = full * wave.seconds, full * n * wave.steps
+    if rest:
+        last = _wave(skey, akey, workload, rest, prompt, output)
+        seconds, steps = seconds + last.seconds, steps + rest * last.steps
     return ModelledScenario(
-        tok_s=scenario.requests * scenario.output_tokens / seconds,
-        per_stream_tok_s=per_stream,
-        accept_length=accept,
+        tok_s=requests * output / seconds,
+        per_stream_tok_s=output / (wave.steps * wave.step_seconds),
+        accept_length=requests * output / steps,
         seconds=seconds,
+    )
+
+
+@lru_cache(maxsize=65536)
+def _scheduled(cfg: ServerConfig, akey: ServerConfig, shape: tuple[str, int, int, int, int]) -> ModelledScenario:
+    workload, concurrency, requests, prompt, output = shape
+
+    def accept(bucket: int) -> float:
+        return _acceptance(akey, bucket, workload)
+
+    run = simulate_scenario(
+        cfg,
+        concurrency=concurrency,
+        requests=requests,
+        prompt_tokens=prompt,
+        output_tokens=output,
+        accept=accept,
+    )
+    lines = tuple(line for r in run.retractions for line in r.log_lines())
+    if run.failed is not None:
+        return _failed(run.failed, accept(0), retractions=lines, crashed=run.failed.startswith("crashed"))
+    return ModelledScenario(
+        tok_s=run.generated / run.seconds,
+        per_stream_tok_s=run.generated / run.request_seconds,
+        accept_length=run.generated / max(1, run.verify_steps),
+        seconds=run.seconds,
+        retractions=lines,
+    )
+
+
+def _failed(
+    reason: str, accept: float, *, retractions: tuple[str, ...] = (), crashed: bool = False
+) -> ModelledScenario:
+    return ModelledScenario(
+        tok_s=0.0,
+        per_stream_tok_s=0.0,
+        accept_length=accept,
+        seconds=0.0,
+        retractions=retractions,
+        died=reason,
+        crashed=crashed,
     )
 
 
@@ -223,10 +363,11 @@ def _gridded(p: Param) -> Param:
 class _FastConfigs:
     """Params -> ServerConfig without argparse per config (which would take minutes over ~1M configs).
 
-    Every parameter owns some ServerConfig fields; what it sets for each value is learned once by rendering
-    and parsing, then combined with ``dataclasses.replace``. The decomposition is checked against the full
-    render + parse on a sample, so a space where it does not hold (two parameters writing one field) is
-    refused instead of mis-scored.
+    Every parameter owns the ServerConfig fields that change with its value (in the context that makes it
+    active, every other parameter absent); what each value sets there is learned once by rendering and parsing,
+    then combined with ``dataclasses.replace``. The decomposition is checked against the full render + parse on
+    a sample, so a space where it does not hold (two parameters writing one field) is refused instead of
+    mis-scored.
     """
 
     def __init__(self, config: StudyConfig) -> None:
@@ -235,12 +376,15 @@ class _FastConfigs:
         self.empty = parse_server_config(render(self._space, self._base, {}))
         self._sets: dict[tuple[str, Value], dict[str, Any]] = {}
         for p in self._space.params:
-            for v in _values(p):
-                context = self._enabling(p)
-                cfg = parse_server_config(render(self._space, self._base, {**context, p.name: v}))
-                without = dataclasses.asdict(parse_server_config(render(self._space, self._base, context)))
-                fields = dataclasses.asdict(cfg)
-                self._sets[(p.name, v)] = {k: fields[k] for k in fields if fields[k] != without[k]}
+            context = self._enabling(p)
+            made = {
+                v: dataclasses.asdict(parse_server_config(render(self._space, self._base, {**context, p.name: v})))
+                for v in _values(p)
+            }
+            first = next(iter(made.values()))
+            owned = [k for k in first if len({repr(fields[k]) for fields in made.values()}) > 1]
+            for v, fields in made.items():
+                self._sets[(p.name, v)] = {k: fields[k] for k in owned}
 
     def _enabling(self, p: Param) -> dict[str, Value]:
         """Values of earlier parameters that make ``p`` active (its conditions' first allowed values)."""

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tuner.config import Scenario
-from tuner.sim import ServerConfig, verify_width
-from tuner.sim._engine import PREFILL_S_PER_TOKEN
+from tuner.sim import PREFILL_S_PER_TOKEN, ServerConfig, verify_width
 
 if TYPE_CHECKING:
     from tuner.sim.inprocess._truth import ModelledScenario

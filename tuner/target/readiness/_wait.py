@@ -96,7 +96,12 @@ class LogWatch:
                 self.phase = label
 
     def headline(self) -> str:
-        """The most telling fatal line: a traceback's final exception line rather than its header."""
+        """The most telling fatal line: a traceback's final exception line rather than its header; without a
+        fatal line, the log's last words (a process that exits says why last: ``No module named 'sglang'``)."""
+        if not self.fatal_lines:
+            # `tune: ...` lines are the launcher's own notes in the log (the exit status), not the server's words.
+            said = [line.strip() for line in self.tail if line.strip() and not line.startswith("tune: ")]
+            return said[-1][:300] if said else ""
         specific = [line for line in self.fatal_lines if not line.startswith("Traceback (most recent call last)")]
         return (specific[-1] if specific else self.fatal_lines[0]).strip()[:300]
 
@@ -180,6 +185,7 @@ def wait_ready(
             f"not ready after {config.timeout_s:.0f} s (last phase: {probe.watch.phase}; "
             f"last answer: {probe.last_answer})",
             evidence=probe.watch.evidence(),
+            log=service.log_location(),
         )
     if progress:
         progress(f"ready after {ready.seconds:.1f} s")
@@ -251,15 +257,21 @@ class _ReadinessProbe:
         if watch.fatal_lines:
             _settle(watch, service, self._restarted, clock=self._clock, start=self._start)
             raise StartFailed(
-                f"server logged a fatal error while {watch.phase}: {watch.headline()}", evidence=watch.evidence()
+                f"server logged a fatal error while {watch.phase}: {watch.headline()}",
+                evidence=watch.evidence(),
+                log=service.log_location(),
             )
         if not service.is_alive(new):
             watch.poll(elapsed=elapsed)
             watch.flush(elapsed=elapsed)
             state = service.state()
             status = f" with status {state.exit_status}" if state.exit_status is not None else ""
-            first = f": {watch.headline()}" if watch.fatal_lines else ""
-            raise StartFailed(f"server process exited{status} while {watch.phase}{first}", evidence=watch.evidence())
+            said = watch.headline()
+            raise StartFailed(
+                f"server process exited{status} while {watch.phase}" + (f": {said}" if said else ""),
+                evidence=watch.evidence(),
+                log=service.log_location(),
+            )
 
 
 def _settle(

@@ -11,7 +11,7 @@ from tuner.target.services._base import (
     ServiceState,
 )
 from tuner.target.services._gpu import GpuBusy, read_gpu_memory, wait_gpu_free
-from tuner.target.services._proc import descendants, port_listeners, process_table
+from tuner.target.services._proc import ProcStat, descendants, parse_stat, port_listeners, process_table
 from tuner.target.services._process import ProcessService
 from tuner.target.services._systemd import SystemdService, dropin_text, parse_unit_text, systemd_quote, systemd_split
 
@@ -22,6 +22,7 @@ __all__ = [
     "LaunchSpec",
     "LogChunk",
     "Preflight",
+    "ProcStat",
     "ProcessIdentity",
     "ProcessService",
     "Restarted",
@@ -29,6 +30,7 @@ __all__ = [
     "SystemdService",
     "descendants",
     "dropin_text",
+    "parse_stat",
     "parse_unit_text",
     "port_listeners",
     "process_table",

@@ -18,7 +18,8 @@ class ProcessIdentity:
     started: str
 
     def __str__(self) -> str:
-        return f"pid {self.pid} (started {self.started})"
+        # The start token tells processes apart for tune; to a person it is a meaningless clock-tick count.
+        return f"pid {self.pid}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,6 +110,10 @@ class BaseService(abc.ABC):
     @abc.abstractmethod
     def read_log(self, cursor: str) -> LogChunk:
         """Log text written after ``cursor`` (from :class:`Restarted` or a previous chunk)."""
+
+    def log_location(self) -> str | None:
+        """Where a person reads the current (or last) server's whole log: a path, or a command; None if nowhere."""
+        return None
 
     @abc.abstractmethod
     def running_spec(self) -> LaunchSpec | None:

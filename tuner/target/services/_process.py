@@ -312,6 +312,12 @@ class ProcessService(BaseService):
             data = b""
         return LogChunk(text=data.decode(errors="replace"), cursor=str(offset + len(data)))
 
+    def log_location(self) -> str | None:
+        running = self._load()
+        if running is None:
+            return None
+        return running.log if self._host.name == "local" else f"{running.log} on {self._host.name}"
+
     def running_spec(self) -> LaunchSpec | None:
         pid = self._live_pid()
         specs = read_specs(self._host, [pid]) if pid is not None else []

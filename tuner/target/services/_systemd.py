@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from tuner.config import GpuWaitSection, SystemdSection
 from tuner.errors import ConfigNotApplied, HostError, StartFailed
+from tuner.secrets import is_secret_env
 from tuner.spec import LaunchSpec, program_part, spec_matches
 from tuner.target.hosts import BaseHost, CommandResult
 from tuner.target.services._base import (
@@ -576,6 +577,10 @@ class SystemdService(BaseService):
             after = lines.pop()[len("-- cursor: ") :].strip()
         return LogChunk(text="".join(lines), cursor=f"{match}|{after}")
 
+    def log_location(self) -> str | None:
+        where = "" if self._host.name == "local" else f" on {self._host.name}"
+        return f"`journalctl -u {self.unit}`{where}"
+
     # -- what really runs ------------------------------------------------------------------------------------
 
     def running_spec(self) -> LaunchSpec | None:
@@ -612,7 +617,9 @@ class SystemdService(BaseService):
             found.append(Finding(ok=False, text="ExecStart differs from target.command: " + "; ".join(diff)))
         for key, value in self._base.env.items():
             got = unit.environment.get(key)
-            if got != value:
+            if got != value and is_secret_env(key):  # a secret's values are never shown, only that they differ
+                found.append(Finding(ok=None, text=f"unit Environment {key} differs from target.env's"))
+            elif got != value:
                 found.append(Finding(ok=None, text=f"unit Environment {key}={got!r}, target.env says {value!r}"))
         later = [f for f in unit.exec_start_files if f.endswith(".conf") and f > self.dropin_path]
         if later:

@@ -1,0 +1,338 @@
+"""A run of a study from this controller: recorded, told to ``[study] notify`` at its end, and, with ``--detach``,
+in a session of its own that outlives the terminal.
+
+- :func:`recorded` wraps ``tune start`` / ``resume`` / ``finish``: the run record (``runs/<study>/run.json``,
+  :mod:`tuner.cli._record`) at the start and the end, and the notify hook at the end, however the run ends.
+- :func:`detach` starts the same command again as its own session (``setsid``: no controlling terminal, so a
+  closed terminal or a dropped SSH session sends it no hang-up), stdin from ``/dev/null``, output appended to
+  ``runs/<study>/tune.log``; it shows the first seconds of that log, then says where to follow and how to stop it.
+- ``tune logs [-f]`` prints (and follows) the log of the study's last detached run; ``tune interrupt`` stops the
+  run as Ctrl-C would (the running trial FAIL and retried on resume, the server put back per ``on_exit``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from tuner.cli._common import add_study_args, study_location
+from tuner.cli._exits import Ending, ending, of_status
+from tuner.cli._notify import notify, summary
+from tuner.cli._record import RunRecord, log_path, new_directories, record_path, shown, withdraw
+from tuner.config import StudyConfig
+from tuner.errors import EnvironmentFault, TuneError
+
+__all__ = ["add_detach_args", "detach", "recorded", "register", "run_lines", "running_run_hint"]
+
+DETACH_SETTLE_S = 5.0
+"""How long ``--detach`` watches the new run before it leaves it: what fails at once (a configuration, the
+preflight, a held lock, a changed study) fails within it, and is shown with its exit status."""
+POLL_S = 0.5
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,unused-ignore]
+    p = sub.add_parser("logs", help="print the log of the study's detached run (tune start --detach); -f follows it")
+    add_study_args(p)
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing what the run logs until it ends")
+    p.add_argument("-n", "--lines", type=int, metavar="N", default=None, help="only the last N lines (default: all)")
+    p.set_defaults(func=_logs)
+
+    p = sub.add_parser(
+        "interrupt",
+        help="stop the study's running run as Ctrl-C would: the running trial is retried on resume, the server "
+        "put back per on_exit",
+    )
+    add_study_args(p)
+    p.add_argument("--no-wait", action="store_true", help="ask it to stop, and return without waiting until it has")
+    p.set_defaults(func=_interrupt)
+
+
+def add_detach_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--detach",
+        action="store_true",
+        help="run in the background, in a session of its own (a closed terminal or SSH session does not stop it), "
+        "logging to runs/<study>/tune.log",
+    )
+    p.add_argument("--detached-log", type=Path, default=None, help=argparse.SUPPRESS)  # the detached run itself
+
+
+# -- the record and the hook around a run -------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """What the wrapped command tells :func:`recorded` about its run."""
+
+    ran: int | None = None
+    """Trials run now (from the run's summary)."""
+    status: int = 0
+    """The exit status of a command that returns one instead of raising (a fleet's launcher)."""
+
+
+@contextlib.contextmanager
+def recorded(config: StudyConfig, args: argparse.Namespace, *, study: str, storage: str) -> Iterator[Run]:
+    """Record the run this process is and, when it ends however it ends, its end; then run the notify hook."""
+    log: Path | None = getattr(args, "detached_log", None)
+    if log is not None:
+        _as_detached(log)
+    path = record_path(config, study)
+    created = new_directories(path)
+    command = "tune " + shlex.join(_own_argv(args))
+    try:
+        record: RunRecord | None = RunRecord.begin(path, study=study, command=command, log=log)
+    except OSError:  # the record is a convenience: a run directory that cannot be written is the run's to report
+        record = None
+    if log is not None:
+        print(f"=== {datetime.now():%Y-%m-%d %H:%M:%S} {command} (pid {os.getpid()}) ===", flush=True)
+    run = Run()
+    try:
+        yield run
+    except BaseException as exc:
+        end = ending(exc) or Ending(status=1, state="crashed", reason=f"{type(exc).__name__}: {exc}")
+        _ended(config, record, path, end, study=study, storage=storage, run=run)
+        withdraw(path, created)  # refused before it made anything (a held lock, the preflight): nothing stays
+        raise
+    _ended(config, record, path, of_status(run.status), study=study, storage=storage, run=run)
+
+
+def _ended(
+    config: StudyConfig,
+    record: RunRecord | None,
+    path: Path,
+    end: Ending,
+    *,
+    study: str,
+    storage: str,
+    run: Run,
+) -> None:
+    message = config.secrets.text(end.line) if end.line else None
+    if record is not None:
+        with contextlib.suppress(OSError):
+            record = record.end(path, status=end.status, state=end.state, message=message)
+    facts: dict[str, Any] = {"run_now": run.ran, "host": None, "pid": os.getpid(), "log": None}
+    if record is not None:
+        facts.update(
+            host=record.host,
+            log=record.log,
+            started_at=_iso(record.since),
+            ended_at=_iso(record.ended or time.time()),
+            seconds=round((record.ended or time.time()) - record.since, 1),
+        )
+    notify(config, summary(config, study=study, storage=storage, end=end, run=facts))
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t).astimezone().isoformat(timespec="seconds")
+
+
+def _own_argv(args: argparse.Namespace) -> list[str]:
+    """This command's arguments as typed, without the detached run's own bookkeeping."""
+    argv = list(getattr(args, "argv", []))
+    if "--detached-log" in argv:
+        i = argv.index("--detached-log")
+        del argv[i : i + 2]
+    return argv
+
+
+def _as_detached(log: Path) -> None:
+    """The detached run itself: its lines reach the log as they are printed, and Ctrl-C (``tune interrupt``)
+    stops it even when the shell that ran ``--detach`` ignored SIGINT for its background jobs."""
+    with contextlib.suppress(AttributeError, ValueError):
+        sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+# -- --detach ------------------------------------------------------------------------------------------------
+
+
+def detach(config: StudyConfig, args: argparse.Namespace, *, study: str, storage: str) -> int:
+    """Start this command again as a session of its own, logging to ``runs/<study>/tune.log``; watch it for a
+    few seconds, then leave it (or, when it ended already, end as it did)."""
+    from tuner.cli._output import writing
+    from tuner.report import tune_command
+
+    current = RunRecord.read(record_path(config, study))
+    if current is not None and current.alive:
+        raise EnvironmentFault(
+            f"study {study} is running already: {current.describe()}; stop it first with "
+            f"{tune_command('interrupt', config, storage=storage, study=study)}"
+        )
+    log = log_path(config, study)
+    argv = [sys.executable, "-m", "tuner", *[a for a in _own_argv(args) if a != "--detach"], "--detached-log", str(log)]
+    with writing(log, what=f"cannot write the run's log {log}"):
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("ab") as out:
+            offset = out.tell()
+            child = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+    status = _settle(child, log, offset)
+    if status is not None:
+        return status
+    def command(verb: str) -> str:
+        return tune_command(verb, config, storage=storage, study=study)
+
+    print(f"tune: running in the background as pid {child.pid}, in a session of its own: closing this terminal "
+          "or SSH session does not stop it")
+    print(f"  log:    {shown(log)}")
+    print(f"  follow: {command('logs -f')}")
+    print(f"  status: {command('status')}")
+    print(f"  stop:   {command('interrupt')} (as Ctrl-C would: the running trial is retried on resume)")
+    return 0
+
+
+def _settle(child: subprocess.Popen[bytes], log: Path, offset: int) -> int | None:
+    """Show what the new run logs in its first seconds; its exit status if it ended in them, else None."""
+    shown = offset
+    deadline = time.monotonic() + DETACH_SETTLE_S
+    while True:
+        status = child.poll()
+        shown = _show(log, shown, sys.stderr)
+        if status is not None:
+            return status
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.1)
+
+
+def _show(log: Path, offset: int, stream: Any) -> int:
+    """Write what ``log`` holds past ``offset`` to ``stream``; the new offset."""
+    try:
+        with log.open("rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
+    except OSError:
+        return offset
+    if data:
+        stream.write(data.decode(errors="replace"))
+        stream.flush()
+    return offset + len(data)
+
+
+# -- tune logs, tune interrupt, and what tune status says ---------------------------------------------------
+
+
+def _record(config: StudyConfig, study: str) -> RunRecord:
+    path = record_path(config, study)
+    record = RunRecord.read(path)
+    if record is None:
+        raise TuneError(f"no run of study {study} was started from here ({path} does not exist)")
+    return record
+
+
+def _logs(args: argparse.Namespace) -> int:
+    config, _, study = study_location(args)
+    record = _record(config, study)
+    if record.log is None:
+        raise TuneError(
+            f"the last run of study {study} ({record.describe()}) printed to its terminal: only a run started "
+            "with --detach writes runs/<study>/tune.log"
+        )
+    log = Path(record.log)
+    try:
+        raw = log.read_bytes()[record.log_offset :]
+    except OSError as exc:
+        raise TuneError(f"cannot read the run's log {log}: {exc.strerror}") from None
+    lines = raw.decode(errors="replace").splitlines(keepends=True)
+    if args.lines is not None:
+        lines = lines[-args.lines :] if args.lines > 0 else []
+    sys.stdout.write("".join(lines))
+    sys.stdout.flush()
+    if args.follow:
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a follow is meant to stop
+            _follow(config, study, log, record.log_offset + len(raw))
+            print(f"tune logs: the run ended: {_record(config, study).outcome()}", file=sys.stderr)
+    return 0
+
+
+def _follow(config: StudyConfig, study: str, log: Path, offset: int) -> int:
+    """Print what the log gains until the run has ended and nothing more comes."""
+    while True:
+        alive = _record(config, study).alive
+        offset = _show(log, offset, sys.stdout)
+        if not alive:
+            return _show(log, offset, sys.stdout)
+        time.sleep(POLL_S)
+
+
+def _interrupt(args: argparse.Namespace) -> int:
+    config, _, study = study_location(args)
+    path = record_path(config, study)
+    record = _record(config, study)
+    if not record.here:
+        raise TuneError(f"study {study} runs on {record.host} ({record.describe()}): run tune interrupt there")
+    if not record.alive:
+        raise TuneError(f"study {study} is not running: its last run was {record.past()}")
+    if record.interrupt_requested is None:
+        os.kill(record.pid, signal.SIGINT)
+        replace(record, interrupt_requested=time.time()).write(path)
+        print(f"asked pid {record.pid} to stop as Ctrl-C would: the running trial is marked FAIL and retried on "
+              f"resume, and the server is put back (on_exit = {config.study.on_exit!r})", file=sys.stderr)
+    else:
+        print(f"pid {record.pid} was asked to stop already; waiting for it", file=sys.stderr)
+    if args.no_wait:
+        return 0
+    try:
+        _wait_stopped(config, study, record)
+    except KeyboardInterrupt:
+        print("tune interrupt: no longer waiting; the run goes on stopping (tune logs -f follows it)", file=sys.stderr)
+        return 130
+    ended = _record(config, study)
+    print(f"the run ended: {ended.outcome()}", file=sys.stderr)
+    if ended.message and not ended.log:
+        print(ended.message, file=sys.stderr)  # a detached run's last line was in its log, shown above
+    return 0
+
+
+def _wait_stopped(config: StudyConfig, study: str, record: RunRecord) -> None:
+    """Until the run's process is gone: its log as it is written (a detached run), or a line now and then."""
+    offset = Path(record.log).stat().st_size if record.log and Path(record.log).exists() else 0
+    said = time.monotonic()
+    while _record(config, study).alive:
+        if record.log:
+            offset = _show(Path(record.log), offset, sys.stderr)
+        elif time.monotonic() - said > 30:
+            print(f"  still putting the server back (pid {record.pid})", file=sys.stderr)
+            said = time.monotonic()
+        time.sleep(POLL_S)
+    if record.log:
+        _show(Path(record.log), offset, sys.stderr)
+
+
+def running_run_hint(config: StudyConfig, *, study: str, storage: str) -> str | None:
+    """How to stop the study's run when one runs from here (None: none does)."""
+    from tuner.report import tune_command
+
+    record = RunRecord.read(record_path(config, study))
+    if record is None or not record.alive:
+        return None
+    return f"To stop that run as Ctrl-C would: {tune_command('interrupt', config, storage=storage, study=study)}"
+
+
+def run_lines(config: StudyConfig, *, study: str, storage: str) -> list[str]:
+    """What ``tune status`` says about the study's run from here: running now (where, how to follow and stop
+    it), or how the last one ended."""
+    from tuner.report import tune_command
+
+    record = RunRecord.read(record_path(config, study))
+    if record is None:
+        return []
+    if record.alive:
+        stop = tune_command("interrupt", config, storage=storage, study=study)
+        lines = [f"run: {record.describe()}; stop it with: {stop}"]
+        if record.log:
+            lines.append(f"  follow it with: {tune_command('logs -f', config, storage=storage, study=study)}")
+        return lines
+    return [f"last run: {record.past()}"]
