@@ -12,6 +12,14 @@ Strategies:
   random  random search + baseline trial 0 + branch coverage, no pruning
   grid    the seed session's sweep: baseline + b8t4/none, b16t4/2048, b4t4/2048, b12t6/2048 (= the baseline)
 
+``tune`` takes another sampler as ``tune:NAME`` (``--list-samplers`` lists them: TPE with other settings, Optuna's
+GPSampler and CmaEsSampler where their packages are installed), and structured starting points from what is known
+about speculative decoding as ``tune+structured`` or ``tune:NAME+structured`` (:func:`structured_seeds`).
+
+``--warm-start related,different`` is the warm-start benchmark instead: for every seed, a study on the model (the
+source) and then, on each named variant of the model's server (:data:`tuner.sim.inprocess.VARIANTS`), the same
+study cold and warm-started from the source; the table gives trials to 98% of the variant's optimum both ways.
+
 Two study files make two different tests: studies/demo.toml (the default) is easy, a tenth of random samples are
 within 2% of its optimum; studies/coding-agent.toml is the hard case, about 1% of its space is.
 
@@ -29,6 +37,8 @@ Usage::
     .venv/bin/python scripts/bench_search.py --seeds 20 --trials 30
     .venv/bin/python scripts/bench_search.py --config studies/coding-agent.toml
     .venv/bin/python scripts/bench_search.py --strategies tune --repeats fixed,sequential-always,sequential --seeds 10
+    .venv/bin/python scripts/bench_search.py --config studies/coding-agent.toml --strategies tune,tune:tpe-ei64
+    .venv/bin/python scripts/bench_search.py --config studies/coding-agent.toml --warm-start related,different
 """
 
 from __future__ import annotations
@@ -78,12 +88,19 @@ def repeats_config(config: Any, mode: str, fixed: int, warmup_requests: int = 1)
 
 
 def strategy_config(config: Any, strategy: str, seed: int, **search: Any) -> tuple[Any, int | None]:
-    """The study config a strategy runs with, and its fixed trial count (None: the requested budget)."""
+    """The study config a strategy runs with, and its fixed trial count (None: the requested budget).
+
+    ``tune+structured`` adds :func:`structured_seeds` to the study file's seeds; ``tune:NAME`` only changes the
+    sampler (:func:`sampler_factory`)."""
     study = dataclasses.replace(config.study, seed=seed)
-    if strategy == "tune":
+    name, _, options = strategy.partition("+")
+    name = name.partition(":")[0]
+    if name == "tune":
         s = dataclasses.replace(config.search, sampler="tpe", pruning=True, **search)
+        if options == "structured":
+            s = dataclasses.replace(s, seed_trials=(*s.seed_trials, *structured_seeds(config)))
         return dataclasses.replace(config, study=study, search=s), None
-    if strategy == "random":
+    if name == "random":
         s = dataclasses.replace(config.search, sampler="random", pruning=False)
         return dataclasses.replace(config, study=study, search=s), None
     seeds = []
@@ -97,105 +114,230 @@ def strategy_config(config: Any, strategy: str, seed: int, **search: Any) -> tup
     return dataclasses.replace(config, study=study, search=s), 1 + len(seeds)
 
 
+# -- samplers and starting points ---------------------------------------------------------------------------------
+
+#: TPE settings to compare with tune's own (tuner.search.TPE_SETTINGS), by name.
+TPE_VARIANTS: dict[str, dict[str, Any]] = {
+    "tpe-startup2": {"n_startup_trials": 2},
+    "tpe-startup8": {"n_startup_trials": 8},
+    "tpe-startup12": {"n_startup_trials": 12},
+    "tpe-ei8": {"n_ei_candidates": 8},
+    "tpe-ei64": {"n_ei_candidates": 64},
+    "tpe-ei128": {"n_ei_candidates": 128},
+    "tpe-prior0.3": {"prior_weight": 0.3},
+    "tpe-prior3": {"prior_weight": 3.0},
+    "tpe-independent": {"multivariate": False, "group": False},
+    "tpe-nogroup": {"group": False},
+    "tpe-noliar": {"constant_liar": False},
+    "tpe-endpoints": {"consider_endpoints": True},
+    "tpe-nomagic": {"consider_magic_clip": False},
+}
+OTHER_SAMPLERS = {
+    "gp": "Optuna's GPSampler (needs torch); it reads the gate's constraint itself, and ignores pruned trials",
+    "cmaes": "Optuna's CmaEsSampler with margin (needs cmaes); categoricals at random, pruned trials ignored",
+    "qmc": "Optuna's QMCSampler (Sobol, scrambled): space-filling, no model",
+}
+
+
+def sampler_factory(name: str) -> Any:
+    """``tune:NAME``'s sampler as a :data:`tuner.search.SamplerFactory`."""
+    import optuna
+
+    from tuner.search import tpe_sampler
+
+    if name == "tpe":
+        return tpe_sampler
+    if name in TPE_VARIANTS:
+        return lambda config, seed: tpe_sampler(config, seed, **TPE_VARIANTS[name])
+    if name == "gp":
+        return lambda config, seed: optuna.samplers.GPSampler(
+            seed=seed, n_startup_trials=config.search.n_startup_trials
+        )
+    if name == "cmaes":
+        return lambda config, seed: optuna.samplers.CmaEsSampler(
+            seed=seed,
+            n_startup_trials=config.search.n_startup_trials,
+            with_margin=True,
+            warn_independent_sampling=False,
+        )
+    if name == "qmc":
+        return lambda config, seed: optuna.samplers.QMCSampler(seed=seed, warn_independent_sampling=False)
+    raise SystemExit(f"unknown sampler {name!r}: one of tpe, {', '.join([*TPE_VARIANTS, *OTHER_SAMPLERS])}")
+
+
+def _param_by_flag(config: Any, *flags: str, env: str | None = None) -> Any:
+    for p in config.space.params:
+        if p.flag in flags or any(a in flags for a in p.aliases) or (env is not None and p.env == env):
+            return p
+    return None
+
+
+def structured_seeds(config: Any) -> list[dict[str, Any]]:
+    """Starting points from how DFlash/DDTree trade acceptance for step time, on the parameters found by their
+    flags (SGLang's): with B the baseline's block size (the drafter's trained one in a deployment that works),
+
+    * a plain chain: budget B - 1 (DDTree without a tree; unset it is the same);
+    * the smallest real tree: budget 2 (B - 1), where the fan-out ``budget // (B - 1) + 1`` is 3 and top-k caps
+      at or above 3 start to matter (SGLang's DDTree rule), cap 3;
+    * the chain of the next block size up, 2B - 1 budget (more drafted positions, if the space has the block);
+    * DFLASH at block B, when the space offers it.
+
+    Each keeps the baseline's other values; seeds outside the space or equal to the baseline are dropped.
+    """
+    block = _param_by_flag(config, "--speculative-dflash-block-size", "--speculative-num-draft-tokens")
+    budget = _param_by_flag(config, "--speculative-ddtree-budget")
+    topk = _param_by_flag(config, env="SGLANG_DDTREE_MAX_TOPK")
+    algorithm = _param_by_flag(config, "--speculative-algorithm")
+    if block is None or budget is None:
+        return []
+    b = int(config.baseline.get(block.name, 8))
+    ddtree = {algorithm.name: "DDTREE"} if algorithm is not None else {}
+    picks = [
+        {**ddtree, block.name: b, budget.name: b - 1},
+        {**ddtree, block.name: b, budget.name: 2 * (b - 1), **({topk.name: 3} if topk is not None else {})},
+        {**ddtree, block.name: 2 * b, budget.name: 2 * b - 1},
+    ]
+    if algorithm is not None and "DFLASH" in algorithm.choices:
+        picks.append({algorithm.name: "DFLASH", block.name: b})
+    out: list[dict[str, Any]] = []
+    for pick in picks:
+        params: dict[str, Any] = {}
+        for p in config.space.params:  # in file order, so a condition sees the values it depends on
+            if p.active(params):
+                params[p.name] = pick.get(p.name, config.baseline.get(p.name))
+        inside = all(v is not None and config.space.by_name(k).contains(v) for k, v in params.items())
+        if inside and not config.space.violations(params) and params != config.baseline and params not in out:
+            out.append(params)
+    return out
+
+
+# -- one study ----------------------------------------------------------------------------------------------------
+
+
 def run_one(task: tuple[str, str, str, int, int, float, float, dict[str, Any]]) -> dict[str, Any]:
     """One strategy x repeats mode x seed: the true fraction of the optimum reached after each counted trial."""
+    with tempfile.TemporaryDirectory(prefix="bench-search-", dir=_fast_tmp()) as tmp:
+        return run_arm(*task, storage=f"sqlite:///{tmp}/study.db")
+
+
+def run_arm(
+    config_path: str,
+    strategy: str,
+    mode: str,
+    seed: int,
+    trials: int,
+    optimum: float,
+    noise: float,
+    search: dict[str, Any],
+    *,
+    storage: str,
+    study_name: str | None = None,
+    variant: str | None = None,
+    warm_start: str | None = None,
+) -> dict[str, Any]:
+    """One study in ``storage`` (on a ``variant`` of the model's server, warm-started from another study in the
+    same storage if asked), judged against ``optimum``."""
     import optuna
 
     from tuner.config import load_config
-    from tuner.search import pruning_savings
-    from tuner.sim.inprocess import run_inprocess, true_objective
+    from tuner.errors import TuneError
+    from tuner.search import SAMPLERS, pruning_savings
+    from tuner.sim.inprocess import VARIANTS, VirtualClock, run_inprocess, true_objective
     from tuner.trials import is_counted, is_feasible
 
-    config_path, strategy, mode, seed, trials, optimum, noise, search = task
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # TPE's group=True
+    warnings.filterwarnings("ignore", category=FutureWarning)  # TPE settings Optuna 6 drops (prior_weight...)
+    search = dict(search)
     fixed_repeats, fixed_warmup = search.pop("fixed_repeats", 2), search.pop("fixed_warmup_requests", 1)
     base = repeats_config(load_config(config_path), mode, fixed_repeats, fixed_warmup)
     cold_start = search.pop("cold_start", 0.0)
-    config, fixed = strategy_config(base, strategy, seed, **search)
+    config, fixed = strategy_config(base, strategy, seed, **search, warm_start=warm_start)
+    if sampler := strategy.partition("+")[0].partition(":")[2]:  # tune:NAME
+        SAMPLERS.setdefault(sampler, sampler_factory(sampler))
+        config = dataclasses.replace(config, search=dataclasses.replace(config.search, sampler=sampler))
+    model = VARIANTS[variant] if variant else None
     n = fixed or trials
-    with tempfile.TemporaryDirectory(prefix="bench-search-", dir=_fast_tmp()) as tmp:
-        t0 = time.monotonic()
-        run = run_inprocess(
-            config, storage=f"sqlite:///{tmp}/study.db", trials=n, noise=noise, seed=seed, cold_start=cold_start
-        )
-        wall = time.monotonic() - t0
-        study = optuna.load_study(study_name=run.study_name, storage=run.storage)
-        counted = [t for t in study.get_trials(deepcopy=False) if is_counted(t)]
-        fractions: list[float] = []
-        best_value, best_true = -math.inf, 0.0
-        cache: dict[tuple[Any, ...], float] = {}
-        for t in counted:
-            if is_feasible(t) and t.values[0] > best_value:
-                key = tuple(sorted(t.params.items()))
-                if key not in cache:
-                    cache[key] = true_objective(config, t.params)
-                best_value, best_true = t.values[0], cache[key]
-            fractions.append(best_true / optimum)
-        trials_labels = list(run.clock.trials)
-        repeats = [
-            len(t.user_attrs.get(f"{sc.name}.repeats", []))
-            for t in counted
-            for sc in config.benchmark.scenarios
-            if f"{sc.name}.repeats" in t.user_attrs
-        ]
-        return {
-            "strategy": f"{strategy} ({mode})",
-            "seed": seed,
-            "repeats": statistics.fmean(repeats) if repeats else 0.0,
-            "fractions": fractions,
-            "pruned": sum(1 for t in counted if t.user_attrs.get("pruning_saved_s") is not None),
-            "failed": sum(
-                1 for t in counted if t.state.name == "PRUNED" and t.user_attrs.get("pruning_saved_s") is None
-            ),
-            "saved_s": pruning_savings(study),
-            "bench_s": sum(run.clock.seconds(lab, what="benchmark") for lab in trials_labels if not _confirm(lab)),
-            "confirm_s": sum(run.clock.seconds(lab, what="benchmark") for lab in trials_labels if _confirm(lab)),
-            "confirmed": _confirmed_fraction(study, config, optimum, cache),
-            "finalists_best": _finalists_best_fraction(study, config, optimum, cache),
-            "total_s": run.clock.seconds(),
-            "wall_s": wall,
-        }
+    t0 = time.monotonic()
+    name = study_name or config.study.name
+    clock, stopped = VirtualClock(), None
+    try:
+        clock = run_inprocess(
+            config,
+            storage=storage,
+            study_name=name,
+            trials=n,
+            noise=noise,
+            seed=seed,
+            cold_start=cold_start,
+            variant=model,
+        ).clock
+    except TuneError as exc:  # the study stopped itself (a sampler stuck on measured configs): judge what it has
+        stopped = str(exc)
+    wall = time.monotonic() - t0
+    study = optuna.load_study(study_name=name, storage=storage)
+    counted = [t for t in study.get_trials(deepcopy=False) if is_counted(t)]
+    fractions: list[float] = []
+    best_value, best_true = -math.inf, 0.0
+    cache: dict[tuple[Any, ...], float] = {}
+
+    def truth(params: dict[str, Any]) -> float:
+        key = tuple(sorted(params.items()))
+        if key not in cache:
+            cache[key] = true_objective(config, params, model)
+        return cache[key]
+
+    for t in counted:
+        if is_feasible(t) and t.values[0] > best_value:
+            best_value, best_true = t.values[0], truth(t.params)
+        fractions.append(best_true / optimum)
+    trials_labels = list(clock.trials)
+    repeats = [
+        len(t.user_attrs.get(f"{sc.name}.repeats", []))
+        for t in counted
+        for sc in config.benchmark.scenarios
+        if f"{sc.name}.repeats" in t.user_attrs
+    ]
+    return {
+        "strategy": f"{strategy} ({mode})",
+        "seed": seed,
+        "repeats": statistics.fmean(repeats) if repeats else 0.0,
+        "fractions": fractions,
+        "pruned": sum(1 for t in counted if t.user_attrs.get("pruning_saved_s") is not None),
+        "failed": sum(1 for t in counted if t.state.name == "PRUNED" and t.user_attrs.get("pruning_saved_s") is None),
+        "saved_s": pruning_savings(study),
+        "bench_s": sum(clock.seconds(lab, what="benchmark") for lab in trials_labels if not _confirm(lab)),
+        "confirm_s": sum(clock.seconds(lab, what="benchmark") for lab in trials_labels if _confirm(lab)),
+        "confirmed": _confirmed_fraction(study, truth, optimum),
+        "finalists_best": _finalists_best_fraction(study, truth, optimum),
+        "total_s": clock.seconds(),
+        "wall_s": wall,
+        "stopped": stopped,
+    }
 
 
 def _confirm(label: str) -> bool:
     return label.startswith("confirm-")
 
 
-def _confirmed_fraction(study: Any, config: Any, optimum: float, cache: dict[tuple[Any, ...], float]) -> float:
+def _confirmed_fraction(study: Any, truth: Any, optimum: float) -> float:
     """True value of the config the study recommends after its end-of-study confirmation."""
-    from tuner.sim.inprocess import true_objective
     from tuner.trials import recommended
 
     rec = recommended(study)
-    if rec is None:
-        return 0.0
-    t = rec.trial
-    key = tuple(sorted(t.params.items()))
-    if key not in cache:
-        cache[key] = true_objective(config, t.params)
-    return cache[key] / optimum
+    return 0.0 if rec is None else truth(rec.trial.params) / optimum
 
 
-def _finalists_best_fraction(
-    study: Any, config: Any, optimum: float, cache: dict[tuple[Any, ...], float]
-) -> float | None:
+def _finalists_best_fraction(study: Any, truth: Any, optimum: float) -> float | None:
     """True value of the best config the confirmation re-measured (what a perfect confirmation would pick);
     None without a confirmation."""
-    from tuner.sim.inprocess import true_objective
     from tuner.trials import CONFIRMATION, study_trials
 
     c = study.user_attrs.get(CONFIRMATION)
     if not isinstance(c, dict) or not c.get("trials"):
         return None
     trials = study_trials(study)
-    best = 0.0
-    for number in c["trials"]:
-        key = tuple(sorted(trials[number].params.items()))
-        if key not in cache:
-            cache[key] = true_objective(config, trials[number].params)
-        best = max(best, cache[key])
-    return best / optimum
+    return max(truth(trials[number].params) for number in c["trials"]) / optimum
 
 
 def _regression_pruned(t: Any) -> bool:
@@ -215,6 +357,94 @@ def at(fractions: list[float], k: int) -> float:
 
 def first_reaching(fractions: list[float], target: float) -> float:
     return next((i + 1 for i, f in enumerate(fractions) if f >= target), math.inf)
+
+
+def run_warm(task: tuple[str, str, int, int, float, dict[str, Any], float, list[tuple[str, float]]]) -> dict[str, Any]:
+    """One seed of the warm-start benchmark: a study on the model, then per variant a cold and a warm study."""
+    config_path, strategy, seed, trials, noise, search, source_optimum, targets = task
+    out: dict[str, Any] = {"seed": seed}
+    with tempfile.TemporaryDirectory(prefix="bench-warm-", dir=_fast_tmp()) as tmp:
+        storage = f"sqlite:///{tmp}/studies.db"
+        # The source study measures other noise than the targets, which share theirs (a paired comparison).
+        source = run_arm(
+            config_path, strategy, "sequential", seed + 1000, trials, source_optimum, noise, search,
+            storage=storage, study_name="source",
+        )  # fmt: skip
+        out["source"] = source["fractions"]
+        tops = _source_tops(config_path, storage)
+        for name, optimum in targets:
+            for arm in ARMS:
+                # "tops": the source's top configs as expert seeds, without its results as the sampler's prior.
+                arm_search = {**search, "seed_trials": tops} if arm == "tops" else search
+                r = run_arm(
+                    config_path, strategy, "sequential", seed, trials, optimum, noise, arm_search,
+                    storage=storage, study_name=f"{arm}-{name}", variant=name,
+                    warm_start="source" if arm == "warm" else None,
+                )  # fmt: skip
+                out[f"{name}/{arm}"] = r["fractions"]
+    return out
+
+
+#: The warm-start benchmark's arms: no warm start, the source's top configs only, the warm start.
+ARMS = ("cold", "tops", "warm")
+
+
+def _source_tops(config_path: str, storage: str) -> tuple[dict[str, Any], ...]:
+    """The configs a warm start from the source study would run first."""
+    from tuner.config import load_config
+    from tuner.study import read_warm_start
+
+    config = load_config(config_path)
+    config = dataclasses.replace(config, search=dataclasses.replace(config.search, warm_start="source"))
+    return tuple(t.params for t in read_warm_start(config, storage=storage).top)
+
+
+def warm_start_benchmark(args: argparse.Namespace, config: Any) -> int:
+    """``--warm-start``: trials to 98% of each variant's optimum, cold and warm-started from a study on the model."""
+    from tuner.sim.inprocess import VARIANTS, true_objective, true_optimum
+
+    names = [n for n in args.warm_start.split(",") if n]
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"unknown variant(s) {unknown}: one of {', '.join(VARIANTS)}")
+    source_optimum, source_best = true_optimum(config)
+    print(f"model: optimum {source_optimum:.1f} at {source_best}")
+    targets = []
+    for name in names:
+        optimum, best = true_optimum(config, VARIANTS[name])
+        old = true_objective(config, source_best, VARIANTS[name]) / optimum
+        print(f"{name} ({VARIANTS[name]}): optimum {optimum:.1f} at {best}; the model's best config is {old:.1%} here")
+        targets.append((name, optimum))
+    strategy = args.strategies.split(",")[0]
+    tasks = [
+        (args.config, strategy, seed, args.trials, args.noise, {}, source_optimum, targets)
+        for seed in range(args.seeds)
+    ]
+    t1 = time.monotonic()
+    with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
+        results = pool.map(run_warm, tasks, chunksize=1)
+    print(f"{len(tasks)} seeds in {time.monotonic() - t1:.0f} s on {args.jobs} processes ({strategy})\n")
+    capped = args.trials + 1
+    print(
+        f"| variant | start | median trials to {TARGET:.0%} | seeds reaching it | median @10 | median @{args.trials} "
+        f"| worst @{args.trials} | minus cold's trials to {TARGET:.0%}: median / worst seed |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for name, _ in targets:
+        reach = {arm: [first_reaching(r[f"{name}/{arm}"], TARGET) for r in results] for arm in ARMS}
+        for arm in ARMS:
+            fr = [r[f"{name}/{arm}"] for r in results]
+            med = statistics.median(reach[arm])
+            diffs = [min(w, capped) - min(c, capped) for w, c in zip(reach[arm], reach["cold"], strict=True)]
+            diff = f"{statistics.median(diffs):+.1f} / {max(diffs):+d}" if arm != "cold" else ""
+            print(
+                f"| {name} | {arm} | {med if math.isfinite(med) else '>' + str(args.trials)} "
+                f"| {sum(1 for x in reach[arm] if math.isfinite(x))}/{len(fr)} "
+                f"| {statistics.median(at(f, 10) for f in fr):.1%} "
+                f"| {statistics.median(at(f, args.trials) for f in fr):.1%} "
+                f"| {min(at(f, args.trials) for f in fr):.1%} | {diff} |"
+            )
+    return 0
 
 
 def main() -> int:
@@ -247,13 +477,30 @@ def main() -> int:
         default=0.0,
         help="the model server's first pass at each batch size is this fraction slower (0: warm once ready)",
     )
+    parser.add_argument(
+        "--warm-start",
+        metavar="VARIANTS",
+        default=None,
+        help="the warm-start benchmark on these variants of the model's server (comma-separated names of "
+        "tuner.sim.inprocess.VARIANTS), with the first of --strategies",
+    )
+    parser.add_argument("--list-samplers", action="store_true", help="list the samplers tune:NAME can name")
     args = parser.parse_args()
+    if args.list_samplers:
+        print("tpe: tune's own (tuner.search.TPE_SETTINGS)")
+        for name, settings in TPE_VARIANTS.items():
+            print(f"{name}: TPE with {settings}")
+        for name, text in OTHER_SAMPLERS.items():
+            print(f"{name}: {text}")
+        return 0
 
     from tuner.config import load_config
     from tuner.sim.inprocess import true_optimum
 
     t0 = time.monotonic()
     config = load_config(args.config)
+    if args.warm_start:
+        return warm_start_benchmark(args, config)
     optimum, best_params = true_optimum(config)
     print(f"true optimum {optimum:.1f} tok/s (weighted geomean) at {best_params}  [{time.monotonic() - t0:.0f} s]")
     from tuner.sim.inprocess import true_objective
@@ -320,6 +567,9 @@ def main() -> int:
             + f" | {sum(r['confirm_s'] for r in rows) / 3600:.2f} h |"
         )
     print("\ngrid has only its 4 distinct configs: its later columns repeat its final value.")
+    for r in results:
+        if r["stopped"]:  # judged on the trials it had (its benchmark time is not counted)
+            print(f"{r['strategy']} seed {r['seed']} stopped after {len(r['fractions'])} trials: {r['stopped']}")
     return 0
 
 

@@ -59,6 +59,9 @@ def test_demo_loads_into_typed_sections() -> None:
             "space.budget",
             "the search space to contain the base command's value",
         ),
+        ("[search]\n", '[search]\nimport_best_from = "night-1"\n', "search.import_best_from", "`warm_start`"),
+        ("[search]\n", '[search]\nwarm_start_storage = "sqlite:///n.db"\n', "search.warm_start_storage", "warm_start"),
+        ("[search]\n", '[search]\nwarm_start = "n"\nwarm_start_top = -1\n', "search.warm_start_top", "a value >= 0"),
     ],
 )
 def test_errors_name_file_key_and_expectation(tmp_path: Path, old: str, new: str, key: str, expected: str) -> None:

@@ -39,12 +39,17 @@ def dry_run(args: argparse.Namespace, config: StudyConfig) -> int:
     """Print the plan (see the module docstring); 0, or 2 for a negative N."""
     from tuner.errors import ConfigError
     from tuner.space import format_value
-    from tuner.study import planned_launches
+    from tuner.study import planned_launches, read_warm_start
 
     if args.dry_run < 0:
         raise ConfigError(file=None, key="--dry-run", expected="a number of trials >= 0", got=args.dry_run)
-    launches = planned_launches(config, args.dry_run)
+    warm = None
+    if config.search.warm_start is not None:  # read, never written: the other study is where it was
+        warm = read_warm_start(config, storage=args.storage or config.study.storage)
+    launches = planned_launches(config, args.dry_run, warm=warm)
     print(f"# tune start --dry-run {args.dry_run} --config {config.source}: nothing is launched or stored")
+    for line in warm.lines() if warm is not None else ():
+        print(f"# {line}")
     for line in config.dialect.describe():
         print(f"# {line.strip()}")
     print(f"# each command runs {_where(config)}")

@@ -34,6 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="join a study whose servers differ from this one (GPUs, driver, model); the report splits by target",
     )
     p.add_argument("--fleet-host", type=int, default=None, help=argparse.SUPPRESS)  # one worker of a fleet
+    _warm_start_args(p)
     add_dry_run_arg(p)
     add_detach_args(p)
     p.set_defaults(func=_start)
@@ -74,6 +75,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_best)
 
 
+def _warm_start_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--warm-start",
+        metavar="STUDY",
+        default=None,
+        help="start a new study from another's results: its top configs first, all of it as the sampler's prior",
+    )
+    p.add_argument("--warm-start-storage", metavar="URL", default=None, help="where that study is (default: --storage)")
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -95,7 +106,7 @@ def _skip_preflight_arg(p: argparse.ArgumentParser) -> None:
 def _start(args: argparse.Namespace) -> int:
     from tuner.cli._run import detach, recorded
 
-    config = config_from_args(args)
+    config = _warm_started(config_from_args(args), args)
     if args.dry_run is not None:
         return dry_run(args, config)
     study, storage = args.study or config.study.name, args.storage or config.study.storage
@@ -147,6 +158,24 @@ def _run_to_the_end(config: Any, args: argparse.Namespace) -> int:
     )
     _print_end(config, summary)
     return summary.ran
+
+
+def _warm_started(config: Any, args: argparse.Namespace) -> Any:
+    """The study file's config with ``--warm-start`` / ``--warm-start-storage`` in its ``[search]``."""
+    import dataclasses
+
+    from tuner.errors import ConfigError
+
+    search = config.search
+    if args.warm_start is None and args.warm_start_storage is None:
+        return config
+    name = args.warm_start or search.warm_start
+    if name is None:
+        raise ConfigError(file=None, key="--warm-start-storage", expected="--warm-start STUDY to go with it")
+    storage = args.warm_start_storage or search.warm_start_storage
+    return dataclasses.replace(
+        config, search=dataclasses.replace(search, warm_start=name, warm_start_storage=storage)
+    )
 
 
 def _resume(args: argparse.Namespace) -> int:
@@ -310,8 +339,8 @@ def _notes(row: dict[str, Any], *, fleet: bool) -> list[str]:
     notes = []
     if row["baseline"]:
         notes.append("baseline")
-    if row["seed"] is not None:
-        notes.append(f"seed {row['seed']}")
+    if row["seed"] is not None:  # an expert seed's index, or a warm start's config (study#n)
+        notes.append(f"warm start {row['seed']}" if isinstance(row["seed"], str) else f"seed {row['seed']}")
     if row["branch"]:
         notes.append("branch " + " ".join(f"{k}={format_value(v)}" for k, v in row["branch"].items()))
     if str(row["gate"] or "").endswith(" at the end"):
@@ -340,7 +369,7 @@ def _status(args: argparse.Namespace) -> int:
     from tuner.report import recommendation_lines, trial_row, tune_command
     from tuner.space import format_value
     from tuner.study import describe_warmups
-    from tuner.trials import attrs, counted_trials, recommended, study_trials
+    from tuner.trials import attrs, counted_trials, recommended, study_trials, warm_start_of
 
     config, study, storage = _load(args)
     rows = [trial_row(t, config) for t in study_trials(study)]
@@ -368,6 +397,8 @@ def _status(args: argparse.Namespace) -> int:
         print("running now: " + ", ".join(running))
     if warmups := describe_warmups(study, config):
         print(warmups)
+    for line in warm.lines() if (warm := warm_start_of(study)) is not None else ():
+        print(line)
     scenarios = [s.name for s in config.benchmark.scenarios]
     cells = [[_scenario_cell(r["scenarios"][s]) for s in scenarios] for r in rows]
     widths = [max([len(s), *(len(c[i]) for c in cells)]) for i, s in enumerate(scenarios)]

@@ -16,6 +16,7 @@ from tuner.config._sections import (
     StudySection,
     SystemdSection,
     TargetSection,
+    default_storage,
 )
 from tuner.config._workloads import chat_text, load_chats, sample_chat
 
@@ -35,6 +36,7 @@ __all__ = [
     "SystemdSection",
     "TargetSection",
     "chat_text",
+    "default_storage",
     "fleet_member",
     "load_chats",
     "load_config",

@@ -6,6 +6,8 @@ from typing import Any
 from tuner.config._reader import Table
 
 PRUNE_AGAINST = ("best", "baseline")
+#: Keys a warm start replaced: a study file that still has one gets one line saying what to write instead.
+RENAMED = ("import_best_from", "import_top")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -16,9 +18,13 @@ class SearchSection:
     early: on both of scripts/bench_search.py's spaces 4 reached 98% of the optimum in fewer trials than 8."""
     seed_trials: tuple[dict[str, Any], ...] = field(default_factory=tuple)
     """Expert configurations enqueued right after the baseline."""
-    import_best_from: str | None = None
-    """Another study (same storage) whose best configurations are enqueued too."""
-    import_top: int = 3
+    warm_start: str | None = None
+    """Another study whose results start this one: its top configs run right after the baseline and all its
+    counted trials inform the sampler (``tuner.study`` maps them onto this space)."""
+    warm_start_storage: str | None = None
+    """Where that study is (an Optuna storage URL); None: this study's own storage."""
+    warm_start_top: int = 3
+    """How many of its best configs run right after the baseline (0: only the sampler's prior)."""
     pruning: bool = True
     """Stop benchmarking a config once a finished scenario is confidently slower than the reference."""
     prune_against: str = "best"
@@ -42,6 +48,9 @@ class SearchSection:
 def parse_search(t: Table | None) -> SearchSection:
     if t is None:
         return SearchSection()
+    for old in RENAMED:
+        if t.has(old):
+            raise t.error(old, "`warm_start` (and `warm_start_top`) instead: they replaced `import_best_from`", None)
     seeds = t.raw("seed_trials", [])
     if not isinstance(seeds, list) or not all(isinstance(s, dict) for s in seeds):
         raise t.error("seed_trials", "a list of tables of parameter values", seeds)
@@ -50,8 +59,9 @@ def parse_search(t: Table | None) -> SearchSection:
         sampler=t.choice("sampler", ("tpe", "random"), "tpe"),
         n_startup_trials=t.int("n_startup_trials", d.n_startup_trials, min=0),
         seed_trials=tuple(dict(s) for s in seeds),
-        import_best_from=t.str("import_best_from", None),
-        import_top=t.int("import_top", 3, min=1),
+        warm_start=t.str("warm_start", None),
+        warm_start_storage=t.str("warm_start_storage", None),
+        warm_start_top=t.int("warm_start_top", d.warm_start_top, min=0),
         pruning=t.bool("pruning", d.pruning),
         prune_against=t.choice("prune_against", PRUNE_AGAINST, d.prune_against),
         prune_margin=t.float("prune_margin", d.prune_margin, min=0),
@@ -68,6 +78,8 @@ def parse_search(t: Table | None) -> SearchSection:
         raise t.error(
             "prune_objective_margin", "a fraction in [0, 1) (0.02 = 2% slower)", section.prune_objective_margin
         )
+    if section.warm_start_storage is not None and section.warm_start is None:
+        raise t.error("warm_start_storage", "`warm_start = \"STUDY\"` beside it (which study to start from)", None)
     if not 0.0 < section.prune_confidence < 1.0:
         raise t.error("prune_confidence", "a probability in (0, 1), e.g. 0.9", section.prune_confidence)
     t.finish()

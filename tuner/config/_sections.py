@@ -232,9 +232,14 @@ class ReadinessSection:
     progress: bool = True
 
 
+def default_storage(base_dir: Path, name: str) -> str:
+    """Where a study file that names no ``storage`` keeps study ``name``: its own SQLite file under ``runs/``."""
+    return f"sqlite:///{(base_dir / 'runs' / name / 'study.db').as_posix()}"
+
+
 def parse_study(t: Table, *, base_dir: Path, default_name: str) -> StudySection:
     name = t.str("name", default_name)
-    storage = t.str("storage", f"sqlite:///{(base_dir / 'runs' / name / 'study.db').as_posix()}")
+    storage = t.str("storage", default_storage(base_dir, name))
     if not storage.startswith(("sqlite:///", "postgresql", "mysql")):
         raise t.error("storage", "an Optuna RDB URL (sqlite:///FILE or postgresql://...)", storage)
     section = StudySection(

@@ -49,6 +49,7 @@ from tuner.trials import (
     rank_value,
     recommended,
     study_trials,
+    warm_start_of,
 )
 
 __all__ = ["Report", "build_report"]
@@ -161,6 +162,8 @@ class _ReportWriter:
         ]
         if isinstance(warmups := study.user_attrs.get(attrs.WARMUPS), str):
             self.md.append(f"- {warmups[0].upper()}{warmups[1:]}.")
+        if (warm := warm_start_of(study)) is not None:
+            self.md += [f"- {line[0].upper()}{line[1:]}." for line in warm.lines()]
         self.md.append("")
 
     def recommendation(self) -> None:

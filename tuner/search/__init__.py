@@ -5,13 +5,28 @@ strategies are measured against the simulator's ground truth by ``scripts/bench_
 :mod:`tuner.sim.inprocess` (the same loop against an in-process model of the server).
 """
 
+from tuner.search._prior import Prior, PriorSampler
 from tuner.search._pruner import RegressionPruner, pruning_savings
-from tuner.search._sampler import make_pruner, make_sampler, scenario_order
+from tuner.search._sampler import (
+    SAMPLERS,
+    TPE_SETTINGS,
+    SamplerFactory,
+    make_pruner,
+    make_sampler,
+    scenario_order,
+    tpe_sampler,
+)
 
 __all__ = [
+    "SAMPLERS",
+    "TPE_SETTINGS",
+    "Prior",
+    "PriorSampler",
     "RegressionPruner",
+    "SamplerFactory",
     "make_pruner",
     "make_sampler",
     "pruning_savings",
     "scenario_order",
+    "tpe_sampler",
 ]

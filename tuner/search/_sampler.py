@@ -3,17 +3,50 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 import optuna
 
 from tuner.config import StudyConfig
+from tuner.search._prior import Prior, PriorSampler
 from tuner.search._pruner import RegressionPruner
 
-__all__ = ["make_pruner", "make_sampler", "scenario_order"]
+__all__ = [
+    "SAMPLERS",
+    "TPE_SETTINGS",
+    "SamplerFactory",
+    "make_pruner",
+    "make_sampler",
+    "scenario_order",
+    "tpe_sampler",
+]
 
 
-def make_sampler(config: StudyConfig, *, offset: int) -> optuna.samplers.BaseSampler:
-    """TPE (multivariate, grouped, constant liar) or random search, seeded reproducibly across resumes.
+SamplerFactory = Callable[[StudyConfig, "int | None"], optuna.samplers.BaseSampler]
+"""Builds a study's sampler from its config and seed (:func:`tpe_sampler` by default)."""
+
+#: The TPE settings every study runs with (docs/measuring.md has the comparison that chose them).
+TPE_SETTINGS: dict[str, Any] = {"multivariate": True, "group": True, "constant_liar": True}
+
+
+def make_sampler(config: StudyConfig, *, offset: int, prior: Prior | None = None) -> optuna.samplers.BaseSampler:
+    """The ``[search] sampler`` of :data:`SAMPLERS` (TPE with :data:`TPE_SETTINGS`, or random search), seeded
+    reproducibly across resumes.
+
+    ``prior``: a warm start's trials, shown to the sampler beside the study's own (:class:`PriorSampler`; random
+    search has no use for them).
+    """
+    # A fixed seed would replay the same startup samples on every resume: offset it by what the study holds.
+    seed = None if config.study.seed is None else config.study.seed + offset
+    sampler = SAMPLERS[config.search.sampler](config, seed)
+    if prior is None or isinstance(sampler, optuna.samplers.RandomSampler):
+        return sampler
+    return PriorSampler(sampler, prior=prior)
+
+
+def tpe_sampler(config: StudyConfig, seed: int | None, **settings: Any) -> optuna.samplers.TPESampler:
+    """Optuna's TPE with :data:`TPE_SETTINGS` (``settings`` override them).
 
     * ``multivariate=True, group=True``: the knobs interact (budget x top-k x block size share one memory and
       time budget) and budget/top-k only exist for DDTREE, so TPE models the joint density per sub-space.
@@ -21,22 +54,23 @@ def make_sampler(config: StudyConfig, *, offset: int) -> optuna.samplers.BaseSam
     * ``constant_liar=True``: several workers may share a study; running trials repel duplicates.
     * Failed configs end PRUNED and gate failures carry a positive ``correctness`` constraint: Optuna 5's
       TPE puts both in its "bad" group (FAIL trials would be ignored and re-suggested).
-    * ``n_startup_trials`` counts the baseline and the expert seeds, which are real measurements.
+    * ``n_startup_trials`` counts the baseline and the expert seeds, which are real measurements (and a warm
+      start's prior: with one, TPE models from its first sample).
     """
-    # A fixed seed would replay the same startup samples on every resume: offset it by what the study holds.
-    seed = None if config.study.seed is None else config.study.seed + offset
-    if config.search.sampler == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
     with warnings.catch_warnings():
         # group=True has been "experimental" since Optuna 2.8; it is what conditional spaces need.
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return optuna.samplers.TPESampler(
-            multivariate=True,
-            group=True,
-            constant_liar=True,
-            seed=seed,
-            n_startup_trials=config.search.n_startup_trials,
+            **{**TPE_SETTINGS, "seed": seed, "n_startup_trials": config.search.n_startup_trials, **settings}
         )
+
+
+def _random_sampler(config: StudyConfig, seed: int | None) -> optuna.samplers.BaseSampler:
+    return optuna.samplers.RandomSampler(seed=seed)
+
+
+SAMPLERS: dict[str, SamplerFactory] = {"tpe": tpe_sampler, "random": _random_sampler}
+"""The samplers ``[search] sampler`` names (scripts/bench_search.py adds the variants it compares)."""
 
 
 def scenario_order(config: StudyConfig) -> tuple[str, ...]:

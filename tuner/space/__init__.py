@@ -3,7 +3,7 @@
 from tuner.space._enumerate import count_configs, iter_configs, param_values
 from tuner.space._model import BOOL_STYLES, OPERATORS, Condition, Constraint, Param, SearchSpace, Value
 from tuner.space._render import baseline_params, bool_argv, format_value, render
-from tuner.space._sample import suggest
+from tuner.space._sample import param_distribution, suggest
 
 __all__ = [
     "BOOL_STYLES",
@@ -18,6 +18,7 @@ __all__ = [
     "count_configs",
     "format_value",
     "iter_configs",
+    "param_distribution",
     "param_values",
     "render",
     "suggest",

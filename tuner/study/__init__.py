@@ -35,6 +35,7 @@ from tuner.study._storage import (
     make_storage,
     open_study,
 )
+from tuner.study._warm import map_config, prior_scale, read_warm_start, warm_prior
 from tuner.study._warmups import describe_warmups, warmup_states
 from tuner.trials import best_trials, counted_trials, is_counted, is_feasible
 
@@ -71,11 +72,14 @@ __all__ = [
     "last_finalist",
     "load_existing",
     "make_storage",
+    "map_config",
     "objective_bound",
     "objective_refinement",
     "open_study",
     "parse_until",
     "planned_launches",
+    "prior_scale",
+    "read_warm_start",
     "recover_stale_trials",
     "references_for",
     "refine_on_objective",
@@ -83,5 +87,6 @@ __all__ = [
     "run_study",
     "score",
     "storage_faults",
+    "warm_prior",
     "warmup_states",
 ]

@@ -249,7 +249,8 @@ def _announcement(loop: Loop, trial: optuna.Trial, params: dict[str, Value], don
     mean = loop.budget.expected()
     eta = f", ETA {fmt_duration(mean * (goal - done))}" if mean is not None and goal != UNTIL_DEADLINE else ""
     of = f"/{goal}" if goal != UNTIL_DEADLINE else ""
-    label = "baseline" if baseline else "trial"
+    seed = trial.user_attrs.get(attrs.SEED)
+    label = "baseline" if baseline else f"warm start {seed}" if isinstance(seed, str) else "trial"
     return f"[{done + 1}{of}{eta}{loop.budget.describe()}] trial #{trial.number} ({label}): {describe_params(params)}"
 
 

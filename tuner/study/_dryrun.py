@@ -1,11 +1,11 @@
 """The launches a study would make first, without making them (``tune start --dry-run N``).
 
 The same machinery as a real start, in memory: the sampler the study would get (same seed), the starting
-points it enqueues (the baseline, the expert seeds, one trial per unexplored branch; ``import_best_from``
-is left out, it reads another study's storage), the same rejection of constraint violations and repeats, and
-the same rendering into launch specs. Nothing is stored and no host is contacted. Without measurements the
-sampler stays in its random start-up phase, which is what a study's first trials are; later trials depend on
-the results, which a dry run does not have.
+points it enqueues (the baseline, a warm start's top configs, the expert seeds, one trial per unexplored branch),
+the same rejection of constraint violations and repeats, and the same rendering into launch specs. Nothing is
+stored and no host is contacted (a warm start's study is read, not written). Without measurements the sampler
+stays in its random start-up phase, which is what a study's first trials are; later trials depend on the results,
+which a dry run does not have.
 """
 
 from __future__ import annotations
@@ -22,11 +22,10 @@ from tuner.search import make_sampler
 from tuner.space import Value, render, suggest
 from tuner.spec import LaunchSpec
 from tuner.study._fleet import worker_seed
-from tuner.study._policy import ensure_baseline
-from tuner.study._starts import enqueue_branches
+from tuner.study._starts import enqueue_starting_points
 from tuner.study._storage import directions
 from tuner.target import base_spec
-from tuner.trials import attrs
+from tuner.trials import WarmStart, attrs
 
 __all__ = ["PlannedLaunch", "planned_launches"]
 
@@ -46,32 +45,32 @@ class PlannedLaunch:
 def _label(trial: optuna.Trial) -> str:
     if trial.user_attrs.get(attrs.BASELINE):
         return "baseline"
-    if attrs.SEED in trial.user_attrs:
-        return f"seed {trial.user_attrs[attrs.SEED]}"
+    if isinstance(seed := trial.user_attrs.get(attrs.SEED), str):
+        return f"warm start {seed}"
+    if seed is not None:
+        return f"seed {seed}"
     branch = trial.user_attrs.get(attrs.BRANCH)
     if branch:
         return "branch " + " ".join(f"{k}={v}" for k, v in branch.items())
     return "sampled"
 
 
-def _study(config: StudyConfig) -> optuna.Study:
+def _study(config: StudyConfig, warm: WarmStart | None) -> optuna.Study:
     """An in-memory study as a fresh start would set it up: its first worker's sampler and starting points."""
     seed = worker_seed(config.study.seed, ordinal=0, offset=0)
     seeded = dataclasses.replace(config, study=dataclasses.replace(config.study, seed=seed))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         study = optuna.create_study(directions=directions(config), sampler=make_sampler(seeded, offset=0))
-    ensure_baseline(study, dict(config.baseline))
-    for i, seed_params in enumerate(config.search.seed_trials):
-        study.enqueue_trial(dict(seed_params), user_attrs={attrs.SEED: i}, skip_if_exists=True)
-    enqueue_branches(study, config)
+    enqueue_starting_points(study, config, warm=warm)
     return study
 
 
-def planned_launches(config: StudyConfig, count: int) -> list[PlannedLaunch]:
-    """The baseline's launch and the next ``count`` distinct ones the study would make, in order."""
+def planned_launches(config: StudyConfig, count: int, *, warm: WarmStart | None = None) -> list[PlannedLaunch]:
+    """The baseline's launch and the next ``count`` distinct ones the study would make, in order (``warm``: what
+    the study's warm start would carry over, :func:`tuner.study.read_warm_start`)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = _study(config)
+    study = _study(config, warm)
     base = base_spec(config.target)
     out: list[PlannedLaunch] = []
     seen: list[dict[str, Value]] = []

@@ -30,9 +30,10 @@ from tuner.study._recovery import recover_stale_trials
 from tuner.study._signals import stop_signals
 from tuner.study._starts import enqueue_starting_points
 from tuner.study._storage import open_study
+from tuner.study._warm import read_warm_start, warm_prior
 from tuner.study._warmups import describe_warmups
 from tuner.target import Target, open_target
-from tuner.trials import attrs, counted_trials, recommended
+from tuner.trials import WarmStart, attrs, counted_trials, recommended, warm_start_of
 
 __all__ = ["Interrupted", "RunSummary", "resume_command", "run_study"]
 
@@ -284,7 +285,7 @@ def _prepare_study(
     console: Console,
     worker: _fleet.WorkerId,
 ) -> tuple[optuna.Study, _fleet.Fleet]:
-    """Open (or create) the study, give it its sampler and pruner, recover dead trials, enqueue the starts."""
+    """Open (or create) the study, recover dead trials, enqueue the starts, give it its sampler and pruner."""
     from tuner.gate import check_problems
     from tuner.report import write_study_note
 
@@ -297,8 +298,6 @@ def _prepare_study(
     ordinal = _fleet.worker_ordinal(fleet.claims, worker)
     seed = _fleet.worker_seed(config.study.seed, ordinal=ordinal, offset=len(study.trials))
     seeded = dataclasses.replace(config, study=dataclasses.replace(config.study, seed=seed))
-    study.sampler = make_sampler(seeded, offset=0)
-    study.pruner = make_pruner(config)
     write_study_note(study, config)
     stale = recover_stale_trials(study, stale_after_s=config.study.stale_after_s)
     if stale:
@@ -308,10 +307,29 @@ def _prepare_study(
     if _fleet.claim_starting_points(
         fleet.claims, worker, has_baseline=has_baseline, stale_after_s=config.study.stale_after_s
     ):
-        enqueue_starting_points(study, config)
+        warm = _warm_start(config, storage=storage or config.study.storage, console=console)
+        enqueue_starting_points(study, config, warm=warm)
     else:
         _retry_failed_baseline(study, config, fleet)
+        if has_baseline and config.search.warm_start and warm_start_of(study) is None:
+            console.line(
+                f"warm start from {config.search.warm_start} not applied: study {study.study_name} had started "
+                "already (a warm start chooses a new study's first trials)"
+            )
+    warmed = config.search.warm_start is not None or warm_start_of(study) is not None
+    study.sampler = make_sampler(seeded, offset=0, prior=warm_prior(config) if warmed else None)
+    study.pruner = make_pruner(config)
     return study, fleet
+
+
+def _warm_start(config: StudyConfig, *, storage: str, console: Console) -> WarmStart | None:
+    """The other study's results, read once for a study starting now; what was carried over, said."""
+    if config.search.warm_start is None:
+        return None
+    warm = read_warm_start(config, storage=storage)
+    for line in warm.lines():
+        console.line(line)
+    return warm
 
 
 def _retry_failed_baseline(study: optuna.Study, config: StudyConfig, fleet: _fleet.Fleet) -> None:

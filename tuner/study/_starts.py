@@ -1,4 +1,4 @@
-"""Where a study starts: the baseline, expert seeds, imported bests, one trial per unexplored branch; and repeats.
+"""Where a study starts: the baseline, a warm start's top configs, expert seeds, one trial per unexplored branch.
 
 Everything here is enqueued (``enqueue_trial``) before the sampler is asked, so the first trials of a study are
 real measurements chosen by people or by coverage, not by TPE's random start-up.
@@ -14,10 +14,11 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.config import StudyConfig
 from tuner.space import Value, iter_configs
 from tuner.study._policy import ensure_baseline
-from tuner.trials import attrs, feasible, is_counted, storage_of
+from tuner.trials import WarmStart, attrs, is_counted
 
 __all__ = [
     "MAX_BRANCH_TRIES",
+    "config_key",
     "enqueue_branches",
     "enqueue_starting_points",
     "enqueue_unmeasured",
@@ -28,18 +29,16 @@ __all__ = [
 MAX_BRANCH_TRIES = 20
 
 
-def enqueue_starting_points(study: optuna.Study, config: StudyConfig) -> None:
-    """Trial 0 is the unmodified base command; then the study file's expert seeds; then imported bests."""
+def enqueue_starting_points(study: optuna.Study, config: StudyConfig, *, warm: WarmStart | None = None) -> None:
+    """Trial 0 is the unmodified base command; then a warm start's top configs; then the study file's expert
+    seeds; then one trial per branch none of these enters."""
     ensure_baseline(study, dict(config.baseline))
+    if warm is not None:
+        study.set_user_attr(attrs.WARM_START, warm.to_attr())
+        for t in warm.top:
+            study.enqueue_trial(t.params, user_attrs={attrs.SEED: f"{warm.study}#{t.number}"}, skip_if_exists=True)
     for i, seed in enumerate(config.search.seed_trials):
         study.enqueue_trial(dict(seed), user_attrs={attrs.SEED: i}, skip_if_exists=True)
-    if config.search.import_best_from:
-        other = optuna.load_study(study_name=config.search.import_best_from, storage=storage_of(study))
-        ranked = feasible(other)
-        names = {p.name for p in config.space.params}
-        for t in ranked[: config.search.import_top]:
-            params = {k: v for k, v in t.params.items() if k in names}
-            study.enqueue_trial(params, user_attrs={attrs.SEED: f"{other.study_name}#{t.number}"}, skip_if_exists=True)
     enqueue_branches(study, config)
 
 
@@ -78,7 +77,7 @@ def retry_branch(study: optuna.Study, trial: optuna.Trial) -> None:
         study.enqueue_trial(dict(branch), user_attrs={attrs.BRANCH: branch})
 
 
-def _key(params: dict[str, Value]) -> tuple[tuple[str, Value], ...]:
+def config_key(params: dict[str, Value]) -> tuple[tuple[str, Value], ...]:
     """Params comparable across Optuna's float arithmetic and the space's own grid (10 significant digits)."""
     return tuple(sorted((k, float(f"{v:.10g}") if isinstance(v, float) else v) for k, v in params.items()))
 
@@ -90,11 +89,11 @@ def enqueue_unmeasured(study: optuna.Study, config: StudyConfig) -> bool:
     its known value): one unmeasured config, picked at random, ends that.
     """
     done = {
-        _key(t.system_attrs.get("fixed_params", t.params))
+        config_key(t.system_attrs.get("fixed_params", t.params))
         for t in study.get_trials(deepcopy=False)
         if is_counted(t) or t.state in (TrialState.RUNNING, TrialState.WAITING)
     }
-    left = [params for params in iter_configs(config.space) if _key(params) not in done]
+    left = [params for params in iter_configs(config.space) if config_key(params) not in done]
     if not left:
         return False
     study.enqueue_trial(random.Random(len(study.trials)).choice(left), skip_if_exists=True)

@@ -22,6 +22,7 @@ from tuner.trials._optuna import (
     storage_of,
     study_id,
     trial_id,
+    with_extra_trials,
 )
 from tuner.trials._outcome import (
     DIED,
@@ -58,6 +59,7 @@ from tuner.trials._recommend import (
     recommended,
 )
 from tuner.trials._verdicts import GateVerdict, gate_pending, gate_verdicts, record_gate_verdict, study_trials
+from tuner.trials._warm import CarriedTrial, WarmStart, warm_start_of
 
 __all__ = [
     "CONFIRMATION",
@@ -74,8 +76,10 @@ __all__ = [
     "OUTCOMES",
     "SLOWER",
     "WRONG",
+    "CarriedTrial",
     "GateVerdict",
     "Recommendation",
+    "WarmStart",
     "attrs",
     "best_trials",
     "candidates",
@@ -106,6 +110,8 @@ __all__ = [
     "study_id",
     "study_trials",
     "trial_id",
+    "warm_start_of",
+    "with_extra_trials",
 ]
 
 

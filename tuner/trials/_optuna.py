@@ -4,14 +4,16 @@ tests/test_architecture.py that no other module touches one).
 Optuna's public API has no way to set a user attr on a trial known only by number (a stale trial found on
 resume, the trial whose heartbeat a thread keeps), to read a live trial's constraints before ``tell``, to take
 one particular waiting trial (a baseline enqueued again must run before the seeds), or to write rows next to its
-own (the fleet's claims); the dashboard's notes need the study's id. Each uses a private attribute or module
+own (the fleet's claims); the dashboard's notes need the study's id;
+and samplers read a study's history through ``Study._get_trials``, the one way to show them trials the study does
+not hold (a warm start's prior: :func:`with_extra_trials`). Each uses a private attribute or module
 (``Study._storage``, ``Study._study_id``, ``Study._thread_local``, ``Trial._trial_id``, ``_CachedStorage._backend``,
 ``optuna.storages._rdb.models``); an Optuna upgrade that renames one breaks exactly this module and its test, loudly.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container, Sequence
 from typing import Any
 
 import optuna
@@ -26,6 +28,7 @@ __all__ = [
     "storage_of",
     "study_id",
     "trial_id",
+    "with_extra_trials",
 ]
 
 
@@ -86,3 +89,39 @@ def claims_table(study: optuna.Study) -> tuple[Any, Any] | None:
 
     storage = rdb_backend(study)
     return None if storage is None else (storage.engine, models.StudySystemAttributeModel)
+
+
+class _WithExtraTrials:
+    """A study as a sampler sees it: its own trials after ``extra()``'s, which are not stored anywhere.
+
+    Samplers read a study's history through ``Study._get_trials`` (TPE, GP, CMA-ES, the search-space
+    inference); everything else (``directions``, ``_storage`` for constant liar's notes, ...) is the study's own.
+    The extra trials come first, as the oldest: TPE's default weights then give them less weight than the
+    study's own once the history is long.
+    """
+
+    def __init__(self, study: optuna.Study, extra: Callable[[], Sequence[FrozenTrial]]) -> None:
+        self._study = study
+        self._extra = extra
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._study, name)
+
+    def _get_trials(
+        self, deepcopy: bool = True, states: Container[Any] | None = None, use_cache: bool = False
+    ) -> list[FrozenTrial]:
+        own = self._study._get_trials(deepcopy=deepcopy, states=states, use_cache=use_cache)
+        extra = [t for t in self._extra() if states is None or t.state in states]
+        return [*extra, *own]
+
+    def get_trials(self, deepcopy: bool = True, states: Container[Any] | None = None) -> list[FrozenTrial]:
+        return self._get_trials(deepcopy=deepcopy, states=states, use_cache=False)
+
+    @property
+    def trials(self) -> list[FrozenTrial]:
+        return self.get_trials()
+
+
+def with_extra_trials(study: optuna.Study, extra: Callable[[], Sequence[FrozenTrial]]) -> optuna.Study:
+    """``study`` with ``extra()``'s trials before its own, for a sampler's eyes only (see :class:`_WithExtraTrials`)."""
+    return _WithExtraTrials(study, extra)  # type: ignore[return-value]  # duck-typed: what samplers read

@@ -156,22 +156,6 @@ def test_regression_pruning_saves_time_and_never_stops_the_study(make_config: Ma
     assert run.clock.seconds("trial-0002", what="benchmark") < run.clock.seconds("trial-0001", what="benchmark")
 
 
-def test_seeds_and_imported_bests_run_before_the_sampler(make_config: MakeConfig) -> None:
-    first = make_config(name="first", search=seeds(GOOD, SLOW))
-    run_inprocess(first, storage=first.study.storage, trials=3)
-    cfg = make_config(
-        name="second",
-        search=seeds(SLOW) + '\nimport_best_from = "first"\nimport_top = 1',
-        edit=lambda text: text.replace("[study]\n", f'[study]\nstorage = "{first.study.storage}"\n', 1),
-    )
-    run = run_inprocess(cfg, storage=cfg.study.storage, trials=4)
-    study = study_of(run)
-    assert study.trials[0].user_attrs[attrs.BASELINE] is True and study.trials[0].params == cfg.baseline
-    assert study.trials[1].params == SLOW and study.trials[1].user_attrs[attrs.SEED] == 0
-    assert study.trials[2].params == GOOD and study.trials[2].user_attrs[attrs.SEED] == "first#1"
-    assert attrs.SEED not in study.trials[3].user_attrs
-
-
 def test_invalid_seed_params_are_rejected_at_load(make_config: MakeConfig) -> None:
     with pytest.raises(ConfigError, match=r"search.seed_trials\[0\].budget"):
         make_config(search=seeds({"algorithm": "DDTREE", "budget": 64}))

@@ -25,12 +25,15 @@ from tuner.sim.inprocess._truth import (
     true_objective,
     true_optimum,
 )
+from tuner.sim.inprocess._variant import VARIANTS, ModelVariant
 
 __all__ = [
+    "VARIANTS",
     "InProcessRun",
     "ModelBenchmark",
     "ModelGate",
     "ModelService",
+    "ModelVariant",
     "ModelledScenario",
     "VirtualClock",
     "model_parts",

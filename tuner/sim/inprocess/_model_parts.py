@@ -40,7 +40,7 @@ from tuner.sim import (
     load_end_lines,
     startup_seconds,
 )
-from tuner.sim.inprocess._truth import ModelledScenario, model_scenario, parse_launch
+from tuner.sim.inprocess._truth import ModelledScenario, Variant, model_scenario, parse_launch
 from tuner.stats import SequentialPolicy
 from tuner.study import Console, TrialParts, run_study
 from tuner.target import Target, base_spec, open_target
@@ -335,9 +335,11 @@ class ModelBenchmark(BaseBenchmark):
         config: BenchmarkSection,
         noise: float = 0.02,
         rng: random.Random | None = None,
+        variant: Variant | None = None,
     ) -> None:
         if noise < 0:
             raise ValueError(f"noise must be >= 0, got {noise}")
+        self._variant = variant
         self._service = service
         self._config = config
         self._noise = noise
@@ -349,7 +351,7 @@ class ModelBenchmark(BaseBenchmark):
         cfg = self._service.server_config
         if cfg is None:
             raise DiedUnderLoad(f"no server answers for scenario {scenario.name}", evidence="the process is gone")
-        m = model_scenario(cfg, scenario)
+        m = self._modelled(cfg, scenario)
         self._service.log_lines(m.retractions)
         if m.died is not None:
             raise self._died(scenario, m)
@@ -399,7 +401,7 @@ class ModelBenchmark(BaseBenchmark):
         cfg = self._service.server_config
         if cfg is None:
             raise DiedUnderLoad(f"no server answers for scenario {scenario.name}", evidence="the process is gone")
-        m = model_scenario(cfg, scenario)
+        m = self._modelled(cfg, scenario)
         f = self._factor() * self._service.first_pass(min(scenario.concurrency, cfg.max_running_requests))
         seconds = m.seconds / f
         self._service.clock.add("benchmark", seconds)
@@ -419,6 +421,10 @@ class ModelBenchmark(BaseBenchmark):
             stopped=result.stopped,
             **kept,
         )
+
+    def _modelled(self, cfg: ServerConfig, scenario: Scenario) -> ModelledScenario:
+        m = model_scenario(cfg, scenario)
+        return self._variant(cfg, scenario, m) if self._variant else m
 
     def _died(self, scenario: Scenario, m: ModelledScenario) -> DiedUnderLoad:
         """What the HTTP benchmark reports when the scenario's requests fail (and the crash, when there is one)."""
@@ -510,8 +516,11 @@ def model_parts(
     noise: float = 0.02,
     seed: int = 0,
     corrupt_pass_rate: float = 0.0,
+    variant: Variant | None = None,
 ) -> TrialParts:
-    """TrialParts for a :func:`model_target`; ``functools.partial`` it into run_study's ``parts_factory``."""
+    """TrialParts for a :func:`model_target`; ``functools.partial`` it into run_study's ``parts_factory``.
+
+    ``variant``: the benchmark measures another server's figures (:class:`tuner.sim.inprocess.ModelVariant`)."""
     service = target.service
     if not isinstance(service, ModelService):
         raise TypeError(f"model_parts needs a ModelService, got {type(service).__name__}")
@@ -519,7 +528,9 @@ def model_parts(
     gate = config.gate if config.gate and config.gate.enabled else None
     return TrialParts(
         target=target,
-        benchmark=lambda endpoint: ModelBenchmark(service=service, config=config.benchmark, noise=noise, rng=bench_rng),
+        benchmark=lambda endpoint: ModelBenchmark(
+            service=service, config=config.benchmark, noise=noise, rng=bench_rng, variant=variant
+        ),
         gate=(
             (
                 lambda endpoint: ModelGate(
@@ -553,13 +564,14 @@ def run_inprocess(
     artifacts_dir: Path | None = None,
     console: Console | None = None,
     cold_start: float = 0.0,
+    variant: Variant | None = None,
 ) -> InProcessRun:
     """Run a whole study through :func:`tuner.study.run_study` against the model.
 
     ``storage`` is required so a model run never lands in the real study's database. ``cold_start``: see
-    :class:`ModelService`. Evidence files go to
-    ``artifacts_dir`` (default: a temporary directory removed afterwards). ``on_exit`` is forced to "stop":
-    there is no real server to leave in any state.
+    :class:`ModelService`; ``variant``: see :func:`model_parts`.
+    Evidence files go to ``artifacts_dir`` (default: a temporary directory removed afterwards). ``on_exit`` is
+    forced to "stop": there is no real server to leave in any state.
     """
     with tempfile.TemporaryDirectory(prefix="tune-model-") as tmp:
         study_section = dataclasses.replace(
@@ -573,7 +585,7 @@ def run_inprocess(
             storage=storage,
             study_name=study_name,
             target=model_target(config, service),
-            parts_factory=functools.partial(model_parts, noise=noise, seed=seed),
+            parts_factory=functools.partial(model_parts, noise=noise, seed=seed, variant=variant),
             console=console or Console(stream=_Null(), live=False),
         )
     return InProcessRun(study_name=summary.study_name, storage=storage, clock=service.clock, counted=summary.counted)

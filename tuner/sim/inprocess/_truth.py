@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import redirect_stderr
 from dataclasses import dataclass
 from functools import lru_cache
@@ -50,12 +50,16 @@ from tuner.target import base_spec
 
 __all__ = [
     "ModelledScenario",
+    "Variant",
     "model_scenario",
     "parse_launch",
     "parse_server_config",
     "true_objective",
     "true_optimum",
 ]
+
+Variant = Callable[[ServerConfig, Scenario, "ModelledScenario"], "ModelledScenario"]
+"""Another server's figures from the model's (:class:`tuner.sim.inprocess.ModelVariant`)."""
 
 #: Points per continuous float parameter without a ``step`` when enumerating (the optimum is then approximate).
 FLOAT_GRID_POINTS = 21
@@ -295,8 +299,10 @@ def _failed(
     )
 
 
-def _objective(cfg: ServerConfig, config: StudyConfig) -> float:
-    """The study's scalar objective for ``cfg`` without noise; 0.0 when the trial would fail or be infeasible."""
+def _objective(cfg: ServerConfig, config: StudyConfig, variant: Variant | None = None) -> float:
+    """The study's scalar objective for ``cfg`` without noise; 0.0 when the trial would fail or be infeasible.
+
+    ``variant``: another server's figures (:class:`tuner.sim.inprocess.ModelVariant`) instead of the model's."""
     if startup_failure(cfg) is not None:
         return 0.0
     gate = config.gate
@@ -307,14 +313,14 @@ def _objective(cfg: ServerConfig, config: StudyConfig) -> float:
         m = model_scenario(cfg, s)
         if m.died is not None:
             return 0.0
-        per[s.name] = objective_value(m, config.objective.metric)
+        per[s.name] = objective_value(variant(cfg, s, m) if variant else m, config.objective.metric)
     # As tuner.study.score: a weighted geometric mean (also the scalar summary of a multi-objective study).
     weights = {s.name: s.weight for s in config.benchmark.scenarios if s.weight > 0}
     total = sum(weights.values())
     return math.exp(sum(w * math.log(max(per[n], 1e-9)) for n, w in weights.items()) / total)
 
 
-def true_objective(config: StudyConfig, params: Mapping[str, Value]) -> float:
+def true_objective(config: StudyConfig, params: Mapping[str, Value], variant: Variant | None = None) -> float:
     """Noise-free value of ``params`` under ``config``'s objective (0.0: fails to start, dies, or is wrong).
 
     For a multi-objective study this is the weighted geometric mean of the scenarios (its scalar summary).
@@ -324,7 +330,7 @@ def true_objective(config: StudyConfig, params: Mapping[str, Value]) -> float:
         cfg = parse_server_config(spec)
     except ValueError:
         return 0.0  # the server rejects its command line: a failed start
-    return _objective(cfg, config)
+    return _objective(cfg, config, variant)
 
 
 # -- the optimum ------------------------------------------------------------------------------------------------
@@ -397,7 +403,7 @@ class _FastConfigs:
                 raise ValueError(f"parameters of this space do not map to independent server fields: {dict(params)}")
 
 
-def true_optimum(config: StudyConfig) -> tuple[float, dict[str, Value]]:
+def true_optimum(config: StudyConfig, variant: Variant | None = None) -> tuple[float, dict[str, Value]]:
     """The best noise-free objective value over the whole space and the parameters reaching it.
 
     Enumerates every parameter set (floats on their ``step`` grid, or on a 21-point grid without one).
@@ -411,7 +417,7 @@ def true_optimum(config: StudyConfig) -> tuple[float, dict[str, Value]]:
     fast.check(random.Random(0).sample(all_params, min(200, len(all_params))))
     best_value, best_params = -1.0, all_params[0]
     for params in all_params:
-        value = _objective(fast(params), config)
+        value = _objective(fast(params), config, variant)
         if value > best_value:
             best_value, best_params = value, params
     return best_value, dict(best_params)

@@ -1,0 +1,174 @@
+"""The warm start: another study's trials mapped onto this space, its top configs first, its results the
+sampler's prior; never this study's trials (not counted, not recommended), and said in the status and report."""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import optuna
+import pytest
+from fixtures_demo import DEMO, with_search
+from optuna.trial import TrialState
+
+from tuner.cli import main
+from tuner.config import StudyConfig, load_config
+from tuner.errors import TuneError
+from tuner.report import build_report
+from tuner.sim.inprocess import run_inprocess
+from tuner.study import Console, NoSuchStudy, map_config, prior_scale, read_warm_start, warm_prior
+from tuner.trials import attrs, counted_trials, is_counted, recommended, warm_start_of
+
+Make = Callable[..., StudyConfig]
+
+#: A config of the demo space whose budget the narrowed space below does not hold.
+WIDE = {"algorithm": "DDTREE", "budget": 24, "topk": 4, "block_size": 8, "draft_window": 2048,
+        "max_running_requests": 48, "mem_fraction_static": 0.85}  # fmt: skip
+GOOD = {"algorithm": "DFLASH", "block_size": 12, "draft_window": 2048, "max_running_requests": 48,
+        "mem_fraction_static": 0.87}  # fmt: skip
+#: The target's space: budget narrowed to 2..16, mem_fraction_static gone, decode_steps new.
+NARROWER = """
+[space.decode_steps]
+type = "categorical"
+choices = [1, 4, 8]
+flag = "--num-continuous-decode-steps"
+"""
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Make:
+    """The demo study file under another name, every study in one SQLite file."""
+    storage = f"sqlite:///{tmp_path / 'studies.db'}"
+
+    def make(name: str, *, search: str = "", narrower: bool = False) -> StudyConfig:
+        # No confirmation at the end: what is tested here is where a study starts.
+        text = with_search(DEMO.replace('name = "demo"', f'name = "{name}"'), f"confirm_top = 0\n{search}")
+        text = text.replace("[study]\n", f'[study]\nstorage = "{storage}"\n', 1)
+        if narrower:
+            text = text.replace("low = 2\nhigh = 32\n", "low = 2\nhigh = 16\n", 1)
+            text = re.sub(r"\[space\.mem_fraction_static\][^\[]*", NARROWER + "\n", text, count=1)
+        path = tmp_path / f"{name}.toml"
+        path.write_text(text)
+        return load_config(path)
+
+    return make
+
+
+def test_another_study_s_params_are_mapped_onto_this_space(demo: Make) -> None:
+    space_config = demo("target", narrower=True)
+    space, baseline = space_config.space, space_config.baseline
+    added: dict[str, object] = {}
+    mapped = map_config(space, baseline, {**WIDE, "budget": 12, "gone": 3}, added=added)
+    assert mapped == {k: v for k, v in WIDE.items() if k != "mem_fraction_static"} | {"budget": 12, "decode_steps": 8}
+    assert added == {"decode_steps": 8}  # new here: the baseline's value (the base command's flag)
+    assert map_config(space, baseline, WIDE, added={}) == "budget=24 is outside this space (2..16)"
+    window = map_config(space, baseline, {**WIDE, "budget": 12, "draft_window": 8192}, added={})
+    assert window == "draft_window=8192 is outside this space (one of none, 512, 1024, 2048, 4096)"
+    # A DFLASH config has no budget or top-k: what the branch does not use is not needed.
+    dflash = map_config(space, baseline, {"algorithm": "DFLASH", "block_size": 16}, added={})
+    assert isinstance(dflash, dict) and "budget" not in dflash and dflash["draft_window"] == 2048
+
+
+def test_a_warm_started_study_runs_the_other_s_top_first_and_never_counts_its_trials(
+    demo: Make, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = demo("source", search=f"seed_trials = [{_toml(WIDE)}]")
+    run_inprocess(source, storage=source.study.storage, trials=6, seed=1)
+    target = demo("target", search='warm_start = "source"\nwarm_start_top = 2', narrower=True)
+    console = io.StringIO()
+    run = run_inprocess(
+        target, storage=target.study.storage, trials=4, seed=2, console=Console(stream=console, live=False)
+    )
+    study = optuna.load_study(study_name=run.study_name, storage=run.storage)
+    other = optuna.load_study(study_name="source", storage=run.storage)
+    warm = warm_start_of(study)
+    assert warm is not None and warm.study == "source"
+
+    # Mapped: WIDE's budget is out of this space; mem_fraction_static is gone; decode_steps is new.
+    assert "#1: budget=24 is outside this space (2..16)" in warm.skipped
+    assert warm.dropped == ("mem_fraction_static",) and warm.added == {"decode_steps": 8}
+    skipped = {int(s.partition(":")[0].removeprefix("#")) for s in warm.skipped}
+    assert {t.number for t in warm.trials} == {t.number for t in other.trials if is_counted(t)} - skipped
+    # Its top configs (its recommendation first) run right after the baseline, as this study's own trials.
+    assert study.trials[0].user_attrs[attrs.BASELINE] is True
+    rec = recommended(other)
+    assert rec is not None and warm.top[0].number == rec.trial.number
+    firsts = study.trials[1 : 1 + len(warm.top)]
+    assert [t.user_attrs[attrs.SEED] for t in firsts] == [f"source#{t.number}" for t in warm.top]
+    assert [t.params for t in firsts] == [t.params for t in warm.top]
+
+    # Nothing carried over is a trial of this study: 4 counted, all measured here, one of them recommended.
+    assert counted_trials(study) == 4 == run.counted
+    assert all(t.number >= 0 and t.datetime_start is not None for t in study.trials)
+    mine = recommended(study)
+    assert mine is not None and study.trials[mine.trial.number].params == mine.trial.params
+
+    line = warm.lines()[0]
+    said = console.getvalue()  # what was carried over, then each of its configs named where it runs
+    assert said.index(line) < said.index(f"] trial #1 (warm start source#{warm.top[0].number}): ")
+    assert line.startswith(f"warm start from study source ({target.study.storage}): {len(warm.trials)} of its")
+    assert "not counted here" in line and "its top 2 configs run first" in line
+    report = build_report(study, target, tmp_path / "report", storage=run.storage)
+    assert f"- Warm start from study source ({target.study.storage})" in report.path.read_text()
+    assert main(["status", "--storage", run.storage, "--study", "target", "--wide"]) == 0
+    out = capsys.readouterr().out
+    assert line in out and "left out of the warm start, outside this space: #1: budget=24" in out
+    assert f"warm start source#{warm.top[0].number}" in out
+    _the_prior_is_the_other_study_on_this_study_s_scale(target, study)
+
+
+def _the_prior_is_the_other_study_on_this_study_s_scale(target: StudyConfig, study: optuna.Study) -> None:
+    warm = warm_start_of(study)
+    assert warm is not None
+    # The pairs both studies measured: the baselines, and the warm start's top configs run here.
+    theirs = {t.number: t for t in warm.trials}
+    baseline = next(t for t in warm.trials if t.baseline)
+    pairs = [(study.trials[0].values[0], baseline.values[0])]  # type: ignore[index]
+    for t in study.trials[1 : 1 + len(warm.top)]:
+        number = int(t.user_attrs[attrs.SEED].removeprefix("source#"))
+        if t.state == TrialState.COMPLETE and theirs[number].values:
+            pairs.append((t.values[0], theirs[number].values[0]))  # type: ignore[index]
+    scale = math.exp(sum(math.log(a / b) for a, b in pairs) / len(pairs))
+    assert prior_scale(study, warm) == [pytest.approx(scale)]
+    prior = warm_prior(target)(study)
+    assert len(prior) == len(warm.trials)
+    for frozen, carried in zip(prior, warm.trials, strict=True):
+        assert frozen.params == carried.params
+        if carried.values is None:
+            assert frozen.state == TrialState.PRUNED
+        else:
+            assert frozen.values == [pytest.approx(carried.values[0] * scale)]
+
+
+
+
+def test_a_warm_start_from_nowhere_or_from_itself_is_one_clear_line(
+    demo: Make, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = demo("target", search='warm_start = "nightone"')
+    with pytest.raises(NoSuchStudy, match=r"^warm start from nightone: no study database at /\S+/studies.db \(name"):
+        read_warm_start(target, storage=target.study.storage)
+    run_inprocess(demo("other"), storage=target.study.storage, trials=1)
+    with pytest.raises(NoSuchStudy, match=r"^warm start from nightone: no study 'nightone' in \S+; studies there: ot"):
+        read_warm_start(target, storage=target.study.storage)
+    run_inprocess(demo("nightone", search=f"seed_trials = [{_toml(GOOD)}]"), storage=target.study.storage, trials=2)
+    itself = demo("nightone", search='warm_start = "nightone"')
+    with pytest.raises(TuneError, match="cannot warm-start from itself"):
+        read_warm_start(itself, storage=itself.study.storage)
+    assert read_warm_start(target, storage=target.study.storage).study == "nightone"
+    # The command line's way, shown by a dry run: the other study's best runs right after the baseline.
+    cold = demo("cold")
+    argv = ["start", "--config", cold.source, "--dry-run", "1", "--warm-start", "nightone"]
+    assert main([*argv, "--warm-start-storage", target.study.storage]) == 0
+    out = capsys.readouterr().out
+    assert "# warm start from study nightone (sqlite:///" in out
+    assert "# trial #1 (warm start nightone#1): algorithm=DFLASH block_size=12 " in out
+    assert main(["start", "--config", cold.source, "--dry-run", "1", "--warm-start-storage", "sqlite:///x.db"]) == 2
+    assert "--warm-start-storage: expected --warm-start STUDY to go with it" in capsys.readouterr().err
+
+
+def _toml(params: dict[str, object]) -> str:
+    return "{" + ", ".join(f"{k} = {v!r}".replace("'", '"') for k, v in params.items()) + "}"
