@@ -18,7 +18,8 @@ about speculative decoding as ``tune+structured`` or ``tune:NAME+structured`` (:
 
 ``--warm-start related,different`` is the warm-start benchmark instead: for every seed, a study on the model (the
 source) and then, on each named variant of the model's server (:data:`tuner.sim.inprocess.VARIANTS`), the same
-study cold and warm-started from the source; the table gives trials to 98% of the variant's optimum both ways.
+study cold, warm-started from the source, and warm-started with the source's results as the sampler's prior; the
+table gives trials to 98% of the variant's optimum each way.
 
 Two study files make two different tests: studies/demo.toml (the default) is easy, a tenth of random samples are
 within 2% of its optimum; studies/coding-agent.toml is the hard case, about 1% of its space is.
@@ -360,7 +361,7 @@ def first_reaching(fractions: list[float], target: float) -> float:
 
 
 def run_warm(task: tuple[str, str, int, int, float, dict[str, Any], float, list[tuple[str, float]]]) -> dict[str, Any]:
-    """One seed of the warm-start benchmark: a study on the model, then per variant a cold and a warm study."""
+    """One seed of the warm-start benchmark: a study on the model, then per variant a study in each of ARMS."""
     config_path, strategy, seed, trials, noise, search, source_optimum, targets = task
     out: dict[str, Any] = {"seed": seed}
     with tempfile.TemporaryDirectory(prefix="bench-warm-", dir=_fast_tmp()) as tmp:
@@ -371,32 +372,21 @@ def run_warm(task: tuple[str, str, int, int, float, dict[str, Any], float, list[
             storage=storage, study_name="source",
         )  # fmt: skip
         out["source"] = source["fractions"]
-        tops = _source_tops(config_path, storage)
         for name, optimum in targets:
             for arm in ARMS:
-                # "tops": the source's top configs as expert seeds, without its results as the sampler's prior.
-                arm_search = {**search, "seed_trials": tops} if arm == "tops" else search
                 r = run_arm(
-                    config_path, strategy, "sequential", seed, trials, optimum, noise, arm_search,
+                    config_path, strategy, "sequential", seed, trials, optimum, noise,
+                    {**search, "warm_start_prior": arm == "warm+prior"},
                     storage=storage, study_name=f"{arm}-{name}", variant=name,
-                    warm_start="source" if arm == "warm" else None,
+                    warm_start=None if arm == "cold" else "source",
                 )  # fmt: skip
                 out[f"{name}/{arm}"] = r["fractions"]
     return out
 
 
-#: The warm-start benchmark's arms: no warm start, the source's top configs only, the warm start.
-ARMS = ("cold", "tops", "warm")
-
-
-def _source_tops(config_path: str, storage: str) -> tuple[dict[str, Any], ...]:
-    """The configs a warm start from the source study would run first."""
-    from tuner.config import load_config
-    from tuner.study import read_warm_start
-
-    config = load_config(config_path)
-    config = dataclasses.replace(config, search=dataclasses.replace(config.search, warm_start="source"))
-    return tuple(t.params for t in read_warm_start(config, storage=storage).top)
+#: The warm-start benchmark's arms: no warm start; the warm start (the source's top configs run first); and
+#: the warm start with the source's results as the sampler's prior (``[search] warm_start_prior``).
+ARMS = ("cold", "warm", "warm+prior")
 
 
 def warm_start_benchmark(args: argparse.Namespace, config: Any) -> int:

@@ -16,7 +16,7 @@ from optuna.trial import TrialState
 
 from tuner.cli import main
 from tuner.config import StudyConfig, load_config
-from tuner.errors import TuneError
+from tuner.errors import ConfigError, TuneError
 from tuner.report import build_report
 from tuner.sim.inprocess import run_inprocess
 from tuner.study import Console, NoSuchStudy, map_config, prior_scale, read_warm_start, warm_prior
@@ -77,7 +77,7 @@ def test_a_warm_started_study_runs_the_other_s_top_first_and_never_counts_its_tr
 ) -> None:
     source = demo("source", search=f"seed_trials = [{_toml(WIDE)}]")
     run_inprocess(source, storage=source.study.storage, trials=6, seed=1)
-    target = demo("target", search='warm_start = "source"\nwarm_start_top = 2', narrower=True)
+    target = demo("target", search='warm_start = "source"\nwarm_start_top = 2\nwarm_start_prior = true', narrower=True)
     console = io.StringIO()
     run = run_inprocess(
         target, storage=target.study.storage, trials=4, seed=2, console=Console(stream=console, live=False)
@@ -143,6 +143,25 @@ def _the_prior_is_the_other_study_on_this_study_s_scale(target: StudyConfig, stu
             assert frozen.values == [pytest.approx(carried.values[0] * scale)]
 
 
+
+
+def test_by_default_a_warm_start_runs_the_top_configs_and_the_sampler_sees_only_this_study(demo: Make) -> None:
+    source = demo("source")
+    run_inprocess(source, storage=source.study.storage, trials=5, seed=1)
+    target = demo("target", search='warm_start = "source"')
+    assert target.search.warm_start_prior is False
+    run = run_inprocess(target, storage=target.study.storage, trials=4, seed=2)
+    study = optuna.load_study(study_name=run.study_name, storage=run.storage)
+    warm = warm_start_of(study)
+    assert warm is not None and warm.top and not warm.prior
+    assert warm.text().startswith(f"warm start from study source ({target.study.storage}); its top ")
+    assert "prior" not in warm.text()
+    assert warm_prior(target)(study) == []  # shown nothing, though both baselines are measured
+    assert [t.user_attrs.get(attrs.SEED) for t in study.trials[1 : 1 + len(warm.top)]] == [
+        f"source#{t.number}" for t in warm.top
+    ]
+    with pytest.raises(ConfigError, match=r"warm_start_top: expected >= 1, or warm_start_prior = true"):
+        demo("none", search='warm_start = "source"\nwarm_start_top = 0')
 
 
 def test_a_warm_start_from_nowhere_or_from_itself_is_one_clear_line(

@@ -19,12 +19,16 @@ class SearchSection:
     seed_trials: tuple[dict[str, Any], ...] = field(default_factory=tuple)
     """Expert configurations enqueued right after the baseline."""
     warm_start: str | None = None
-    """Another study whose results start this one: its top configs run right after the baseline and all its
-    counted trials inform the sampler (``tuner.study`` maps them onto this space)."""
+    """Another study whose results start this one: its top configs run right after the baseline (``tuner.study``
+    maps them onto this space)."""
     warm_start_storage: str | None = None
     """Where that study is (an Optuna storage URL); None: this study's own storage."""
     warm_start_top: int = 3
     """How many of its best configs run right after the baseline (0: only the sampler's prior)."""
+    warm_start_prior: bool = False
+    """Also show all its counted trials to the sampler as a prior. Off by default: on scripts/bench_search.py's
+    warm-start benchmark the prior slowed the search on both the related and the very different server
+    (docs/measuring.md, "Warm start")."""
     pruning: bool = True
     """Stop benchmarking a config once a finished scenario is confidently slower than the reference."""
     prune_against: str = "best"
@@ -62,6 +66,7 @@ def parse_search(t: Table | None) -> SearchSection:
         warm_start=t.str("warm_start", None),
         warm_start_storage=t.str("warm_start_storage", None),
         warm_start_top=t.int("warm_start_top", d.warm_start_top, min=0),
+        warm_start_prior=t.bool("warm_start_prior", d.warm_start_prior),
         pruning=t.bool("pruning", d.pruning),
         prune_against=t.choice("prune_against", PRUNE_AGAINST, d.prune_against),
         prune_margin=t.float("prune_margin", d.prune_margin, min=0),
@@ -71,6 +76,8 @@ def parse_search(t: Table | None) -> SearchSection:
         max_same_failures=t.int("max_same_failures", d.max_same_failures, min=0),
         confirm_top=t.int("confirm_top", d.confirm_top, min=0),
     )
+    if section.warm_start is not None and section.warm_start_top == 0 and not section.warm_start_prior:
+        raise t.error("warm_start_top", ">= 1, or warm_start_prior = true (0 and no prior carry nothing over)", 0)
     # Both are open-ended on one side, which Table's inclusive bounds cannot say.
     if not section.prune_margin < 1.0:
         raise t.error("prune_margin", "a fraction in [0, 1) (0.05 = 5% slower)", section.prune_margin)

@@ -316,8 +316,11 @@ def _prepare_study(
                 f"warm start from {config.search.warm_start} not applied: study {study.study_name} had started "
                 "already (a warm start chooses a new study's first trials)"
             )
-    warmed = config.search.warm_start is not None or warm_start_of(study) is not None
-    study.sampler = make_sampler(seeded, offset=0, prior=warm_prior(config) if warmed else None)
+    # A fleet's other worker may not have written the warm start's record yet: then the study file decides.
+    warm = warm_start_of(study)
+    search = config.search
+    with_prior = warm.prior if warm is not None else search.warm_start is not None and search.warm_start_prior
+    study.sampler = make_sampler(seeded, offset=0, prior=warm_prior(config) if with_prior else None)
     study.pruner = make_pruner(config)
     return study, fleet
 

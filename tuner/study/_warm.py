@@ -6,9 +6,10 @@ The other study (same storage or another) is read once, when this study enqueues
   added take this study's baseline value, and a config outside this space (a value out of range, a broken
   constraint) is left out with the reason;
 * its top configs (its recommendation first) run right after this study's baseline;
-* all of its mapped trials become the sampler's prior (:class:`tuner.search.PriorSampler`), their values scaled
-  to this study's measurements by the configs both studies measured (the baseline first): what was 20% above
-  the other study's baseline is 20% above this one's, until configs measured here say otherwise.
+* with ``[search] warm_start_prior``, all of its mapped trials become the sampler's prior
+  (:class:`tuner.search.PriorSampler`), their values scaled to this study's measurements by the configs both
+  studies measured (the baseline first): what was 20% above the other study's baseline is 20% above this one's,
+  until configs measured here say otherwise.
 
 What was carried over is stored as one study attr (:class:`tuner.trials.WarmStart`), read by the sampler on every
 resume and by the report; none of it is a trial of this study, so nothing carried over is ever counted, ranked or
@@ -81,7 +82,9 @@ def read_warm_start(config: StudyConfig, *, storage: str) -> WarmStart:
         skipped=tuple(skipped),
         dropped=tuple(dropped),
         added=added,
-        note=None if comparable else "its objectives differ from this study's: only its top configs run here",
+        note=None if comparable or not search.warm_start_prior else "its objectives differ from this study's: only "
+        "its top configs run here",
+        prior=comparable and search.warm_start_prior,
     )
 
 
@@ -188,7 +191,7 @@ def warm_prior(config: StudyConfig) -> Prior:
     def prior(study: optuna.Study) -> list[FrozenTrial]:
         if not found and (warm := warm_start_of(study)) is not None:
             found.append(warm)
-        if not found or not found[0].trials:
+        if not found or not found[0].trials or not found[0].prior:
             return []
         scale = prior_scale(study, found[0])
         if scale is None:

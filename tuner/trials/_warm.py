@@ -64,6 +64,8 @@ class WarmStart:
     """This space's parameters it did not have, and the value (this study's baseline's) they were given."""
     note: str | None = None
     """Why its results do not inform the sampler, when they do not (objectives that differ)."""
+    prior: bool = False
+    """Whether its results inform the sampler (``[search] warm_start_prior``)."""
 
     def to_attr(self) -> dict[str, Any]:
         return {
@@ -75,6 +77,7 @@ class WarmStart:
             "dropped": list(self.dropped),
             "added": self.added,
             "note": self.note,
+            "prior": self.prior,
         }
 
     @classmethod
@@ -88,6 +91,7 @@ class WarmStart:
             dropped=tuple(str(s) for s in raw.get("dropped", ())),
             added=dict(raw.get("added", {})),
             note=raw.get("note"),
+            prior=bool(raw.get("prior", False)),
         )
 
     def lines(self) -> list[str]:
@@ -100,13 +104,14 @@ class WarmStart:
     def text(self) -> str:
         """One line: what was carried over, from where, and what was not."""
         measured = sum(1 for t in self.trials if t.values is not None)
-        parts = [
-            f"warm start from study {self.study} ({self.storage}): {len(self.trials)} of its trials carried over "
-            f"as the sampler's prior ({measured} measured, {len(self.trials) - measured} failed or pruned there), "
-            "not counted here"
-        ]
+        parts = [f"warm start from study {self.study} ({self.storage})"]
         if self.note:
-            parts[0] = f"warm start from study {self.study} ({self.storage}): {self.note}"
+            parts[0] += f": {self.note}"
+        elif self.prior:
+            parts[0] += (
+                f": {len(self.trials)} of its trials carried over as the sampler's prior ({measured} measured, "
+                f"{len(self.trials) - measured} failed or pruned there), not counted here"
+            )
         if self.top:
             parts.append(
                 f"its top {len(self.top)} configs run first (its #{', #'.join(str(t.number) for t in self.top)})"
