@@ -282,28 +282,25 @@ def simulate_scenario(
     seconds = request_seconds = 0.0
     generated = verify = 0
     retractions: list[Retraction] = []
+
+    def so_far(failed: str | None = None) -> SimulatedScenario:
+        return SimulatedScenario(
+            seconds=seconds,
+            generated=generated,
+            verify_steps=verify,
+            request_seconds=request_seconds,
+            retractions=tuple(retractions),
+            failed=failed,
+        )
+
     while not sched.idle:
         prefill = sched.admit()
         if (r := sched.make_room()) is not None:
             retractions.append(r)
             if r.aborted is not None:
-                return SimulatedScenario(
-                    seconds=seconds,
-                    generated=generated,
-                    verify_steps=verify,
-                    request_seconds=request_seconds,
-                    retractions=tuple(retractions),
-                    failed="a request alone outgrew the KV pool and was aborted",
-                )
+                return so_far("a request alone outgrew the KV pool and was aborted")
         if cfg.crash_above_tokens is not None and sched.batch_tokens() > cfg.crash_above_tokens:
-            return SimulatedScenario(
-                seconds=seconds,
-                generated=generated,
-                verify_steps=verify,
-                request_seconds=request_seconds,
-                retractions=tuple(retractions),
-                failed=f"crashed with {sched.batch_tokens()} tokens in the batch",
-            )
+            return so_far(f"crashed with {sched.batch_tokens()} tokens in the batch")
         dt = sched.step_seconds(prefill)
         seconds += dt
         request_seconds += dt * len(sched.running)
@@ -313,10 +310,4 @@ def simulate_scenario(
             if issued < requests:
                 sched.submit(SchedRequest(prompt_tokens=prompt_tokens, max_tokens=output_tokens, phase=_phase(issued)))
                 issued += 1
-    return SimulatedScenario(
-        seconds=seconds,
-        generated=generated,
-        verify_steps=verify,
-        request_seconds=request_seconds,
-        retractions=tuple(retractions),
-    )
+    return so_far()
