@@ -26,7 +26,7 @@ from sqlalchemy import event
 
 from tuner.errors import EnvironmentFault
 
-__all__ = ["BUSY_NOTICE_AFTER_S", "RUN_AFTERMATH", "storage_faults", "watch_busy"]
+__all__ = ["BUSY_NOTICE_AFTER_S", "RUN_AFTERMATH", "masked_url", "storage_faults", "watch_busy"]
 
 BUSY_NOTICE_AFTER_S = 5.0
 
@@ -84,8 +84,11 @@ def describe(exc: BaseException, url: str) -> str | None:
 
 def _shown(url: str) -> str:
     """The storage as a message shows it: a SQLite file's path; any other URL without its password."""
-    if url.startswith("sqlite:///"):
-        return url.removeprefix("sqlite:///")
+    return url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else masked_url(url)
+
+
+def masked_url(url: str) -> str:
+    """A storage URL as people may see it: without its password."""
     try:
         return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
     except sqlalchemy.exc.ArgumentError:

@@ -30,6 +30,7 @@ from tuner.config import StudyConfig, default_storage
 from tuner.errors import TuneError
 from tuner.search import Prior
 from tuner.space import Param, SearchSpace, Value, format_value, param_distribution
+from tuner.study._faults import masked_url
 from tuner.study._starts import config_key
 from tuner.study._storage import NoSuchStudy, directions, load_existing
 from tuner.trials import (
@@ -76,7 +77,7 @@ def read_warm_start(config: StudyConfig, *, storage: str) -> WarmStart:
     carried = [_carried(t, params) for t, params in mapped]
     return WarmStart(
         study=other.study_name,
-        storage=_shown(url),
+        storage=masked_url(url),
         trials=tuple(carried) if comparable else (),
         top=_top(other, {t.number: t for t in carried}, config),
         skipped=tuple(skipped),
@@ -163,17 +164,6 @@ def _top(other: optuna.Study, carried: Mapping[int, CarriedTrial], config: Study
         seen.append(config_key(mine.params))
         chosen.append(mine)
     return tuple(chosen)
-
-
-def _shown(url: str) -> str:
-    """The storage URL as people may see it: a password in it masked."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return url
 
 
 # -- the prior -----------------------------------------------------------------------------------------------
