@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -64,12 +63,9 @@ def test_default_tasks_exist_and_are_distinct() -> None:
 
 def test_a_healthy_config_passes_all_five(sim_factory: SimFactory) -> None:
     sim = sim_factory(NORMAL)
-    started = time.monotonic()
     result = _run_gate(sim.url)
-    elapsed = time.monotonic() - started
     assert result.passed == result.total == 5, result.summary()
     assert result.summary().startswith("gate 5/5 passed in ")
-    assert elapsed < 10, f"a 5-problem gate must cost seconds, took {elapsed:.1f} s"
     check_gate(result, GateSection())  # does not raise
     for outcome in result.outcomes:
         assert outcome.passed and outcome.reason == ""

@@ -107,15 +107,16 @@ def test_exiting_before_the_tests_end_fails(judge: BaseJudge, exit_call: str) ->
 
 
 def test_closing_stdout_fails_without_hanging(judge: BaseJudge) -> None:
-    verdict = judge.judge("import os\nos.close(1)\nos.close(2)\nassert True\n", timeout_s=10)
+    # A hang would last until the timeout: a generous one tells the two apart also on a loaded machine.
+    verdict = judge.judge("import os\nos.close(1)\nos.close(2)\nassert True\n", timeout_s=60)
     assert not verdict.passed
-    assert verdict.seconds < 5
+    assert not verdict.reason.startswith("timeout") and verdict.seconds < 30
 
 
 def test_flooding_stdout_is_cut_off(judge: BaseJudge, temp_root: Path) -> None:
-    verdict = judge.judge("while True:\n    print('x' * 10000)\n", timeout_s=10)
+    verdict = judge.judge("while True:\n    print('x' * 10000)\n", timeout_s=60)
     assert not verdict.passed
-    assert verdict.seconds < 8, "the output size limit, not the timeout, must stop it"
+    assert not verdict.reason.startswith("timeout"), "the output size limit, not the timeout, must stop it"
     assert len(verdict.output) <= 4000
     _assert_no_leftovers(temp_root)
 
@@ -133,7 +134,8 @@ def test_an_infinite_loop_times_out_and_leaves_no_process(judge: BaseJudge, temp
     verdict = judge.judge(program, timeout_s=1.5)
     assert not verdict.passed
     assert verdict.reason == "timeout after 1.5 s"
-    assert time.monotonic() - started < 6
+    # Stopped at the timeout, not when the 300 s sleepers end (the bound leaves a loaded machine its slack).
+    assert time.monotonic() - started < 60
     _assert_no_leftovers(temp_root)
 
 

@@ -27,7 +27,8 @@ class Ready:
     seconds: float
     """From the restart to readiness, as seen by us."""
     phase_times: dict[str, float] = field(default_factory=dict)
-    """Seconds since restart at which each phase marker first appeared in the log."""
+    """Seconds since restart at which each phase marker first appeared in the log, as the poll that read its line
+    saw it: markers that reach the log between two polls share that poll's time (their order is the log's)."""
     log_cursor: str = "0"
     endpoint: Endpoint | None = None
     """The endpoint with its model id resolved."""
