@@ -442,13 +442,27 @@ def _fit(line: str, width: int | None) -> str:
 # -- tune best ---------------------------------------------------------------------------------------------
 
 
+def _best_row(study: Any, config: Any, rec: Any, t: Any) -> dict[str, Any]:
+    """``tune best --json``'s object for one trial: its row, launch line, verdicts and speed-up."""
+    from tuner.report import launch_text, study_speedup, trial_row
+    from tuner.trials import attrs
+
+    row = trial_row(t, config)
+    row["launch"] = launch_text(config, t)
+    row["recommended"] = t.number == rec.trial.number
+    row["not_verified"] = rec.missing() if t.number == rec.trial.number else None
+    speedup = None if t.user_attrs.get(attrs.BASELINE) else study_speedup(study, config, t)
+    row["speedup"] = speedup.as_json() if speedup is not None else None
+    return row
+
+
 def _best(args: argparse.Namespace) -> int:
     from tuner.report import (
+        baseline_drift,
         launch_text,
         per_scenario_best,
         recommendation_lines,
         scenario_text,
-        trial_row,
         tune_command,
     )
     from tuner.space import format_value
@@ -467,13 +481,7 @@ def _best(args: argparse.Namespace) -> int:
 
     members = list(rec.front) or [rec.trial]
     if args.json:
-        out = []
-        for t in members:
-            row = trial_row(t, config)
-            row["launch"] = launch_text(config, t)
-            row["recommended"] = t.number == rec.trial.number
-            row["not_verified"] = rec.missing() if t.number == rec.trial.number else None
-            out.append(row)
+        out = [_best_row(study, config, rec, t) for t in members]
         json.dump(out if len(out) > 1 else out[0], sys.stdout, indent=2, default=str)
         print()
         return 0
@@ -483,6 +491,8 @@ def _best(args: argparse.Namespace) -> int:
         print(line)
     if rec.confirmed and (confirmed := confirmation_text(study)):
         print(confirmed)
+    if drift := baseline_drift(study, config):
+        print(f"note: {drift}")
     scenarios = [s.name for s in config.benchmark.scenarios]
     for t in members:
         tag = " (recommended)" if len(members) > 1 and t.number == rec.trial.number else ""

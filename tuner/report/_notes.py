@@ -15,7 +15,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import StudyConfig
-from tuner.report._facts import figure_text
+from tuner.report._facts import Speedup, figure_text, speedup_clause, study_speedup
 from tuner.report._importance import LABEL
 from tuner.space import Param, format_value
 from tuner.target import base_spec
@@ -217,7 +217,7 @@ def write_study_note(study: optuna.Study, config: StudyConfig) -> None:
     _save(storage_of(study), study_id(study), None, study_note_text(config, study_name=study.study_name))
 
 
-def _recommended_note(rec: Recommendation, config: StudyConfig | None) -> str:
+def _recommended_note(rec: Recommendation, config: StudyConfig | None, speedup: Speedup | None) -> str:
     t = rec.trial
     score = f", score {figure_text(t, config)}" if config is not None else ""
     lines = [
@@ -225,6 +225,8 @@ def _recommended_note(rec: Recommendation, config: StudyConfig | None) -> str:
     ]
     if rec.confirmed_value is not None:
         lines.append(f"Confirmed {rec.confirmed_value:.1f} when the top configs were re-measured at the end.")
+    if speedup is not None:
+        lines.append(f"Speed-up: {speedup_clause(speedup)}.")
     if gate := t.user_attrs.get(attrs.GATE):
         lines.append(f"Correctness gate: {gate}.")
     missing = rec.missing()
@@ -270,13 +272,14 @@ def trial_note_text(
     rec: Recommendation | None = None,
     confirmation: Any = None,
     config: StudyConfig | None = None,
+    speedup: Speedup | None = None,
 ) -> str | None:
     """The verdict note for one trial, or None when there is nothing to flag (``config``: the study's file, for
-    the recommendation's figure)."""
+    the recommendation's figure; ``speedup``: the recommendation's, as every view prints it)."""
     head: str | None
     body: list[str]
     if rec is not None and t.number == rec.trial.number:
-        head, body = _recommended_note(rec, config), []
+        head, body = _recommended_note(rec, config, speedup), []
     else:
         head, body = _verdict_note(t, confirmation)
     if bound := client_bound_scenarios(t):
@@ -296,12 +299,15 @@ def annotate_trials(study: optuna.Study, *, config: StudyConfig | None = None) -
     """Write verdict notes on every trial that needs one; returns how many notes changed."""
     rec = recommended(study)
     confirmation = current_confirmation(study)
+    speedup = None
+    if rec is not None and config is not None and not rec.trial.user_attrs.get(attrs.BASELINE):
+        speedup = study_speedup(study, config, rec.trial)
     changed = 0
     for t in study_trials(study):
         if t.state == TrialState.RUNNING:
             continue
         # "" clears a note of ours that no longer applies (a trial that was best earlier but is not now).
-        text = trial_note_text(t, rec=rec, confirmation=confirmation, config=config) or ""
+        text = trial_note_text(t, rec=rec, confirmation=confirmation, config=config, speedup=speedup) or ""
         if _save(storage_of(study), study_id(study), trial_id(t), text):
             changed += 1
     return changed
