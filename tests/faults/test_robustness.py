@@ -94,9 +94,13 @@ def test_a_running_trial_without_an_owner_is_recovered_and_the_run_reaches_n(cas
     assert case.counted() == 3  # it holds no trial slot, so it never stands in the run's way
     assert_clean(case)
     # Ownerless for longer than one heartbeat interval: stale (a live worker binds its trial within milliseconds).
+    # A run slower than that interval (a loaded machine) has recovered it itself; else it is recovered now.
     from tuner.study._recovery import HEARTBEAT_S, recover_stale_trials
 
-    assert recover_stale_trials(study, now=time.time() + HEARTBEAT_S + 1) == [orphan.number]
+    recovered = recover_stale_trials(study, now=time.time() + HEARTBEAT_S + 1)
+    left = study.trials[orphan.number]
+    assert recovered == [orphan.number] or (not recovered and left.state == optuna.trial.TrialState.FAIL)
+    assert study.trials[orphan.number].user_attrs["interrupted"] == "stale: worker gone"
     states = [state for _, state, _ in case.trials_table()]
     assert "RUNNING" not in states
 
