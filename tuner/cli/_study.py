@@ -120,13 +120,14 @@ def _start(args: argparse.Namespace) -> int:
         if len(hosts) > 1:
             from tuner.cli._fleet import run_fleet
 
+            run.held()  # its workers hold the servers' locks: the launcher is the study's run from here
             run.status = run_fleet(args, config)
             return run.status
         if hosts:
             from tuner.config import fleet_member
 
             config = fleet_member(config, 0)
-        run.ran = _run_to_the_end(config, args)
+        run.ran = _run_to_the_end(config, args, on_locked=run.held)
     return 0
 
 
@@ -142,7 +143,7 @@ def _fleet_worker(args: argparse.Namespace, config: Any) -> int:
     return 0
 
 
-def _run_to_the_end(config: Any, args: argparse.Namespace) -> int:
+def _run_to_the_end(config: Any, args: argparse.Namespace, *, on_locked: Any = None) -> int:
     """``tune start``'s study loop and its last lines; the trials it ran."""
     from tuner.study import run_study
 
@@ -155,6 +156,7 @@ def _run_to_the_end(config: Any, args: argparse.Namespace) -> int:
         preflight=not args.skip_preflight,
         deadline=args.deadline,
         allow_mixed_targets=args.allow_mixed_targets,
+        on_locked=on_locked,
     )
     _print_end(config, summary)
     return summary.ran
@@ -194,7 +196,12 @@ def _resume(args: argparse.Namespace) -> int:
         with storage_faults(storage):
             trials = args.trials if args.trials is not None else _started_with(storage, study)
         summary = run_study(
-            config, trials=trials, storage=storage, study_name=study, preflight=not args.skip_preflight
+            config,
+            trials=trials,
+            storage=storage,
+            study_name=study,
+            preflight=not args.skip_preflight,
+            on_locked=run.held,
         )
         run.ran = summary.ran
         _print_end(config, summary)
@@ -219,7 +226,7 @@ def _finish(args: argparse.Namespace) -> int:
     if args.detach and args.detached_log is None:
         return detach(config, args, study=name, storage=storage)
     with recorded(config, args, study=name, storage=storage) as run:
-        summary = run_study(config, trials=0, storage=storage, study_name=name)
+        summary = run_study(config, trials=0, storage=storage, study_name=name, on_locked=run.held)
         run.ran = summary.ran
         _print_end(config, summary, more=False)
     return 0

@@ -78,6 +78,7 @@ def run_study(
     worker_name: str | None = None,
     allow_mixed_targets: bool = False,
     preflight: bool = True,
+    on_locked: Callable[[], None] | None = None,
 ) -> RunSummary:
     """Run trials until the study holds ``trials`` counted trials in total (a resume continues to N), then
     re-measure and gate the top (``confirm=True`` forces it: ``tune best --confirm``).
@@ -86,7 +87,8 @@ def run_study(
     ``deadline`` (Unix time): no trial starts that would end after it; without ``trials``, run until then.
     ``worker_name`` names this worker of a fleet; a server unlike the study's is refused unless
     ``allow_mixed_targets``. With the config's own target the preflight runs and the lock is taken before the
-    study is created: a broken environment or a busy server is refused with nothing created or changed.
+    study is created: a broken environment or a busy server is refused with nothing created or changed;
+    ``on_locked`` is called once the lock is held: from then on the run is the study's (its run record).
     """
     from_file = config  # what the study file says: a hint addresses the study by the file only if it names it
     if study_name and study_name != config.study.name:
@@ -107,15 +109,10 @@ def run_study(
     worker = _fleet.WorkerId.for_target(config, name=worker_name)
     start = time.monotonic()
     with storage_faults(run.storage, aftermath=RUN_AFTERMATH), target, target.locked():
-        study = _open(
-            run,
-            target,
-            worker,
-            storage=storage,
-            force_config=force_config,
-            check=check,
-            allow_mixed_targets=allow_mixed_targets,
-        )
+        if on_locked is not None:
+            on_locked()
+        study = _open(run, target, worker, storage=storage, force_config=force_config, check=check,
+                      allow_mixed_targets=allow_mixed_targets)  # fmt: skip
         _run_locked(run, study, target)
     with storage_faults(run.storage):
         summary = _summarise(study, run, seconds=time.monotonic() - start)
