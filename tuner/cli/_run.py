@@ -142,6 +142,7 @@ def recorded(config: StudyConfig, args: argparse.Namespace, *, study: str, stora
     except BaseException as exc:
         if book.refused(exc):
             raise
+        run.ran = getattr(exc, "ran", run.ran)  # an interrupted run still ran its trials (Interrupted.ran)
         book.begin()  # a run that failed before it held the lock (the SSH host down) is still recorded
         end = ending(exc) or Ending(status=1, state="crashed", reason=f"{type(exc).__name__}: {exc}")
         _ended(config, book.record, path, end, study=study, storage=storage, run=run)

@@ -80,7 +80,8 @@ def _warm_start_args(p: argparse.ArgumentParser) -> None:
         "--warm-start",
         metavar="STUDY",
         default=None,
-        help="start a new study from another's results: its top configs first, all of it as the sampler's prior",
+        help="start a new study from another's results: its top configs first (all of it as the sampler's prior "
+        "too with [search] warm_start_prior = true)",
     )
     p.add_argument("--warm-start-storage", metavar="URL", default=None, help="where that study is (default: --storage)")
 
@@ -263,15 +264,17 @@ def _print_end(config: Any, summary: Any, *, more: bool = True) -> None:
     more: ``more``), the recommendation, its launch command, how to deploy."""
     from tuner.report import launch_text, recommendation_lines, tune_command
     from tuner.study import UNTIL_DEADLINE, load_existing
-    from tuner.trials import recommended
+    from tuner.trials import attrs, recommended
 
-    of = f"/{summary.target}" if summary.target != UNTIL_DEADLINE else ""
+    study = load_existing(summary.storage, summary.study_name)
+    # `tune finish` runs to no new trial (a target of 0): the study's own target is the one to show.
+    target = summary.target or study.user_attrs.get(attrs.TARGET_TRIALS, UNTIL_DEADLINE)
+    of = f"/{target}" if target != UNTIL_DEADLINE else ""
     space = f"; all {summary.space_size} configs of the space were measured" if summary.exhausted else ""
     ran = f"{summary.ran} run now, {summary.seconds:.0f} s"
     print(f"study {summary.study_name}: {summary.counted}{of} trials ({ran}){space}")
     if more and summary.ran == 0 and of and summary.counted >= summary.target and not summary.exhausted:
         print(_complete_text(config, summary))
-    study = load_existing(summary.storage, summary.study_name)
     rec = recommended(study)
     if rec is None:
         print("no feasible trial: nothing to recommend (`tune report` groups the failures by reason)")

@@ -33,7 +33,7 @@ from tuner.study._storage import open_study
 from tuner.study._warm import read_warm_start, warm_prior
 from tuner.study._warmups import describe_warmups
 from tuner.target import Target, open_target
-from tuner.trials import WarmStart, attrs, counted_trials, recommended, warm_start_of
+from tuner.trials import WarmStart, attrs, counted_trials, recommended, storage_of, warm_start_of
 
 __all__ = ["Interrupted", "RunSummary", "resume_command", "run_study"]
 
@@ -42,6 +42,11 @@ PartsFactory = Callable[[StudyConfig, Target], TrialParts]
 
 class Interrupted(TuneError):
     """Ctrl-C or SIGTERM: the running trial was marked FAIL and the server put back per ``on_exit``."""
+
+    def __init__(self, message: str, *, ran: int | None = None) -> None:
+        super().__init__(message)
+        self.ran = ran
+        """Trials the interrupted run ran (the notify summary's ``run_now``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,7 +123,7 @@ def run_study(
         summary = _summarise(study, run, seconds=time.monotonic() - start)
     if run.interrupted:
         hint = resume_command(from_file, run.storage, run.goal, study=config.study.name)
-        raise Interrupted(f"stopped at {summary.counted}/{run.goal} trials. Resume with: {hint}")
+        raise Interrupted(f"stopped at {summary.counted}/{run.goal} trials. Resume with: {hint}", ran=summary.ran)
     return summary
 
 
@@ -304,7 +309,11 @@ def _prepare_study(
     if _fleet.claim_starting_points(
         fleet.claims, worker, has_baseline=has_baseline, stale_after_s=config.study.stale_after_s
     ):
-        warm = _warm_start(config, storage=storage or config.study.storage, console=console)
+        try:
+            warm = _warm_start(config, storage=storage or config.study.storage, console=console)
+        except BaseException:
+            _drop_if_empty(study)  # a warm start that cannot be read leaves no empty study behind
+            raise
         enqueue_starting_points(study, config, warm=warm)
     else:
         _retry_failed_baseline(study, config, fleet)
@@ -320,6 +329,13 @@ def _prepare_study(
     study.sampler = make_sampler(seeded, offset=0, prior=warm_prior(config) if with_prior else None)
     study.pruner = make_pruner(config)
     return study, fleet
+
+
+def _drop_if_empty(study: optuna.Study) -> None:
+    """Delete a study that holds no trial (created by this run, which is failing before its first)."""
+    with contextlib.suppress(Exception):  # the run's own error is the one to report
+        if not study.get_trials(deepcopy=False):
+            optuna.delete_study(study_name=study.study_name, storage=storage_of(study))
 
 
 def _warm_start(config: StudyConfig, *, storage: str, console: Console) -> WarmStart | None:
