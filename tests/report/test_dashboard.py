@@ -202,3 +202,16 @@ def test_allow_edits_opens_the_dashboard(synthetic_study: Case) -> None:
     with DashboardServer(storage=storage, artifact_store=store, port=0, refresh_s=None, allow_edits=True) as server:
         assert _send("DELETE", f"{server.url}/api/studies/{doomed._study_id}") == 204
     assert "doomed" not in [s.study_name for s in optuna.get_all_study_summaries(storage)]
+
+
+def test_a_failed_trial_is_failed_on_the_dashboard_too(synthetic_study: Case) -> None:
+    """Stored PRUNED so the sampler learns from it, a trial that did not start or died is 'failed' in status and
+    the report: the dashboard's badge must not call it pruned."""
+    from tuner.trials import NOT_STARTED, outcome
+
+    with _serve(synthetic_study) as server:
+        detail = _detail(server, "syn")
+    states = {t["number"]: t["state"] for t in detail["trials"]}
+    failed = [t.number for t in synthetic_study.study.trials if outcome(t) == NOT_STARTED]
+    assert failed and all(states[n] == "Fail" for n in failed), states
+    assert all(t.state.name == "PRUNED" for t in synthetic_study.study.trials if t.number in failed)  # as stored

@@ -27,13 +27,26 @@ import optuna
 
 from tuner.config import StudyConfig
 from tuner.report._importance import dashboard_importances
-from tuner.trials import FEASIBLE, NOT_GATED, NOT_GATED_YET, outcome, recommended, study_trials, trial_id
+from tuner.trials import (
+    DIED,
+    FEASIBLE,
+    NOT_GATED,
+    NOT_GATED_YET,
+    NOT_STARTED,
+    OTHER,
+    outcome,
+    recommended,
+    study_trials,
+    trial_id,
+)
 
 __all__ = ["DashboardServer", "dashboard_app", "refresh_notes", "serve_dashboard"]
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 _DETAIL = re.compile(r"^/api/studies/(\d+)/?$")
+_FAILED = (NOT_STARTED, DIED, OTHER)
+"""Outcomes of a trial that failed, whatever state it is stored in: the dashboard's badge says "Fail" too."""
 _NOTE = re.compile(r"^/api/studies/\d+/(\d+/)?note/?$")
 _READS = ("GET", "HEAD", "OPTIONS")
 READ_ONLY_REASON = "this dashboard is read-only: restart it with `tune dashboard --allow-edits` to change the study"
@@ -103,6 +116,8 @@ class _FeasibilityMiddleware:
             t = trials.get(entry.get("trial_id"))
             if t is not None:
                 entry["constraints"] = _constraint_list(t)
+                if outcome(t) in _FAILED:  # stored PRUNED so the sampler learns; every other view says failed
+                    entry["state"] = "Fail"
             _round(entry)
         system_attrs = self._storage.get_study_system_attrs(study_id)
         rec = recommended(study)
