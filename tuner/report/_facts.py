@@ -26,6 +26,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import StudyConfig
 from tuner.metrics import objective_point_key
+from tuner.secrets import masked_url
 from tuner.space import format_value
 from tuner.trials import (
     SLOWER,
@@ -360,7 +361,7 @@ def compare_scenarios(
 
 def tune_command(verb: str, config: StudyConfig, *, storage: str, study: str) -> str:
     """``tune VERB`` with the arguments that address this study, as a user can paste it: ``--config FILE`` when
-    the study file says where the study lives, else ``--storage URL --study NAME``."""
+    the study file says where the study lives, else ``--storage URL --study NAME`` (its password ``***``)."""
     import contextlib
     import shlex
     from pathlib import Path
@@ -370,7 +371,8 @@ def tune_command(verb: str, config: StudyConfig, *, storage: str, study: str) ->
         with contextlib.suppress(ValueError):  # a file under the working directory reads shorter as relative
             source = source.resolve().relative_to(Path.cwd())
         return f"tune {verb} --config {shlex.quote(str(source))}"
-    return f"tune {verb} --storage {shlex.quote(storage)} --study {shlex.quote(study)}"
+    # A password never reaches a screen, a log or a hook (docs/configuration.md, "Secrets"): supply it to paste.
+    return f"tune {verb} --storage {shlex.quote(masked_url(storage))} --study {shlex.quote(study)}"
 
 
 def verification_text(rec: Recommendation, *, finish: str) -> str | None:

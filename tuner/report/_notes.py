@@ -177,6 +177,15 @@ def _objective_lines(config: StudyConfig) -> list[str]:
     return lines
 
 
+_GATE_WHEN = {
+    "before": "run before the benchmark",
+    "after": "run after the benchmark",
+    "contenders": "run on the configs that could become the best",
+    "final": "run on the finalists, at the end of the study",
+}
+"""``[gate] when`` in words, as the study note says it."""
+
+
 def _gate_lines(config: StudyConfig) -> list[str]:
     gate = config.gate
     if gate is None or not gate.enabled:
@@ -185,7 +194,7 @@ def _gate_lines(config: StudyConfig) -> list[str]:
     return [
         "",
         "## Correctness",
-        f"A config must pass {gate.min_passed}/{n} coding problems (run {gate.when} the benchmark). "
+        f"A config must pass {gate.min_passed}/{n} coding problems ({_GATE_WHEN.get(gate.when, gate.when)}). "
         "A faster config that fails is **infeasible**: it is never the best.",
     ]
 
