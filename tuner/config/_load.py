@@ -73,7 +73,7 @@ class StudyConfig:
             "space": [asdict(p) for p in self.space.params],
             "constraints": [asdict(c) for c in self.space.constraints],
             "objective": asdict(self.objective),
-            "scenarios": [asdict(s) for s in self.benchmark.scenarios],
+            "scenarios": [s.comparable() for s in self.benchmark.scenarios],
             # The score's definition: a t lower bound on log throughput at this level (no longer k*MAD).
             "score": ["t-lower-bound", self.benchmark.confidence],
             "gate": asdict(self.gate) if self.gate else None,
