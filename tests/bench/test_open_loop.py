@@ -24,6 +24,8 @@ from tuner.bench._load import LoadTarget
 from tuner.bench._workers import InProcessRunner, LoadPlan
 from tuner.config import BenchmarkSection, Scenario
 from tuner.endpoint import Endpoint
+from tuner.sim import ServerConfig
+from tuner.sim.inprocess import model_scenario
 from tuner.sim.testing import SimProcess
 from tuner.stats import percentile
 
@@ -139,3 +141,17 @@ def test_a_client_that_falls_behind_its_schedule_says_so(start_sim: Callable[...
     assert len(late) >= 5  # ~10 requests were due during the 0.2 s block
     for delay, ttft, from_send in late:
         assert ttft - from_send > 0.5 * delay  # the wait counts in the latency
+
+
+def test_the_in_process_model_agrees_with_the_http_simulator(start_sim: Callable[..., SimProcess]) -> None:
+    """The search benchmark's model of open traffic (tuner.sim.inprocess) against the simulator it stands for,
+    at time scale 1: the same arrivals (the benchmark seed), the same queueing."""
+    sim = start_sim(*DDTREE, "--max-running-requests", "4", env=ENV)
+    sc = _open("r4", rate=4.0, requests=24, prompt_tokens=256, output_tokens=48)
+    result = _run(sim, sc)
+    model = model_scenario(ServerConfig.from_argv([*DDTREE, "--max-running-requests", "4"], ENV), sc, seed=0)
+    # The model has no HTTP: the client's send, the server's parsing and the machine's scheduling add ~10 ms to
+    # every TTFT and end-to-end time (measured on a loaded 2-core machine), hence the absolute 30 ms beside 15%.
+    for field in ("ttft_p50_s", "latency_p50_s", "latency_p99_s", "tpot_p50_s", "achieved_rps"):
+        assert getattr(result, field) == pytest.approx(model.latency[field], rel=0.15, abs=0.03), field
+    assert result.offered_rps == pytest.approx(model.latency["offered_rps"], rel=1e-3)
