@@ -59,6 +59,8 @@ class ScenarioResult:
     """Open loop: the requests/s the arrival schedule offered (median over repeats; None for a closed loop)."""
     achieved_rps: float | None = None
     """Completions/s the server delivered (median over repeats): below capacity equal to the offered rate."""
+    sent_rps: float | None = None
+    """Sends/s (median over repeats): equal to the offered rate while the client holds its schedule."""
     output_tokens: int = 0
     """Output tokens of the measured requests (all repeats; warm-up excluded)."""
     tokens_from_usage: bool = True

@@ -71,6 +71,6 @@ def latency_figures(runs: Sequence[LoadResult]) -> dict[str, float | None]:
         **_percentiles("tpot", tpots),
         **_percentiles("latency", e2e),
     }
-    for key in ("offered_rps", "achieved_rps"):
+    for key in ("offered_rps", "achieved_rps", "sent_rps"):
         values[key] = _median([r[key] for r in rates])
     return values
