@@ -88,6 +88,10 @@ METRICS: tuple[Metric, ...] = (
     Metric(key="e2e_p99_s", field="latency_p99_s", label="E2E p99 s", digits=3),
     Metric(key="offered_rps", field="offered_rps", label="offered req/s", digits=2),
     Metric(key="achieved_rps", field="achieved_rps", label="achieved req/s", digits=2),
+    # [slo]: the share of requests that met every limit, and its interval (tuner.bench._slo).
+    Metric(key="attainment", field="attainment", label="SLO attainment", digits=3),
+    Metric(key="attainment_low", field="attainment_low", label="attainment low", digits=3),
+    Metric(key="attainment_high", field="attainment_high", label="attainment high", digits=3),
     Metric(key="itl_p50_s", field="itl_p50_s", label="ITL p50 s", digits=4),
     Metric(key="itl_p99_s", field="itl_p99_s", label="ITL p99 s", digits=4),
     Metric(key="accept_length", field="accept_length", label="accept", digits=2),

@@ -9,6 +9,7 @@ from tuner.bench._load import LoadResult, LoadTarget, make_client, run_load
 from tuner.bench._prompts import build_prompt
 from tuner.bench._request import RequestRecord, RequestSpec, build_body, stream_request
 from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between, parse_prometheus, prometheus_series
+from tuner.bench._slo import slo_miss
 from tuner.bench._sse import SSEDecoder
 from tuner.bench._warmup import (
     WARMUP_KINDS,
@@ -55,6 +56,7 @@ __all__ = [
     "parse_prometheus",
     "prometheus_series",
     "run_load",
+    "slo_miss",
     "span_rate",
     "stream_request",
 ]

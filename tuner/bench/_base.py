@@ -61,6 +61,11 @@ class ScenarioResult:
     """Completions/s the server delivered (median over repeats): below capacity equal to the offered rate."""
     sent_rps: float | None = None
     """Sends/s (median over repeats): equal to the offered rate while the client holds its schedule."""
+    attainment: float | None = None
+    """With an SLO: the share of counted requests that met every limit (tuner.bench._slo)."""
+    attainment_low: float | None = None
+    attainment_high: float | None = None
+    """The attainment's Clopper-Pearson interval at the benchmark's confidence."""
     output_tokens: int = 0
     """Output tokens of the measured requests (all repeats; warm-up excluded)."""
     tokens_from_usage: bool = True

@@ -311,7 +311,7 @@ class HttpBenchmark(BaseBenchmark):
             repeats_per_stream_tok_s=per_stream,
             confidence=cfg.confidence,
             noise=self.noise(scenario),
-            **latency_figures(runs),
+            **latency_figures(runs, slo=scenario.slo, confidence=cfg.confidence),
             itl_p50_s=percentile(itls, 50),
             itl_p99_s=percentile(itls, 99),
             accept_length=accept,

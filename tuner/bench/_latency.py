@@ -23,6 +23,8 @@ from collections.abc import Sequence
 
 from tuner.bench._load import LoadResult
 from tuner.bench._request import RequestRecord
+from tuner.bench._slo import slo_fields
+from tuner.config import Slo
 from tuner.stats import percentile
 
 __all__ = ["latency_figures", "run_rates", "span_rate"]
@@ -58,9 +60,12 @@ def run_rates(run: LoadResult) -> dict[str, float | None]:
     }
 
 
-def latency_figures(runs: Sequence[LoadResult]) -> dict[str, float | None]:
-    """TTFT, TPOT and end-to-end percentiles over every request of ``runs``, and their rates, keyed by the
-    :class:`~tuner.bench.ScenarioResult` fields that hold them."""
+def latency_figures(
+    runs: Sequence[LoadResult], *, slo: Slo | None = None, confidence: float = 0.8
+) -> dict[str, float | None]:
+    """TTFT, TPOT and end-to-end percentiles over every request of ``runs``, their rates and, with an ``slo``,
+    its attainment (:mod:`tuner.bench._slo`), keyed by the :class:`~tuner.bench.ScenarioResult` fields that hold
+    them."""
     records: list[RequestRecord] = [rec for run in runs for rec in run.records if rec.ok]
     ttfts = [x for x in (rec.ttft_s for rec in records) if x is not None]
     tpots = [x for x in (rec.tpot_s for rec in records) if x is not None]
@@ -73,4 +78,4 @@ def latency_figures(runs: Sequence[LoadResult]) -> dict[str, float | None]:
     }
     for key in ("offered_rps", "achieved_rps", "sent_rps"):
         values[key] = _median([r[key] for r in rates])
-    return values
+    return {**values, **slo_fields(records, slo, confidence)}

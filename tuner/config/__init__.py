@@ -19,6 +19,7 @@ from tuner.config._sections import (
     TargetSection,
     default_storage,
 )
+from tuner.config._slo import Slo
 from tuner.config._traces import TraceRequest, load_trace
 from tuner.config._workloads import chat_text, load_chats, sample_chat, tag_chat
 
@@ -34,6 +35,7 @@ __all__ = [
     "SSHSection",
     "Scenario",
     "SearchSection",
+    "Slo",
     "StudyConfig",
     "StudySection",
     "SystemdSection",

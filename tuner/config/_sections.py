@@ -3,12 +3,13 @@ from __future__ import annotations
 import math
 import re
 import shlex
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from tuner.config._fleet import FleetHost, parse_hosts
 from tuner.config._reader import Table
+from tuner.config._slo import Slo, parse_slo
 from tuner.dialects import KNOWN_VERSIONS, SERVER_CHOICES, BaseServerDialect, SGLangDialect, sglang_version
 from tuner.metrics import OBJECTIVE_METRICS
 
@@ -150,6 +151,8 @@ class Scenario:
     """The resolved path of a JSONL arrival trace (:mod:`tuner.config._traces`)."""
     trace_speed: float = 1.0
     """Divides the trace's offsets: 2.0 replays it twice as fast."""
+    slo: Slo | None = None
+    """The latency each request is promised (``[slo]``, or the scenario's own ``[benchmark.scenarios.slo]``)."""
 
     @property
     def open_loop(self) -> bool:
@@ -177,6 +180,8 @@ class Scenario:
         if not self.open_loop:
             for key in _OPEN_LOOP_KEYS:
                 out.pop(key)
+        if self.slo is None:
+            out.pop("slo")
         return out
 
 
@@ -559,11 +564,11 @@ def _parse_trace_scenario(st: Table, base_dir: Path, common: dict[str, Any]) -> 
 _MISSING_OUTPUT: Any = object()
 
 
-def parse_benchmark(t: Table, *, base_dir: Path = Path(".")) -> BenchmarkSection:
+def parse_benchmark(t: Table, *, base_dir: Path = Path("."), slo: Slo | None = None) -> BenchmarkSection:
     scenarios = []
     names: set[str] = set()
     for st in t.tables("scenarios", required=True):
-        sc = _parse_scenario(st, base_dir)
+        sc = replace(_parse_scenario(st, base_dir), slo=parse_slo(st.table("slo"), base=slo))
         if sc.name in names:
             raise st.error("name", "a scenario name not used before", sc.name)
         names.add(sc.name)

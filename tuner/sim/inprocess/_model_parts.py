@@ -383,6 +383,7 @@ class ModelBenchmark(BaseBenchmark):
         # Open loop: a faster run shortens every request's times; the rates are the schedule's and the queue's.
         speed = math.exp(statistics.fmean(math.log(f) for f in factors))
         latency = {k: v / speed if k.endswith("_s") and v is not None else v for k, v in m.latency.items()}
+        # The SLO is judged on the noise-free requests (noise moves every request alike, not one by one).
         self._service.clock.add("benchmark", seconds)
         return ScenarioResult.from_repeats(
             scenario=scenario,
@@ -429,7 +430,7 @@ class ModelBenchmark(BaseBenchmark):
         )
 
     def _modelled(self, cfg: ServerConfig, scenario: Scenario) -> ModelledScenario:
-        m = model_scenario(cfg, scenario, seed=self._config.seed)
+        m = model_scenario(cfg, scenario, seed=self._config.seed, confidence=self._config.confidence)
         return self._variant(cfg, scenario, m) if self._variant else m
 
     def _died(self, scenario: Scenario, m: ModelledScenario) -> DiedUnderLoad:

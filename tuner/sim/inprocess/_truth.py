@@ -222,14 +222,17 @@ def _lockstep_fits(cfg: ServerConfig, facts: _Facts, n: int, prompt: int, output
     return max(admit, peak) <= facts.pool_gb and not crash
 
 
-def model_scenario(cfg: ServerConfig, scenario: Scenario, *, seed: int = 0) -> ModelledScenario:
+def model_scenario(
+    cfg: ServerConfig, scenario: Scenario, *, seed: int = 0, confidence: float = 0.8
+) -> ModelledScenario:
     """Noise-free outcome of ``scenario`` against a server running ``cfg``: the simulated scheduler's run.
 
     ``requests`` requests from ``concurrency`` closed-loop streams; while the KV pool holds every wave of at most
     ``max_running_requests`` requests they run in lockstep waves (computed per wave); otherwise the scheduler
     (:func:`tuner.sim.simulate_scenario`) runs them, holding requests back and retracting some as SGLang would.
     An open-loop scenario's requests arrive on the schedule the HTTP benchmark draws from the benchmark ``seed``
-    and queue while the batch is full (:func:`tuner.sim.simulate_open`).
+    and queue while the batch is full (:func:`tuner.sim.simulate_open`); with an SLO, its attainment (interval at
+    ``confidence``) is judged on the modelled requests.
     """
     prompt, output = scenario.prompt_tokens, scenario.output_tokens
     workload = scenario_workload(scenario.prompts)
@@ -238,7 +241,7 @@ def model_scenario(cfg: ServerConfig, scenario: Scenario, *, seed: int = 0) -> M
         reason = f"Input length ({prompt} tokens) exceeds the maximum allowed length ({facts.input_limit} tokens)"
         return _failed(reason, _acceptance(facts.akey, 0, workload))
     if scenario.open_loop:
-        return _open_loop(cfg, facts.akey, scenario, seed)
+        return _open_loop(cfg, facts.akey, scenario, seed, confidence)
     n = min(scenario.concurrency, cfg.max_running_requests)
     shape = (workload, scenario.concurrency, scenario.requests, prompt, output)
     if _lockstep_fits(cfg, facts, n, prompt, output):
@@ -305,7 +308,9 @@ def _open_lengths(scenario: Scenario) -> tuple[list[int], list[int]]:
 
 
 @lru_cache(maxsize=65536)
-def _open_loop(cfg: ServerConfig, akey: ServerConfig, scenario: Scenario, seed: int) -> ModelledScenario:
+def _open_loop(
+    cfg: ServerConfig, akey: ServerConfig, scenario: Scenario, seed: int, confidence: float
+) -> ModelledScenario:
     workload = scenario_workload(scenario.prompts)
 
     def accept(bucket: int) -> float:
@@ -328,7 +333,8 @@ def _open_loop(cfg: ServerConfig, akey: ServerConfig, scenario: Scenario, seed: 
                       t_end=t.finish, output_tokens=t.tokens)
         for i, t in enumerate(times)
     ]  # fmt: skip
-    latency = latency_figures([LoadResult(records=records, started=len(records))])
+    run_records = [LoadResult(records=records, started=len(records))]
+    latency = latency_figures(run_records, slo=scenario.slo, confidence=confidence)
     tpots = [x for x in (r.tpot_s for r in records) if x is not None]
     return ModelledScenario(
         tok_s=run.generated / end if end > 0 else 0.0,
