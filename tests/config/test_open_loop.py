@@ -124,3 +124,9 @@ def test_a_bad_trace_line_names_the_file_and_line(tmp_path: Path, line: str, key
     with pytest.raises(ConfigError) as info:
         load_config(study(tmp_path, f'name = "x"\ntrace = "{trace.name}"\noutput_tokens = 4\n'))
     assert info.value.key == key and expected in info.value.expected and info.value.file == str(trace.resolve())
+
+
+def test_a_scenario_says_how_its_requests_come(tmp_path: Path) -> None:
+    text = 'name = "r"\nrate = 6\nmax_concurrency = 16\nprompt_tokens = 8\noutput_tokens = 8\nrequests = 10\n'
+    assert load_config(study(tmp_path, text)).benchmark.scenarios[2].load == "6 req/s poisson (max 16)"
+    assert load_config(ROOT / "studies" / "demo.toml").benchmark.scenarios[2].load == "32"

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fixtures_demo import MakeConfig, make_config
 
-from tuner.trials import attrs, feasible
+from tuner.trials import MISSES_SLO, attrs, feasible, outcome, outcome_text
 
 __all__ = ["make_config"]
 
@@ -42,6 +42,8 @@ def test_a_promise_no_config_keeps_makes_every_trial_infeasible(make_config: Mak
         assert t.constraints["slo"] > 0
         assert t.user_attrs[attrs.SLO_MISSED].startswith("misses the SLO in chat-4rps: 0% of requests within TTFT 1 ms")
         assert t.user_attrs["chat-4rps.attainment"] == 0.0
+        assert outcome(t) == MISSES_SLO  # every view says why, in one line
+        assert outcome_text(t) == "infeasible: " + t.user_attrs[attrs.SLO_MISSED]
     study = optuna.load_study(study_name="tight", storage=cfg.study.storage)
     assert feasible(study) == []
 

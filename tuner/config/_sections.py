@@ -155,6 +155,16 @@ class Scenario:
     """The latency each request is promised (``[slo]``, or the scenario's own ``[benchmark.scenarios.slo]``)."""
 
     @property
+    def load(self) -> str:
+        """How the requests come, as a table shows it: ``8`` streams, ``6 req/s poisson (max 16)``, ``trace x2``."""
+        cap = f" (max {self.max_concurrency})" if self.max_concurrency else ""
+        if self.trace is not None:
+            return f"trace x{self.trace_speed:g}{cap}"
+        if self.rate is not None:
+            return f"{self.rate:g} req/s {self.arrival}{cap}"
+        return str(self.concurrency)
+
+    @property
     def open_loop(self) -> bool:
         """Requests arrive on a schedule (``rate`` or ``trace``), not when a stream frees up."""
         return self.rate is not None or self.trace is not None

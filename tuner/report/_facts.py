@@ -24,6 +24,7 @@ from tuner.config import StudyConfig
 from tuner.metrics import objective_point_key
 from tuner.space import format_value
 from tuner.trials import (
+    MISSES_SLO,
     SLOWER,
     WRONG,
     Recommendation,
@@ -332,7 +333,7 @@ def failure_groups(study: optuna.Study) -> list[FailureGroup]:
     groups: dict[tuple[str, str], list[FrozenTrial]] = {}
     for t in study_trials(study):
         kind = outcome(t)
-        if not is_counted(t) or kind == SLOWER or (t.state == TrialState.COMPLETE and kind != WRONG):
+        if not is_counted(t) or kind == SLOWER or (t.state == TrialState.COMPLETE and kind not in (WRONG, MISSES_SLO)):
             continue
         reason = str(t.user_attrs.get(attrs.FAILURE_REASON) or outcome_text(t))
         groups.setdefault((kind, _reason_key(reason)), []).append(t)
