@@ -16,7 +16,15 @@ from pathlib import Path
 import pytest
 
 from tests.bench.conftest import DDTREE, FAST
-from tuner.bench import BaseBenchmark, FirstPasses, HttpBenchmark, ScenarioResult, WarmupPolicy
+from tuner.bench import (
+    BaseBenchmark,
+    FirstPasses,
+    HttpBenchmark,
+    ScenarioResult,
+    WarmupPolicy,
+    arrival_schedule,
+    span_rate,
+)
 from tuner.config import BenchmarkSection, ReadinessSection, Scenario
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, Phase
@@ -200,3 +208,21 @@ def test_extend_scenario_of_a_dead_server_raises_died_under_load(subject: Subjec
     with pytest.raises(DiedUnderLoad) as info:
         subject.benchmark.extend_scenario(LIGHT, first)
     assert info.value.phase is Phase.BENCHMARK
+
+
+OPEN = Scenario(name="r8-open", concurrency=12, rate=8.0, prompt_tokens=64, output_tokens=16, requests=12)
+
+
+def test_an_open_loop_scenario_reports_its_rates_and_per_request_latency(subject: Subject) -> None:
+    """Open loop: the arrivals drawn from the benchmark seed, and the figures a service promises."""
+    result = subject.benchmark.run_scenario(OPEN)
+    _check_result(result, OPEN)
+    # Each repeat draws its own arrivals (the seed plus the repeat): the offered rate is one of theirs.
+    schedules = [arrival_schedule(OPEN, count=OPEN.requests, seed=SECTION.seed + r) or [] for r in range(3)]
+    offered = [span_rate(s) or 0.0 for s in schedules]
+    assert result.offered_rps is not None and min(offered) * 0.999 <= result.offered_rps <= max(offered) * 1.001
+    assert result.achieved_rps is not None and result.achieved_rps > 0
+    for p in (50, 90, 99):
+        ttft, tpot, e2e = (getattr(result, f"{k}_p{p}_s") for k in ("ttft", "tpot", "latency"))
+        assert 0 < ttft < e2e and 0 < tpot < e2e
+    assert result.ttft_p50_s <= result.ttft_p90_s <= result.ttft_p99_s  # type: ignore[operator]

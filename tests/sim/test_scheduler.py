@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from tuner.config import Scenario
@@ -13,9 +15,12 @@ from tuner.sim import (
     kv_pool_gb,
     kv_pool_tokens,
     request_memory_gb,
+    simulate_open,
     simulate_scenario,
+    step_time_s,
+    verify_width,
 )
-from tuner.sim._scheduler import SchedRequest
+from tuner.sim._scheduler import PREFILL_S_PER_TOKEN, SchedRequest
 from tuner.sim.inprocess import model_scenario
 
 TIGHT = ServerConfig(algorithm="DFLASH", block_size=8, draft_window=2048, mem_fraction_static=0.70)
@@ -121,3 +126,62 @@ def test_the_ground_truths_waves_are_the_schedulers_run(cfg: ServerConfig, scena
     assert not run.retractions and not fast.retractions
     assert fast.seconds == pytest.approx(run.seconds, rel=0.015)
     assert fast.accept_length == pytest.approx(run.generated / run.verify_steps, rel=0.015)
+
+
+# -- open loop ----------------------------------------------------------------------------------------------
+
+DDT = ServerConfig(algorithm="DDTREE", ddtree_budget=12, ddtree_topk=6, block_size=8, draft_window=2048)
+
+
+def _open_run(cfg: ServerConfig, arrivals: list[float], *, output: int = 64, cap: int | None = None):  # type: ignore[no-untyped-def]
+    n = len(arrivals)
+    return simulate_open(
+        cfg, arrivals=arrivals, prompt_tokens=[512] * n, output_tokens=[output] * n, accept=_accept(cfg),
+        max_concurrency=cap,
+    )  # fmt: skip
+
+
+def test_a_lone_request_takes_its_prefill_and_steps() -> None:
+    run = _open_run(DDT, [0.0])
+    (t,) = run.requests
+    first_step = 512 * PREFILL_S_PER_TOKEN + step_time_s(DDT, running=1, context_tokens=512)
+    assert t.first_token == pytest.approx(first_step, rel=0.02) and t.tokens == 64
+    assert t.finish > t.first_token and run.generated == 64
+
+
+def test_below_capacity_requests_do_not_wait_and_above_it_they_queue() -> None:
+    lone = _open_run(DDT, [0.0]).requests[0]
+    e2e = lone.finish - lone.arrival
+    sparse = _open_run(DDT, [i * 3 * e2e for i in range(10)])  # each alone: no queue
+    assert all(t.first_token - t.arrival == pytest.approx(lone.first_token, rel=0.02) for t in sparse.requests)
+    # Two running at most, a request every e2e / 8: the waiting queue grows, and so does every TTFT after it.
+    cfg = dataclasses.replace(DDT, max_running_requests=2)
+    crowd = _open_run(cfg, [i * e2e / 8 for i in range(24)])
+    ttfts = [t.first_token - t.arrival for t in crowd.requests]
+    assert ttfts[-1] > 5 * ttfts[0] and ttfts[12] < ttfts[-1]
+    # Served at its capacity, two per e2e: 24 requests take about 12 e2e, though they all arrived within 3.
+    assert max(t.finish for t in crowd.requests) > 10 * e2e
+
+
+def test_step_time_grows_with_the_batch_and_the_verify_width() -> None:
+    """Why the config that is fastest for one stream can miss a latency target in a full batch."""
+    narrow = dataclasses.replace(DDT, ddtree_budget=4)
+    for cfg in (DDT, narrow):
+        assert step_time_s(cfg, running=16, context_tokens=512) > 1.5 * step_time_s(cfg, running=1, context_tokens=512)
+    assert verify_width(DDT) > verify_width(narrow)
+    assert step_time_s(DDT, running=16, context_tokens=512) > step_time_s(narrow, running=16, context_tokens=512)
+    # Under open traffic the per-token time grows as arrivals fill the batch.
+    e2e = _open_run(DDT, [0.0]).requests[0].finish
+    busy = _open_run(DDT, [i * e2e / 12 for i in range(48)])
+    lone_tpot = e2e / 64
+    tpots = sorted((t.finish - t.first_token) / (t.tokens - 1) for t in busy.requests)
+    assert tpots[len(tpots) // 2] > 1.5 * lone_tpot
+
+
+def test_a_client_cap_holds_requests_at_the_client() -> None:
+    lone = _open_run(DDT, [0.0]).requests[0]
+    run = _open_run(DDT, [0.0] * 6, cap=2)
+    finishes = sorted(t.finish for t in run.requests)
+    # Two at a time: three rounds, each about a lone request's time; every request's TTFT counts from 0.
+    assert finishes[-1] > 2.5 * lone.finish and len(run.requests) == 6
+    assert max(t.first_token for t in run.requests) > 2 * lone.finish

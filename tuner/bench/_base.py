@@ -29,6 +29,7 @@ class ScenarioResult:
     per_stream_tok_s: float
     ttft_p50_s: float | None = None
     ttft_p99_s: float | None = None
+    """TTFT percentiles over every counted request; open loop: from its scheduled arrival (tuner.bench._latency)."""
     itl_p50_s: float | None = None
     itl_p99_s: float | None = None
     accept_length: float | None = None
@@ -47,6 +48,24 @@ class ScenarioResult:
     """How ``accept_length`` was obtained: ``counters``, ``derived``, ``gauge`` (see tuner.bench._server)."""
     latency_p50_s: float | None = None
     latency_p99_s: float | None = None
+    """End-to-end latency percentiles (the ``e2e_*`` metrics), from the same origin as TTFT."""
+    ttft_p90_s: float | None = None
+    latency_p90_s: float | None = None
+    tpot_p50_s: float | None = None
+    tpot_p90_s: float | None = None
+    tpot_p99_s: float | None = None
+    """Time per output token after the first, per request, ``(e2e - TTFT) / (tokens - 1)``: percentiles."""
+    offered_rps: float | None = None
+    """Open loop: the requests/s the arrival schedule offered (median over repeats; None for a closed loop)."""
+    achieved_rps: float | None = None
+    """Completions/s the server delivered (median over repeats): below capacity equal to the offered rate."""
+    sent_rps: float | None = None
+    """Sends/s (median over repeats): equal to the offered rate while the client holds its schedule."""
+    attainment: float | None = None
+    """With an SLO: the share of counted requests that met every limit (tuner.bench._slo)."""
+    attainment_low: float | None = None
+    attainment_high: float | None = None
+    """The attainment's Clopper-Pearson interval at the benchmark's confidence."""
     output_tokens: int = 0
     """Output tokens of the measured requests (all repeats; warm-up excluded)."""
     tokens_from_usage: bool = True

@@ -32,14 +32,16 @@ from typing import Any
 import httpx
 
 from tuner.bench._alarm import CPU_BUDGET_CORES, MIN_START_DELAY_S, ClientLoad, client_load
+from tuner.bench._arrivals import arrival_schedule
 from tuner.bench._base import BaseBenchmark, ScenarioResult
+from tuner.bench._latency import latency_figures
 from tuner.bench._load import LoadResult, LoadTarget, make_client
 from tuner.bench._prompts import build_prompt, prompt_seed
 from tuner.bench._request import RequestRecord, RequestSpec, recount
 from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between
 from tuner.bench._warmup import WarmupPolicy
 from tuner.bench._workers import LoadPlan, LoadRunner, choose_processes, make_runner
-from tuner.config import BenchmarkSection, Scenario, chat_text, sample_chat
+from tuner.config import BenchmarkSection, Scenario, chat_text, load_trace, sample_chat, tag_chat
 from tuner.dialects import BaseServerDialect, SGLangDialect
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad
@@ -127,6 +129,8 @@ class HttpBenchmark(BaseBenchmark):
 
     def _specs(self, scenario: Scenario, *, phase: str, repeat: int, count: int) -> list[RequestSpec]:
         seed = self._config.seed
+        if scenario.trace is not None:
+            return _trace_specs(scenario, seed=seed, phase=phase, repeat=repeat, count=count)
         if scenario.prompts != "random":
             chats = [
                 sample_chat(scenario.prompts, seed=prompt_seed(seed, scenario.name, phase, repeat, i))
@@ -168,9 +172,10 @@ class HttpBenchmark(BaseBenchmark):
             library=cfg.http_client,
             keep_text=self._count_text,
         )
-        processes = choose_processes(cfg.client_processes, concurrency=scenario.concurrency)
+        streams = _streams(scenario)
+        processes = choose_processes(cfg.client_processes, concurrency=streams)
         async with contextlib.AsyncExitStack() as stack:
-            runner = make_runner(target=target, plan=self._plan, streams=scenario.concurrency, processes=processes)
+            runner = make_runner(target=target, plan=self._plan, streams=streams, processes=processes)
             stack.push_async_callback(runner.aclose)
             await runner.start()
             control = make_client(timeout_s=min(30.0, cfg.request_timeout_s), connections=2)
@@ -188,7 +193,7 @@ class HttpBenchmark(BaseBenchmark):
             t_warm = time.monotonic()
             if plan.kind == "requests":
                 warm = self._specs(scenario, phase="warmup", repeat=0, count=cfg.warmup_requests)
-                res = await runner.run(warm, concurrency=min(scenario.concurrency, len(warm)), seed=cfg.seed)
+                res = await runner.run(warm, concurrency=min(_streams(scenario), len(warm)), seed=cfg.seed)
                 if res.failures or res.cancelled:
                     raise await self._died(scenario, res, probe, during="warm-up")
             elif plan.kind == "probe":
@@ -276,7 +281,10 @@ class HttpBenchmark(BaseBenchmark):
         """One full pass of the scenario (its requests at its concurrency), every request accounted for."""
         cfg = self._config
         specs = self._specs(scenario, phase=phase, repeat=repeat, count=scenario.requests)
-        res = await session.runner.run(specs, concurrency=scenario.concurrency, seed=cfg.seed + repeat)
+        # Open loop: the same arrivals in every trial (the benchmark seed and the repeat, never the trial's).
+        seed = cfg.seed + repeat
+        arrivals = arrival_schedule(scenario, count=len(specs), seed=seed)
+        res = await session.runner.run(specs, concurrency=scenario.concurrency, seed=seed, arrivals=arrivals)
         if res.failures or res.cancelled or len(res.records) != len(specs):
             raise await self._died(scenario, res, session.probe, during=during)
         if self._count_text:
@@ -293,10 +301,9 @@ class HttpBenchmark(BaseBenchmark):
             rates = [x for x in (rec.decode_tok_s for rec in run.records) if x is not None]
             if rates:
                 per_stream.append(statistics.fmean(rates))
-        ttfts = [x for x in (rec.ttft_s for rec in records) if x is not None]
         itls = [gap for rec in records for gap in rec.itls()]
-        latencies = [rec.latency_s for rec in records]
         accept, method = measured.acceptance()
+        expected = _expected_tokens(scenario)
         prompt_counts = [rec.prompt_tokens for rec in records if rec.prompt_tokens is not None]
         return ScenarioResult.from_repeats(
             scenario=scenario,
@@ -304,8 +311,7 @@ class HttpBenchmark(BaseBenchmark):
             repeats_per_stream_tok_s=per_stream,
             confidence=cfg.confidence,
             noise=self.noise(scenario),
-            ttft_p50_s=percentile(ttfts, 50),
-            ttft_p99_s=percentile(ttfts, 99),
+            **latency_figures(runs, slo=scenario.slo, confidence=cfg.confidence),
             itl_p50_s=percentile(itls, 50),
             itl_p99_s=percentile(itls, 99),
             accept_length=accept,
@@ -313,11 +319,9 @@ class HttpBenchmark(BaseBenchmark):
             errors=0,
             seconds=measured.seconds,
             accept_method=method,
-            latency_p50_s=percentile(latencies, 50),
-            latency_p99_s=percentile(latencies, 99),
             output_tokens=sum(rec.output_tokens for rec in records),
             tokens_from_usage=all(rec.tokens_from_usage for rec in records),
-            short_requests=sum(1 for rec in records if rec.output_tokens < scenario.output_tokens),
+            short_requests=sum(1 for rec in records if rec.output_tokens < expected(rec.index)),
             prompt_tokens=statistics.fmean(prompt_counts) if prompt_counts else None,
             cache_flushed=measured.flushed,
             client_reruns=measured.client_reruns,
@@ -421,6 +425,45 @@ class _Measured:
             return None, None
         total = sum(tokens for _, tokens, _ in found)
         return sum(a * tokens for a, tokens, _ in found) / total, found[0][2]
+
+
+#: Clients opened before an open-loop scenario's window (more open on demand, see tuner.bench._load): enough for
+#: the requests in flight of a server that keeps up with its arrivals.
+OPEN_LOOP_STREAMS = 32
+
+
+def _streams(scenario: Scenario) -> int:
+    """Clients a scenario's runner holds: its streams (closed loop), its open-loop pool otherwise."""
+    if not scenario.open_loop:
+        return scenario.concurrency
+    return min(scenario.concurrency, OPEN_LOOP_STREAMS)
+
+
+def _trace_specs(scenario: Scenario, *, seed: int, phase: str, repeat: int, count: int) -> list[RequestSpec]:
+    """A trace's requests: its chats (tagged like a workload's), or random words of its input lengths."""
+    assert scenario.trace is not None
+    out = []
+    for i, line in enumerate(load_trace(scenario.trace)[:count]):
+        max_tokens = line.output_length or scenario.output_tokens
+        key = prompt_seed(seed, scenario.name, phase, repeat, i)
+        if line.messages is not None:
+            messages = tag_chat(line.messages, seed=key)
+            out.append(RequestSpec(index=i, prompt=chat_text(messages), max_tokens=max_tokens, messages=messages))
+            continue
+        assert line.input_length is not None
+        prompt = build_prompt(
+            tokens=line.input_length, seed=seed, scenario=scenario.name, phase=phase, repeat=repeat, index=i
+        )
+        out.append(RequestSpec(index=i, prompt=prompt, max_tokens=max_tokens))
+    return out
+
+
+def _expected_tokens(scenario: Scenario) -> Callable[[int], int]:
+    """The answer length request ``index`` asked for."""
+    if scenario.trace is None:
+        return lambda index: scenario.output_tokens
+    lines = load_trace(scenario.trace)
+    return lambda index: lines[index].output_length or scenario.output_tokens
 
 
 def _aggregate_tok_s(records: Sequence[RequestRecord]) -> float:

@@ -14,6 +14,14 @@ requests are in flight until the queue drains. With ``request_rate`` requests ar
 (Poisson arrivals from a seeded generator, or evenly spaced) and at most ``concurrency`` run at once; TTFT is
 measured from the moment a request is sent, not from its release.
 
+Open loop (a scenario's arrival schedule, :mod:`tuner.bench._arrivals`): each request is sent at its arrival,
+whatever is in flight, on an idle client (a new one when every client is busy: its connect counts in that
+request's latency, as it would for a real user). Latencies count from the arrival (``t_scheduled``), so a
+server that falls behind shows a growing queue, never a slower offered rate. ``max_concurrency`` caps what is in
+flight (AIPerf's semantics): a request waits for its arrival, then for a slot; the schedule itself never shifts,
+so the wait for a slot is part of that request's TTFT and end-to-end latency, while its start delay (the client's
+own lateness, which the client-bound check reads) counts from when the slot freed.
+
 Failure: the first failed request stops the dispatch of new ones; requests in flight get ``abort_grace_s`` to
 finish or fail (a dead server fails them all within milliseconds), then are cancelled. A benchmark with
 failures is never summarised into a score (see :class:`~tuner.bench.HttpBenchmark`).
@@ -27,7 +35,7 @@ import random
 import resource
 import ssl
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,28 +191,54 @@ async def run_load(
     release_s: Sequence[float] | None = None,
     library: str = "aiohttp",
     keep_text: bool = False,
+    open_loop: bool = False,
+    new_client: Callable[[], Any] | None = None,
+    start_at: float | None = None,
 ) -> LoadResult:
     """Run ``specs`` with ``concurrency`` streams in flight; ``clients`` supplies one client per worker (of the
-    HTTP ``library`` they belong to).
+    HTTP ``library`` they belong to). ``stop`` may be set from outside (another client process failed) and is
+    set here by the first failure. ``release_s`` (seconds from the start, one per spec) replaces the schedule
+    drawn from ``request_rate``: a client process gets its share of one schedule drawn for the whole run.
 
-    ``stop`` may be set from outside (another client process failed) and is set here by the first failure.
-    ``release_s`` (seconds from the start, one per spec) replaces the schedule drawn from ``request_rate``: a
-    client process gets its share of one schedule drawn for the whole run.
+    ``open_loop``: ``release_s`` is an arrival schedule (module docstring); ``concurrency`` is then the cap on
+    requests in flight, and ``new_client`` makes a client when every one in ``clients`` is busy (default: one
+    closed at the end of the run). ``start_at`` (``time.monotonic``) is the schedule's origin, shared by the
+    client processes of one run (default: now).
     """
-    workers = max(1, min(concurrency, len(specs)))
-    if len(clients) < workers:
-        raise ValueError(f"need {workers} clients, got {len(clients)}")
     target = LoadTarget(
         url=url, headers=headers, api=api, model=model, timeout_s=timeout_s, library=library, keep_text=keep_text
     )
     load = _Load(target=target, specs=specs, stop=stop or asyncio.Event())
     cpu0 = thread_cpu_s()
-    if release_s is None:
-        release_s = release_schedule(len(specs), request_rate=request_rate, poisson=poisson, seed=seed)
-    result = await load.run(clients[:workers], release_s=release_s, abort_grace_s=abort_grace_s)
+    if open_loop:
+        if release_s is None:
+            raise ValueError("an open-loop run needs its arrival schedule (release_s)")
+        extra: list[Any] = []
+        grow = new_client or functools.partial(_tracked_client, extra, library=library, timeout_s=timeout_s)
+        try:
+            result = await load.run_open(
+                list(clients), release_s=release_s, cap=concurrency, new_client=grow, abort_grace_s=abort_grace_s,
+                start_at=start_at,
+            )  # fmt: skip
+        finally:
+            for c in extra:
+                await close_stream_client(c)
+    else:
+        workers = max(1, min(concurrency, len(specs)))
+        if len(clients) < workers:
+            raise ValueError(f"need {workers} clients, got {len(clients)}")
+        if release_s is None:
+            release_s = release_schedule(len(specs), request_rate=request_rate, poisson=poisson, seed=seed)
+        result = await load.run(clients[:workers], release_s=release_s, abort_grace_s=abort_grace_s)
     result.cpu_s.append(thread_cpu_s() - cpu0)
     result.wall_s.append(result.t_end - result.t_begin)
     return result
+
+
+def _tracked_client(opened: list[Any], *, library: str, timeout_s: float) -> Any:
+    client = make_stream_client(library=library, timeout_s=timeout_s)
+    opened.append(client)
+    return client
 
 
 def release_schedule(n: int, *, request_rate: float | None, poisson: bool, seed: int) -> list[float] | None:
@@ -237,26 +271,30 @@ class _Load:
         self._stop = stop
         self.result = LoadResult()
 
+    async def _send(self, client: Any, i: int) -> RequestRecord:
+        t = self._t
+        send = stream_request_aiohttp if t.library == "aiohttp" else stream_request
+        self.result.started += 1
+        return await send(
+            client,
+            url=t.url,
+            body=self._bodies[i],
+            headers=t.headers,
+            index=self._specs[i].index,
+            timeout_s=t.timeout_s,
+            api=t.api,
+            keep_text=t.keep_text,
+        )
+
     async def _worker(self, client: Any) -> None:
         free_at = self.result.t_begin
-        t, stop = self._t, self._stop
-        send = stream_request_aiohttp if t.library == "aiohttp" else stream_request
+        stop = self._stop
         while not stop.is_set():
             item = await self._queue.get()
             if item is None or stop.is_set():
                 return
             i, released = item
-            self.result.started += 1
-            rec = await send(
-                client,
-                url=t.url,
-                body=self._bodies[i],
-                headers=t.headers,
-                index=self._specs[i].index,
-                timeout_s=t.timeout_s,
-                api=t.api,
-                keep_text=t.keep_text,
-            )
+            rec = await self._send(client, i)
             # Due when released and this worker was free: any later send is the client's own delay.
             rec.t_due = max(released, free_at)
             free_at = rec.t_end
@@ -279,6 +317,60 @@ class _Load:
         for _ in range(workers):
             self._queue.put_nowait(None)
 
+    async def _open(
+        self, idle: list[Any], release_s: Sequence[float], cap: int, new_client: Callable[[], Any]
+    ) -> None:
+        """Send each request at its arrival (module docstring); returns when every one sent has ended."""
+        begin, stop = self.result.t_begin, self._stop
+        slots = asyncio.Semaphore(cap)
+        freed_at = [begin]
+        children: set[asyncio.Task[None]] = set()
+
+        async def one(i: int, client: Any, due: float, ready: float) -> None:
+            try:
+                rec = await self._send(client, i)
+            finally:
+                freed_at[0] = time.monotonic()
+                slots.release()
+            rec.t_scheduled, rec.t_due = due, max(due, ready)
+            idle.append(client)
+            self.result.records.append(rec)
+            if not rec.ok:
+                stop.set()
+
+        try:
+            for i, offset in enumerate(release_s):
+                due = begin + offset
+                await asyncio.sleep(max(0.0, due - time.monotonic()))
+                waited = slots.locked()
+                await slots.acquire()
+                if stop.is_set():
+                    slots.release()
+                    break
+                client = idle.pop() if idle else new_client()
+                children.add(asyncio.create_task(one(i, client, due, freed_at[0] if waited else due)))
+            await asyncio.gather(*children)
+        finally:
+            for child in children:
+                child.cancel()
+            await asyncio.gather(*children, return_exceptions=True)
+
+    async def run_open(
+        self,
+        clients: list[Any],
+        *,
+        release_s: Sequence[float],
+        cap: int,
+        new_client: Callable[[], Any],
+        abort_grace_s: float,
+        start_at: float | None = None,
+    ) -> LoadResult:
+        """The open-loop run: arrivals on ``release_s``, at most ``cap`` in flight (module docstring)."""
+        now = time.monotonic()
+        self.result.t_begin = now if start_at is None else start_at
+        task = asyncio.create_task(self._open(clients, release_s, max(1, cap), new_client))
+        return await self._supervise([task], extra=None, abort_grace_s=abort_grace_s)
+
     async def run(
         self,
         clients: Sequence[Any],
@@ -286,10 +378,16 @@ class _Load:
         release_s: Sequence[float] | None,
         abort_grace_s: float,
     ) -> LoadResult:
-        result = self.result
-        result.t_begin = time.monotonic()
+        self.result.t_begin = time.monotonic()
         tasks = [asyncio.create_task(self._worker(c)) for c in clients]
         dispatcher = asyncio.create_task(self._dispatch(len(clients), release_s))
+        return await self._supervise(tasks, extra=dispatcher, abort_grace_s=abort_grace_s)
+
+    async def _supervise(
+        self, tasks: list[asyncio.Task[None]], *, extra: asyncio.Task[None] | None, abort_grace_s: float
+    ) -> LoadResult:
+        """Wait for ``tasks``; after the first failure give them ``abort_grace_s``, then cancel them."""
+        result = self.result
         everything: asyncio.Future[Any] = asyncio.gather(*tasks)
         stopper: asyncio.Future[Any] = asyncio.ensure_future(self._stop.wait())
         try:
@@ -302,8 +400,11 @@ class _Load:
                 await asyncio.gather(*tasks, return_exceptions=True)
         finally:
             stopper.cancel()
-            dispatcher.cancel()
-            await asyncio.gather(stopper, dispatcher, everything, return_exceptions=True)
+            helpers: list[asyncio.Future[Any]] = [stopper, everything]
+            if extra is not None:
+                extra.cancel()
+                helpers.append(extra)
+            await asyncio.gather(*helpers, return_exceptions=True)
         if everything.done() and not everything.cancelled():
             exc = everything.exception()
             if exc is not None and not isinstance(exc, asyncio.CancelledError):

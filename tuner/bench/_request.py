@@ -8,6 +8,11 @@ Timing model
   client process. ``t_sent`` is when the body was written (the HTTP library's trace hook) and ``t_due`` (set by
   the load generator) when the request should have gone out: ``t_sent - t_due`` is the client's own start
   delay, which the client-bound check reads.
+* Open loop (a scenario with an arrival schedule): ``t_scheduled`` is the request's arrival, and TTFT and
+  end-to-end latency count from it, not from ``t_start``: a request the client sent late, or that waited for a
+  ``max_concurrency`` slot, waited as a user would, and leaving that out hides the queue (coordinated omission).
+* TPOT (time per output token) = ``(e2e - TTFT) / (output tokens - 1)`` per request: the pace after the first
+  token, whatever the burst size of the events that delivered it.
 * A speculative-decoding server emits one event per decode step carrying *several* tokens. Each event's
   token count comes from per-chunk usage when the server sends it (``stream_options.continuous_usage_stats``,
   which SGLang and vLLM honour), otherwise the final ``usage.completion_tokens`` is apportioned over the
@@ -95,6 +100,8 @@ class RequestRecord:
     """When the load generator should have sent the request (released, and its stream free)."""
     t_sent: float | None = None
     """When the request body was written to the connection (httpx trace)."""
+    t_scheduled: float | None = None
+    """Open loop: when the request arrived by the schedule; its latencies count from here."""
 
     @property
     def start_delay_s(self) -> float | None:
@@ -108,12 +115,24 @@ class RequestRecord:
         return self.error is None
 
     @property
+    def t_origin(self) -> float:
+        """Where latencies count from: the scheduled arrival (open loop), else the send."""
+        return self.t_start if self.t_scheduled is None else self.t_scheduled
+
+    @property
     def ttft_s(self) -> float | None:
-        return None if self.t_first is None else self.t_first - self.t_start
+        return None if self.t_first is None else self.t_first - self.t_origin
 
     @property
     def latency_s(self) -> float:
-        return self.t_end - self.t_start
+        return self.t_end - self.t_origin
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Time per output token after the first: ``(e2e - TTFT) / (output_tokens - 1)`` (None: under 2 tokens)."""
+        if self.t_first is None or self.output_tokens < 2:
+            return None
+        return (self.t_end - self.t_first) / (self.output_tokens - 1)
 
     @property
     def decode_tok_s(self) -> float | None:

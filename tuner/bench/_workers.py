@@ -80,6 +80,8 @@ _START_TIMEOUT_S = 60.0
 # copy of it as ``__main__`` (with a warning on stderr).
 _WORKER_CODE = "import sys; from tuner.bench._workers import worker_main; worker_main(sys.argv[1:])"
 _EXIT_TIMEOUT_S = 5.0
+#: How far ahead of now an open-loop run's shared start is set (the ``go`` messages' delivery).
+_OPEN_LOOP_LEAD_S = 0.02
 
 
 def choose_processes(
@@ -124,8 +126,14 @@ class LoadRunner(abc.ABC):
         """Create clients (and processes) before anything is measured."""
 
     @abc.abstractmethod
-    async def run(self, specs: Sequence[RequestSpec], *, concurrency: int, seed: int) -> LoadResult:
-        """Run ``specs`` with ``concurrency`` streams in flight; every started request ends in the result."""
+    async def run(
+        self, specs: Sequence[RequestSpec], *, concurrency: int, seed: int, arrivals: Sequence[float] | None = None
+    ) -> LoadResult:
+        """Run ``specs`` with ``concurrency`` streams in flight; every started request ends in the result.
+
+        ``arrivals`` (seconds from the start, one per spec) makes it an open-loop run
+        (:mod:`tuner.bench._load`): each request is sent at its arrival, ``concurrency`` caps what is in flight.
+        """
 
     @abc.abstractmethod
     async def aclose(self) -> None:
@@ -155,8 +163,14 @@ class InProcessRunner(LoadRunner):
         self._clients = [make_stream_client(library=t.library, timeout_s=t.timeout_s) for _ in range(self._streams)]
         await asyncio.gather(*(preconnect(c, url=t.url, headers=t.headers) for c in self._clients))
 
-    async def run(self, specs: Sequence[RequestSpec], *, concurrency: int, seed: int) -> LoadResult:
+    async def run(
+        self, specs: Sequence[RequestSpec], *, concurrency: int, seed: int, arrivals: Sequence[float] | None = None
+    ) -> LoadResult:
         plan = self._plan
+        if arrivals is not None:
+            return await self.run_share(
+                specs, concurrency=concurrency, release_s=arrivals, abort_grace_s=plan.abort_grace_s, open_loop=True
+            )
         schedule = release_schedule(len(specs), request_rate=plan.request_rate, poisson=plan.poisson, seed=seed)
         return await self.run_share(
             specs, concurrency=concurrency, release_s=schedule, abort_grace_s=plan.abort_grace_s
@@ -170,8 +184,14 @@ class InProcessRunner(LoadRunner):
         release_s: Sequence[float] | None,
         abort_grace_s: float,
         stop: asyncio.Event | None = None,
+        open_loop: bool = False,
+        start_at: float | None = None,
     ) -> LoadResult:
-        """One process's share of a run (the whole run in-process); ``stop`` may be set from outside."""
+        """One process's share of a run (the whole run in-process); ``stop`` may be set from outside.
+
+        Open loop: a client made when all are busy joins this runner's clients (reused by later runs, closed
+        by :meth:`aclose`).
+        """
         t = self._target
         return await run_load(
             clients=self._clients,
@@ -187,7 +207,16 @@ class InProcessRunner(LoadRunner):
             release_s=release_s,
             library=t.library,
             keep_text=t.keep_text,
+            open_loop=open_loop,
+            new_client=self._new_client,
+            start_at=start_at,
         )
+
+    def _new_client(self) -> Any:
+        t = self._target
+        client = make_stream_client(library=t.library, timeout_s=t.timeout_s)
+        self._clients.append(client)
+        return client
 
     async def aclose(self) -> None:
         clients, self._clients = self._clients, []
@@ -300,25 +329,35 @@ class ProcessRunner(LoadRunner):
         if dead:
             raise RuntimeError(f"could not start the benchmark's client processes: {dead[0].death_record(0).error}")
 
-    async def run(self, specs: Sequence[RequestSpec], *, concurrency: int, seed: int) -> LoadResult:
+    async def run(
+        self, specs: Sequence[RequestSpec], *, concurrency: int, seed: int, arrivals: Sequence[float] | None = None
+    ) -> LoadResult:
         plan = self._plan
         active = self._workers[: max(1, min(self._n, concurrency, len(specs)))]
         n = len(active)
         self._run_id += 1
         # One schedule for the whole run, as in one process; each share keeps its requests' release times.
-        schedule = release_schedule(len(specs), request_rate=plan.request_rate, poisson=plan.poisson, seed=seed)
-        for p, (w, picked) in enumerate(zip(active, _split(len(specs), concurrency, n), strict=True)):
+        # Open loop: requests are dealt as the streams are, and each process caps its share of max_concurrency.
+        schedule = arrivals
+        if schedule is None:
+            schedule = release_schedule(len(specs), request_rate=plan.request_rate, poisson=plan.poisson, seed=seed)
+        streams = concurrency if arrivals is None else sum(w.streams for w in active)
+        for p, (w, picked) in enumerate(zip(active, _split(len(specs), streams, n), strict=True)):
             job = {
                 "run": self._run_id,
                 "specs": [specs[i] for i in picked],
                 "release_s": None if schedule is None else [schedule[i] for i in picked],
                 "concurrency": _share(concurrency, n, p),
                 "abort_grace_s": plan.abort_grace_s,
+                "open_loop": arrivals is not None,
             }
             w.send(("prepare", job))
         await self._collect("prepared", active)
+        # Open loop: one time origin for every share (CLOCK_MONOTONIC is the machine's), a moment ahead so
+        # every worker has the message before it; each would otherwise start its schedule on receipt.
+        start_at = time.monotonic() + _OPEN_LOOP_LEAD_S if arrivals is not None else None
         for w in active:
-            w.send(("go",))
+            w.send(("go", start_at))
         merged = LoadResult()
         replies = await self._collect("result", active, relay_failures=True)
         for w, msg in replies.items():
@@ -469,6 +508,7 @@ class _WorkerMain:
             self._job = msg[1]
             self._conn.send(("prepared",))
         elif msg[0] == "go":
+            self._job["start_at"] = msg[1]
             self._conn.send(("result", await self._run(self._job)))
 
     async def _run(self, job: dict[str, Any]) -> LoadResult:
@@ -492,6 +532,8 @@ class _WorkerMain:
                 release_s=job["release_s"],
                 abort_grace_s=job["abort_grace_s"],
                 stop=stop,
+                open_loop=job["open_loop"],
+                start_at=job.get("start_at"),
             )
         finally:
             watcher.cancel()

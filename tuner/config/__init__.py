@@ -6,6 +6,7 @@ from tuner.config._load import StudyConfig, load_config, parse_config
 from tuner.config._member import fleet_member
 from tuner.config._search import SearchSection
 from tuner.config._sections import (
+    ARRIVALS,
     WARMUPS,
     BenchmarkSection,
     GpuWaitSection,
@@ -18,9 +19,12 @@ from tuner.config._sections import (
     TargetSection,
     default_storage,
 )
-from tuner.config._workloads import chat_text, load_chats, sample_chat
+from tuner.config._slo import Slo
+from tuner.config._traces import TraceRequest, load_trace
+from tuner.config._workloads import chat_text, load_chats, sample_chat, tag_chat
 
 __all__ = [
+    "ARRIVALS",
     "WARMUPS",
     "BenchmarkSection",
     "FleetHost",
@@ -31,15 +35,19 @@ __all__ = [
     "SSHSection",
     "Scenario",
     "SearchSection",
+    "Slo",
     "StudyConfig",
     "StudySection",
     "SystemdSection",
     "TargetSection",
+    "TraceRequest",
     "chat_text",
     "default_storage",
     "fleet_member",
     "load_chats",
     "load_config",
+    "load_trace",
     "parse_config",
     "sample_chat",
+    "tag_chat",
 ]

@@ -24,6 +24,7 @@ from tuner.config._sections import (
     parse_target,
     precision_share,
 )
+from tuner.config._slo import Slo, parse_slo
 from tuner.config._space import parse_space
 from tuner.dialects import BaseServerDialect, SGLangDialect, get_dialect, sglang_version
 from tuner.errors import ConfigError
@@ -50,6 +51,8 @@ class StudyConfig:
     baseline: dict[str, Value]
     dialect: BaseServerDialect
     """The target server's dialect (``[target] server``, or detected from the launch command)."""
+    slo: Slo | None = None
+    """``[slo]``: each scenario carries its own (this, or its override) as ``Scenario.slo``."""
 
     @property
     def secrets(self) -> Secrets:
@@ -73,7 +76,7 @@ class StudyConfig:
             "space": [asdict(p) for p in self.space.params],
             "constraints": [asdict(c) for c in self.space.constraints],
             "objective": asdict(self.objective),
-            "scenarios": [asdict(s) for s in self.benchmark.scenarios],
+            "scenarios": [s.comparable() for s in self.benchmark.scenarios],
             # The score's definition: a t lower bound on log throughput at this level (no longer k*MAD).
             "score": ["t-lower-bound", self.benchmark.confidence],
             "gate": asdict(self.gate) if self.gate else None,
@@ -106,7 +109,8 @@ def parse_config(text: str, *, source: str, base_dir: Path, default_name: str | 
     target = parse_target(_required(top, "target"), base_dir=base_dir)
     dialect = _dialect(target, source)
     space = replace(parse_space(_required(top, "space"), top.tables("constraints")), bool_style=dialect.bool_style)
-    benchmark = parse_benchmark(_required(top, "benchmark"), base_dir=base_dir)
+    slo = parse_slo(top.table("slo"))
+    benchmark = parse_benchmark(_required(top, "benchmark"), base_dir=base_dir, slo=slo)
     objective = parse_objective(top.table("objective"), benchmark)
     benchmark = replace(benchmark, precision_share=precision_share(benchmark, objective))
     readiness = parse_readiness(top.table("readiness"), dialect)
@@ -134,6 +138,7 @@ def parse_config(text: str, *, source: str, base_dir: Path, default_name: str | 
         search=search,
         baseline=baseline,
         dialect=dialect,
+        slo=slo,
     )
 
 

@@ -3,12 +3,13 @@ from __future__ import annotations
 import math
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from tuner.config._fleet import FleetHost, parse_hosts
 from tuner.config._reader import Table
+from tuner.config._slo import Slo, parse_slo
 from tuner.dialects import KNOWN_VERSIONS, SERVER_CHOICES, BaseServerDialect, SGLangDialect, sglang_version
 from tuner.metrics import OBJECTIVE_METRICS
 
@@ -137,14 +138,74 @@ class Scenario:
     weight: float = 1.0
     prompts: str = "random"
     """``random``, ``humaneval`` or the resolved path of a JSONL file of chats (see ``tuner/config/_workloads.py``)."""
+    # --- open loop (requests arrive on a schedule, whatever the server does); see tuner.bench._arrivals ---
+    rate: float | None = None
+    """Requests/s of an open-loop scenario (None: closed loop, ``concurrency`` streams, or a ``trace``)."""
+    arrival: str = "poisson"
+    """How ``rate``'s arrivals are spaced: :data:`ARRIVALS`."""
+    burstiness: float = 1.0
+    """The gamma arrivals' shape: 1 is Poisson, below 1 burstier, above 1 more regular."""
+    max_concurrency: int | None = None
+    """An open-loop cap on requests in flight: a request due while the cap is reached waits for a slot."""
+    trace: str | None = None
+    """The resolved path of a JSONL arrival trace (:mod:`tuner.config._traces`)."""
+    trace_speed: float = 1.0
+    """Divides the trace's offsets: 2.0 replays it twice as fast."""
+    slo: Slo | None = None
+    """The latency each request is promised (``[slo]``, or the scenario's own ``[benchmark.scenarios.slo]``)."""
+
+    @property
+    def load(self) -> str:
+        """How the requests come, as a table shows it: ``8`` streams, ``6 req/s poisson (max 16)``, ``trace x2``."""
+        cap = f" (max {self.max_concurrency})" if self.max_concurrency else ""
+        if self.trace is not None:
+            return f"trace x{self.trace_speed:g}{cap}"
+        if self.rate is not None:
+            return f"{self.rate:g} req/s {self.arrival}{cap}"
+        return str(self.concurrency)
+
+    @property
+    def open_loop(self) -> bool:
+        """Requests arrive on a schedule (``rate`` or ``trace``), not when a stream frees up."""
+        return self.rate is not None or self.trace is not None
 
     @property
     def cost(self) -> float:
         """A proxy for how long the scenario takes: per concurrent stream, its rounds of requests times the
         tokens each request costs, prompt tokens at 1/8 of a generated one (prefill is batched; decode is not).
+        An open-loop scenario lasts about its schedule: at a nominal 50 tokens/s per stream that is worth
+        ``50 x seconds`` tokens of one stream, plus the last request's own.
         """
+        per_request = self.output_tokens + self.prompt_tokens / 8
+        if self.open_loop:
+            span = self.requests / self.rate if self.rate else _trace_span(self)
+            return 50.0 * span + per_request
         rounds = -(-self.requests // self.concurrency)
-        return rounds * (self.output_tokens + self.prompt_tokens / 8)
+        return rounds * per_request
+
+    def comparable(self) -> dict[str, Any]:
+        """What makes two trials of this scenario comparable (the study fingerprint's part): a closed-loop
+        scenario leaves the open-loop keys out, so studies written before they existed keep their fingerprint."""
+        out = asdict(self)
+        if not self.open_loop:
+            for key in _OPEN_LOOP_KEYS:
+                out.pop(key)
+        if self.slo is None:
+            out.pop("slo")
+        return out
+
+
+#: Arrival processes of ``rate`` scenarios: Poisson (exponential gaps), evenly spaced, or gamma gaps of shape
+#: ``burstiness`` (AIPerf's and vLLM's ``--burstiness``).
+ARRIVALS = ("poisson", "constant", "gamma")
+_OPEN_LOOP_KEYS = ("rate", "arrival", "burstiness", "max_concurrency", "trace", "trace_speed")
+
+
+def _trace_span(scenario: Scenario) -> float:
+    from tuner.config._traces import load_trace
+
+    assert scenario.trace is not None
+    return load_trace(scenario.trace)[: scenario.requests][-1].offset_s / scenario.trace_speed
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -424,10 +485,17 @@ def _parse_prompts(t: Table, base_dir: Path) -> str:
     return resolved
 
 
-def parse_benchmark(t: Table, *, base_dir: Path = Path(".")) -> BenchmarkSection:
-    scenarios = []
-    names: set[str] = set()
-    for st in t.tables("scenarios", required=True):
+def _parse_scenario(st: Table, base_dir: Path) -> Scenario:
+    """One ``[[benchmark.scenarios]]`` table: closed loop (``concurrency``) or open loop (``rate``, ``trace``)."""
+    given = [k for k in ("concurrency", "rate", "trace") if st.has(k)]
+    if len(given) > 1:
+        raise st.error(
+            given[1], 'exactly one of "concurrency" (closed loop), "rate" (requests/s) or "trace" (a JSONL file)'
+        )
+    if not given or given[0] == "concurrency":  # none: the closed loop's reader names the missing key or its typo
+        for key in ("max_concurrency", *_OPEN_LOOP_KEYS):
+            if st.has(key):
+                raise st.error(key, 'no open-loop key beside "concurrency" (use "rate" or "trace" instead)', None)
         sc = Scenario(
             name=st.str("name"),
             concurrency=st.int("concurrency", min=1),
@@ -437,10 +505,82 @@ def parse_benchmark(t: Table, *, base_dir: Path = Path(".")) -> BenchmarkSection
             weight=st.float("weight", 1.0, min=0),
             prompts=_parse_prompts(st, base_dir),
         )
-        if sc.name in names:
-            raise st.error("name", "a scenario name not used before", sc.name)
         if sc.requests < sc.concurrency:
             raise st.error("requests", f"at least concurrency ({sc.concurrency}) requests", sc.requests)
+        return sc
+    return _parse_open_scenario(st, base_dir)
+
+
+def _positive(t: Table, name: str, default: Any) -> Any:
+    value = t.float(name, default)
+    if value is not None and value <= 0:
+        raise t.error(name, "a number > 0", value)
+    return value
+
+
+def _parse_open_scenario(st: Table, base_dir: Path) -> Scenario:
+    max_concurrency = st.int("max_concurrency", None, min=1)
+    common = dict(name=st.str("name"), weight=st.float("weight", 1.0, min=0), max_concurrency=max_concurrency)
+    if st.has("rate"):
+        arrival = st.choice("arrival", ARRIVALS, "poisson")
+        if st.has("burstiness") and arrival != "gamma":
+            raise st.error("burstiness", 'arrival = "gamma" (burstiness is the gamma shape)', st.raw("burstiness"))
+        requests = st.int("requests", min=1)
+        return Scenario(
+            **common,
+            rate=_positive(st, "rate", None),
+            arrival=arrival,
+            burstiness=_positive(st, "burstiness", 1.0),
+            concurrency=max_concurrency or requests,
+            prompt_tokens=st.int("prompt_tokens", min=1),
+            output_tokens=st.int("output_tokens", min=2),
+            requests=requests,
+            prompts=_parse_prompts(st, base_dir),
+        )
+    return _parse_trace_scenario(st, base_dir, common)
+
+
+def _parse_trace_scenario(st: Table, base_dir: Path, common: dict[str, Any]) -> Scenario:
+    from tuner.config._traces import load_trace
+
+    for key in ("arrival", "burstiness", "prompts"):
+        if st.has(key):
+            raise st.error(key, "no such key with a trace (its lines give arrivals and prompts)", st.raw(key))
+    name = st.str("trace")
+    if not name.endswith(".jsonl"):
+        raise st.error("trace", "the path of a .jsonl trace file", name)
+    path = str(_path(base_dir, name).resolve())
+    lines = load_trace(path)  # a bad file is a config error now, not a failed trial later
+    requests = st.int("requests", len(lines), min=1, max=len(lines))
+    lines = lines[:requests]
+    needs_output = any(line.output_length is None for line in lines)
+    output = st.int("output_tokens", None if not needs_output else _MISSING_OUTPUT, min=2)
+    if output is _MISSING_OUTPUT:
+        raise st.error("output_tokens", "a default answer length (some trace lines have no output_length)", None)
+    lengths = [line.input_length for line in lines if line.input_length is not None]
+    outputs = [line.output_length or output for line in lines]
+    max_concurrency = common["max_concurrency"]
+    return Scenario(
+        **common,
+        trace=path,
+        trace_speed=_positive(st, "trace_speed", 1.0),
+        concurrency=max_concurrency or requests,
+        prompt_tokens=st.int("prompt_tokens", round(sum(lengths) / len(lengths)) if lengths else 1, min=1),
+        output_tokens=round(sum(outputs) / len(outputs)) if output is None else output,
+        requests=requests,
+    )
+
+
+_MISSING_OUTPUT: Any = object()
+
+
+def parse_benchmark(t: Table, *, base_dir: Path = Path("."), slo: Slo | None = None) -> BenchmarkSection:
+    scenarios = []
+    names: set[str] = set()
+    for st in t.tables("scenarios", required=True):
+        sc = replace(_parse_scenario(st, base_dir), slo=parse_slo(st.table("slo"), base=slo))
+        if sc.name in names:
+            raise st.error("name", "a scenario name not used before", sc.name)
         names.add(sc.name)
         st.finish()
         scenarios.append(sc)

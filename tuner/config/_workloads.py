@@ -29,7 +29,7 @@ from pathlib import Path
 from tuner.config._gate import DEFAULT_PROMPT_TEMPLATE
 from tuner.errors import ConfigError
 
-__all__ = ["BUILTIN", "chat_text", "load_chats", "sample_chat"]
+__all__ = ["BUILTIN", "chat_text", "load_chats", "sample_chat", "tag_chat"]
 
 BUILTIN = ("random", "humaneval")
 
@@ -122,7 +122,11 @@ def sample_chat(prompts: str, *, seed: int) -> list[dict[str, str]]:
     """The chat for one request, as OpenAI messages, tagged so its prefix is unique (module docstring)."""
     chats = load_chats(prompts)
     rng = random.Random(seed)
-    chat = chats[rng.randrange(len(chats))]
+    return tag_chat(chats[rng.randrange(len(chats))], seed=seed)
+
+
+def tag_chat(chat: tuple[tuple[str, str], ...], *, seed: int) -> list[dict[str, str]]:
+    """A chat as OpenAI messages, its first user message tagged with ``seed`` so its prefix is unique."""
     tag = f"[r{seed & 0xFFFFFFFF:08x}] "
     messages = []
     tagged = False

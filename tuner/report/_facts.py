@@ -29,6 +29,7 @@ from tuner.metrics import objective_point_key
 from tuner.secrets import masked_url
 from tuner.space import format_value
 from tuner.trials import (
+    MISSES_SLO,
     SLOWER,
     WRONG,
     Recommendation,
@@ -436,7 +437,7 @@ def failure_groups(study: optuna.Study) -> list[FailureGroup]:
     groups: dict[tuple[str, str], list[FrozenTrial]] = {}
     for t in study_trials(study):
         kind = outcome(t)
-        if not is_counted(t) or kind == SLOWER or (t.state == TrialState.COMPLETE and kind != WRONG):
+        if not is_counted(t) or kind == SLOWER or (t.state == TrialState.COMPLETE and kind not in (WRONG, MISSES_SLO)):
             continue
         reason = str(t.user_attrs.get(attrs.FAILURE_REASON) or outcome_text(t))
         groups.setdefault((kind, _reason_key(reason)), []).append(t)

@@ -21,6 +21,7 @@ from tuner.space import Param, format_value
 from tuner.target import base_spec
 from tuner.trials import (
     DIED,
+    MISSES_SLO,
     NOT_GATED,
     NOT_GATED_YET,
     NOT_STARTED,
@@ -171,7 +172,7 @@ def _objective_lines(config: StudyConfig) -> list[str]:
     lines += ["", "| scenario | concurrency | prompt | output | requests | weight |", "|---|---|---|---|---|---|"]
     for s in config.benchmark.scenarios:
         lines.append(
-            f"| {s.name} | {s.concurrency} | {s.prompt_tokens} | {s.output_tokens} | {s.requests} "
+            f"| {s.name} | {s.load} | {s.prompt_tokens} | {s.output_tokens} | {s.requests} "
             f"| {format_value(s.weight)} |"
         )
     return lines
@@ -250,6 +251,8 @@ def _verdict_note(t: FrozenTrial, confirmation: Any) -> tuple[str | None, list[s
     user = t.user_attrs
     if t.state == TrialState.COMPLETE and kind == WRONG:
         return f"**{words}**: fast or not, it is wrong; never recommended.", []
+    if kind == MISSES_SLO:
+        return f"**{words}**: fast or not, it breaks the latency promise; never recommended.", []
     if kind == NOT_GATED:
         return f"**{words}**.", []
     if kind == NOT_GATED_YET:

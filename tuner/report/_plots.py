@@ -19,6 +19,7 @@ from tuner.report._facts import ScenarioComparison, figure_text
 from tuner.report._map import MapView
 from tuner.trials import (
     FEASIBLE,
+    MISSES_SLO,
     NOT_GATED,
     NOT_GATED_YET,
     SLOWER,
@@ -98,6 +99,7 @@ _STYLE: dict[str, dict[str, Any]] = {
     NOT_GATED_YET: {"marker": "o", "color": "tab:cyan", "label": "not gated yet (only finalists are)"},
     NOT_GATED: {"marker": "s", "facecolors": "none", "edgecolors": "tab:olive", "label": "not gated (behind)"},
     WRONG: {"marker": "x", "color": "red", "label": "infeasible (wrong answers)"},
+    MISSES_SLO: {"marker": "x", "color": "tab:orange", "label": "infeasible (misses the SLO)"},
     SLOWER: {
         "marker": "D",
         "facecolors": "none",

@@ -167,6 +167,27 @@ def _fault_flags(sim: argparse._ArgumentGroup) -> None:
         help="this fraction of SSE chunks carry malformed JSON",
     )
     sim.add_argument(
+        "--sim-request-log",
+        default=None,
+        metavar="FILE",
+        help="append one JSON line per finished generation request: its arrival, first token and finish "
+        "(time.monotonic seconds, the clock a client on this machine reads) and its output tokens",
+    )
+    sim.add_argument(
+        "--sim-stall-after",
+        type=int,
+        default=None,
+        metavar="N",
+        help="when the Nth generation request arrives, the engine stops stepping for --sim-stall-s",
+    )
+    sim.add_argument(
+        "--sim-stall-s",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="how long (modelled seconds) the stall of --sim-stall-after lasts",
+    )
+    sim.add_argument(
         "--sim-crash-after",
         type=float,
         default=None,

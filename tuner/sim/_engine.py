@@ -147,6 +147,7 @@ class Engine:
         self._interval_started = time.monotonic()
         self._interval_tokens = 0
         self._stepped: asyncio.Future[None] | None = None
+        self._stall_s = 0.0
         self.stats = AcceptanceStats()
 
         @lru_cache(maxsize=4096)
@@ -198,6 +199,12 @@ class Engine:
         self._wake.set()
         return req
 
+    def stall(self, modelled_seconds: float) -> None:
+        """Stop stepping for ``modelled_seconds`` before the next step (a server that hangs mid-run: a GC pause,
+        a stuck collective). Requests keep arriving and queue; none is lost."""
+        self._stall_s += max(0.0, modelled_seconds)
+        self._wake.set()
+
     async def next_output(self) -> None:
         """Wait until the next step has produced tokens (for any request)."""
         if self._stepped is None or self._stepped.done():
@@ -224,6 +231,8 @@ class Engine:
                 continue
             self._maybe_crash()
             dt = self._noisy(sched.step_seconds(prefill)) / self._time_scale
+            if self._stall_s:
+                dt, self._stall_s = dt + self._stall_s / self._time_scale, 0.0
             deadline = max(deadline + dt, loop.time())
             await asyncio.sleep(deadline - loop.time())
             self._step()

@@ -34,9 +34,12 @@ from tuner.sim._model import ServerConfig, kv_pool_gb, request_memory_gb, step_t
 __all__ = [
     "PREFILL_S_PER_TOKEN",
     "BatchScheduler",
+    "OpenRequestTimes",
     "Retraction",
     "SchedRequest",
+    "SimulatedOpen",
     "SimulatedScenario",
+    "simulate_open",
     "simulate_scenario",
 ]
 
@@ -311,3 +314,105 @@ def simulate_scenario(
                 sched.submit(SchedRequest(prompt_tokens=prompt_tokens, max_tokens=output_tokens, phase=_phase(issued)))
                 issued += 1
     return so_far()
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpenRequestTimes:
+    """One request of an open-loop run, in model seconds from the first arrival."""
+
+    arrival: float
+    first_token: float
+    finish: float
+    tokens: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimulatedOpen:
+    """An open-loop scenario run through the scheduler in model time, without noise: every request's times."""
+
+    requests: tuple[OpenRequestTimes, ...]
+    generated: int
+    verify_steps: int
+    retractions: tuple[Retraction, ...]
+    failed: str | None = None
+
+
+class _OpenRun:
+    """The state of :func:`simulate_open`: the clock, the requests not yet sent, and what each one did."""
+
+    def __init__(self, arrivals: list[float], cap: int | None) -> None:
+        self.t = 0.0
+        self.pending = deque(enumerate(arrivals))
+        self.cap = cap
+        self.in_flight = 0
+        self.index: dict[SchedRequest, int] = {}
+        self.first: dict[int, float] = {}
+        self.done: dict[int, tuple[float, int]] = {}
+        self.generated = self.verify = 0
+
+    def send_due(self, sched: BatchScheduler, make: Callable[[int], SchedRequest]) -> None:
+        """Submit every request whose arrival has come and that the client's cap lets through."""
+        while self.pending and self.pending[0][1] <= self.t and (self.cap is None or self.in_flight < self.cap):
+            i, _ = self.pending.popleft()
+            req = make(i)
+            self.index[req] = i
+            self.in_flight += 1
+            sched.submit(req)
+
+    def record(self, req: SchedRequest, start: int) -> None:
+        i = self.index[req]
+        if start == 0 and req.generated > 0:
+            self.first[i] = self.t
+        if req.done:
+            self.done[i] = (self.t, req.generated)
+            self.generated += req.generated
+            self.verify += req.verify_steps
+            self.in_flight -= 1
+
+
+def simulate_open(
+    cfg: ServerConfig,
+    *,
+    arrivals: list[float],
+    prompt_tokens: list[int],
+    output_tokens: list[int],
+    accept: Callable[[int], float],
+    max_concurrency: int | None = None,
+) -> SimulatedOpen:
+    """Run requests that arrive at ``arrivals`` (model seconds, sorted) through the scheduler, as the HTTP engine
+    does: an arrival joins the waiting queue and the batch at the next step boundary, waits there while
+    ``max_running_requests`` (or the KV pool) is full, and so its TTFT grows with the queue. A client cap
+    (``max_concurrency``) holds a due request at the client until one of its requests finishes.
+    """
+    sched = BatchScheduler(cfg)
+    run = _OpenRun(arrivals, max_concurrency)
+    retractions: list[Retraction] = []
+
+    def make(i: int) -> SchedRequest:
+        return SchedRequest(prompt_tokens=prompt_tokens[i], max_tokens=output_tokens[i], phase=_phase(i))
+
+    def result(failed: str | None = None) -> SimulatedOpen:
+        times = tuple(
+            OpenRequestTimes(arrival=arrivals[i], first_token=run.first[i], finish=end, tokens=tokens)
+            for i, (end, tokens) in sorted(run.done.items())
+        )
+        return SimulatedOpen(
+            requests=times, generated=run.generated, verify_steps=run.verify, retractions=tuple(retractions),
+            failed=failed,
+        )  # fmt: skip
+
+    while run.pending or not sched.idle:
+        run.send_due(sched, make)
+        if sched.idle:
+            run.t = max(run.t, run.pending[0][1])  # nothing to do until the next arrival
+            continue
+        prefill = sched.admit()
+        if (r := sched.make_room()) is not None:
+            retractions.append(r)
+            if r.aborted is not None:
+                return result("a request alone outgrew the KV pool and was aborted")
+        if cfg.crash_above_tokens is not None and sched.batch_tokens() > cfg.crash_above_tokens:
+            return result(f"crashed with {sched.batch_tokens()} tokens in the batch")
+        run.t += sched.step_seconds(prefill)
+        sched.advance(lambda q: accept(q.context // CTX_BUCKET), run.record)
+    return result()

@@ -34,7 +34,8 @@ import time
 import traceback
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import IO, Any
 
 from aiohttp import web
 
@@ -107,6 +108,8 @@ class SimServer:
         self._created = int(time.time())
         self._corrupt = corrupts_code(cfg)
         self._health_generates = os.environ.get(HEALTH_GENERATION_ENV, "true").lower() not in ("false", "0", "no", "n")
+        self._arrived = 0
+        self._request_log: IO[str] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -329,9 +332,28 @@ class SimServer:
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, chat=False)
 
+    def _arrival(self) -> float:
+        """A generation request arrived: its time, and the ``--sim-stall-after`` stall when it is the Nth."""
+        self._arrived += 1
+        if self._engine is not None and self._arrived == self._args.sim_stall_after:
+            self._engine.stall(self._args.sim_stall_s)
+        return time.monotonic()
+
+    def _log_request(self, times: _Times, req: EngineRequest) -> None:
+        """One ``--sim-request-log`` line: the server's own view of a finished request."""
+        if self._args.sim_request_log is None:
+            return
+        if self._request_log is None:
+            self._request_log = open(self._args.sim_request_log, "a", encoding="utf-8")  # noqa: SIM115 - lives with the server
+        line = {"arrival": times.arrival, "first_token": times.first, "finish": time.monotonic(),
+                "output_tokens": req.generated, "prompt_tokens": req.prompt_tokens}  # fmt: skip
+        self._request_log.write(json.dumps(line) + "\n")
+        self._request_log.flush()
+
     async def _generate(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
         if not self._generating or self._engine is None:
             return _error(503, "The server is not ready yet.", "ServiceUnavailableError")
+        times = _Times(arrival=self._arrival())
         parsed = await self._parse_request(request, chat=chat)
         if isinstance(parsed, web.StreamResponse):
             return parsed
@@ -362,14 +384,20 @@ class SimServer:
         try:
             if streaming:
                 include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-                return await self._stream_response(request, req, stream, reply, usage if include_usage else None)
+                response = await self._stream_response(
+                    request, req, stream, reply, usage if include_usage else None, times=times
+                )
+                self._log_request(times, req)
+                return response
             while not req.done:
                 await req.next_tokens()
+                times.first = times.first or time.monotonic()
         except RequestAborted as aborted:
             return _error(500, str(aborted), "InternalServerError")
         except (asyncio.CancelledError, ConnectionResetError):
             self._engine.cancel(req)
             raise
+        self._log_request(times, req)
         return reply.whole(stream, inline=inline, usage=usage)
 
     async def _parse_request(
@@ -425,6 +453,8 @@ class SimServer:
         stream: ResponseText,
         reply: _Reply,
         usage: dict[str, int] | None,
+        *,
+        times: _Times,
     ) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
@@ -439,6 +469,7 @@ class SimServer:
                         # A truncated event: valid SSE framing around invalid JSON.
                         part = part[: len(part) // 2] + "\n\n"
                     await resp.write(part.encode())
+                times.first = times.first or time.monotonic()
         except RequestAborted as aborted:
             await resp.write(reply.error_event(str(aborted), 500).encode())
             await resp.write_eof()
@@ -446,6 +477,14 @@ class SimServer:
         await resp.write(reply.tail(usage).encode())
         await resp.write_eof()
         return resp
+
+
+@dataclass
+class _Times:
+    """The server's clock on one request (``--sim-request-log``)."""
+
+    arrival: float
+    first: float | None = None
 
 
 class _Reply:

@@ -5,6 +5,7 @@ decides how many repeats a scenario (or a whole objective) needs.
 Changing how `tune` decides that a config is slower, or when it has measured enough, is a change here.
 """
 
+from tuner.stats._binomial import clopper_pearson
 from tuner.stats._estimate import (
     EMPTY_POOL,
     MAD_TO_SIGMA,
@@ -43,6 +44,7 @@ __all__ = [
     "RepeatDecision",
     "SequentialPolicy",
     "bootstrap_ci",
+    "clopper_pearson",
     "decide_objective",
     "estimate",
     "import_statistics",

@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import optuna
 
-from tuner.bench import BaseBenchmark, ScenarioResult
+from tuner.bench import BaseBenchmark, ScenarioResult, slo_miss
 from tuner.config import StudyConfig
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, GateFailed, RegressionPruned, TrialFailure
@@ -122,7 +122,8 @@ class TrialRunner:
                 self._gate(trial, endpoint)
             outcome = self._benchmark(trial, endpoint, up.restarted, references)
             result = score(outcome.results, self._config.objective, self._config.benchmark)
-            self._gate_after(trial, endpoint, result, references)
+            if not self._slo(trial, outcome.results):  # a config that breaks the promise needs no verdict
+                self._gate_after(trial, endpoint, result, references)
             trial.set_user_attr(attrs.SCORE, {k: round(v, 3) for k, v in result.per_scenario.items()})
             return result
         except TrialFailure as failure:
@@ -161,6 +162,26 @@ class TrialRunner:
         trial.set_user_attr(attrs.BENCHMARK_S, outcome.seconds)
         self._evidence.attach_json(trial, "benchmark.json", {"scenarios": [r.to_dict() for r in outcome.results]})
         return outcome
+
+    def _slo(self, trial: optuna.Trial, results: Sequence[ScenarioResult]) -> bool:
+        """``[slo]``: a scenario whose attainment is confidently below its target makes the trial infeasible, as
+        an Optuna constraint (> 0: TPE learns the region; no ranking, confirmation or recommendation takes it),
+        with the one line that says why. Returns whether it did."""
+        slos = {s.name: s.slo for s in self._config.benchmark.scenarios if s.slo is not None}
+        gaps = [
+            slos[r.name].attainment - r.attainment_high
+            for r in results
+            if r.name in slos and r.attainment_high is not None
+        ]
+        if not gaps:
+            return False
+        trial.set_constraint("slo", float(max(gaps)))
+        misses = [line for r in results if (line := slo_miss(r, slos.get(r.name)))]
+        if misses:
+            trial.set_user_attr(attrs.SLO_MISSED, "; ".join(misses))
+            if self._progress:
+                self._progress(f"infeasible: {misses[0]}")
+        return bool(misses)
 
     def _gate_after(self, trial: optuna.Trial, endpoint: Endpoint, result: Score, references: References) -> None:
         """The gate after the benchmark: now (``after``), only for a contender (``contenders``), or at the end of

@@ -38,13 +38,14 @@ FEASIBLE = "feasible"
 NOT_GATED = "not gated (behind the best)"
 NOT_GATED_YET = "not gated yet (finalists only)"
 WRONG = "infeasible (wrong answers)"
+MISSES_SLO = "infeasible (misses the SLO)"
 SLOWER = "pruned (slower)"
 NOT_STARTED = "failed to start"
 DIED = "died under load"
 ENVIRONMENT = "environment"
 OTHER = "other failure"
 
-OUTCOMES = (FEASIBLE, NOT_GATED, NOT_GATED_YET, WRONG, SLOWER, NOT_STARTED, DIED, ENVIRONMENT, OTHER)
+OUTCOMES = (FEASIBLE, NOT_GATED, NOT_GATED_YET, WRONG, MISSES_SLO, SLOWER, NOT_STARTED, DIED, ENVIRONMENT, OTHER)
 """What became of a counted trial, in the order the report lists them."""
 
 _START_PHASES = ("apply", "restart", "ready", "verify")
@@ -70,6 +71,7 @@ _WORDS = {
     NOT_GATED: "not gated: too far behind the best to need it",
     NOT_GATED_YET: "not gated yet: only finalists are gated, at the end of the study",
     WRONG: "failed: wrong answers",
+    MISSES_SLO: "infeasible: misses the latency SLO",
     SLOWER: "pruned: slower than the best",
     NOT_STARTED: "failed: did not start",
     DIED: "failed: died under load",
@@ -87,6 +89,8 @@ def outcome(t: FrozenTrial) -> str:
     """One of :data:`OUTCOMES` for a COMPLETE or PRUNED trial (the state's name otherwise)."""
     user = t.user_attrs
     if t.state == TrialState.COMPLETE:
+        if _misses_slo_only(t.constraints, user):
+            return MISSES_SLO  # never a finalist or a contender, whatever its gate would say
         if user.get(attrs.GATE_SKIPPED):
             return NOT_GATED
         if gate_pending(t):
@@ -103,13 +107,21 @@ def outcome(t: FrozenTrial) -> str:
     )
 
 
+def _misses_slo_only(constraints: Mapping[str, float], user_attrs: Mapping[str, Any]) -> bool:
+    """Infeasible by ``[slo]`` alone: the answers were right (or not judged yet), the latency promise missed."""
+    wrong = user_attrs.get(attrs.CORRECT) is False or constraints.get("correctness", 0) > 0
+    return constraints.get("slo", 0) > 0 and not wrong
+
+
 def infeasibility(constraints: Mapping[str, float], user_attrs: Mapping[str, Any]) -> str | None:
     """Why a measured config is not eligible (``gate 3/5``), or None when it is feasible."""
     reasons = []
     gate = user_attrs.get(attrs.GATE)
     if user_attrs.get(attrs.CORRECT) is False or constraints.get("correctness", 0) > 0:
         reasons.append(f"gate {gate}" if gate else "gate failed")
-    reasons += [f"{k}={v:g}" for k, v in sorted(constraints.items()) if v > 0 and k != "correctness"]
+    if constraints.get("slo", 0) > 0:
+        reasons.append(str(user_attrs.get(attrs.SLO_MISSED) or "misses the SLO"))
+    reasons += [f"{k}={v:g}" for k, v in sorted(constraints.items()) if v > 0 and k not in ("correctness", "slo")]
     return ", ".join(reasons) if reasons else None
 
 
@@ -134,6 +146,8 @@ def outcome_text(t: FrozenTrial) -> str:
         return f"{_WORDS[kind]} ({user.get(attrs.GATE)})"
     if kind == WRONG:
         return f"infeasible: wrong answers ({infeasibility(t.constraints, user) or 'gate failed'})"
+    if kind == MISSES_SLO:
+        return f"infeasible: {user.get(attrs.SLO_MISSED) or 'misses the SLO'}"
     if kind == OTHER:
         return f"failed in phase {user.get(attrs.FAILURE_PHASE)}"
     return _WORDS.get(kind, t.state.name)

@@ -52,6 +52,9 @@ REPEATS_DECIDED = "repeats_decided"
 """The scenario measured at each intermediate step (``steps[i]`` for step ``i``)."""
 FAILURE_KIND = "failure_kind"
 """``config`` or ``environment`` (the world's fault, not the config's), when a part of `tune` tells."""
+SLO_MISSED = "slo_missed"
+"""Why a COMPLETE trial is infeasible under ``[slo]``: one line per scenario that confidently missed it
+(its ``slo`` constraint is then > 0)."""
 CLIENT_BOUND = "client_bound"
 """Per scenario (``<scenario>.client_bound``, a :mod:`tuner.metrics` key): the load generator was the bottleneck."""
 

@@ -17,6 +17,7 @@ import functools
 import math
 import random
 import shlex
+import statistics
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -363,7 +364,7 @@ class ModelBenchmark(BaseBenchmark):
             warmed = cfg_b.warmup_requests
             # A warm-up is timed like the requests it sends: alone, one request takes about as long as a wave.
             warm = dataclasses.replace(scenario, concurrency=min(scenario.concurrency, warmed), requests=warmed)
-            seconds += model_scenario(cfg, warm).seconds / self._service.first_pass(min(shape, warmed))
+            seconds += model_scenario(cfg, warm, seed=cfg_b.seed).seconds / self._service.first_pass(min(shape, warmed))
         elif plan.kind == "probe":
             warmed = scenario.requests
             f = self._factor() * self._service.first_pass(shape)
@@ -379,6 +380,10 @@ class ModelBenchmark(BaseBenchmark):
                 break
         per_stream = [m.per_stream_tok_s * f for f in factors]
         seconds += sum(m.seconds / f for f in factors)
+        # Open loop: a faster run shortens every request's times; the rates are the schedule's and the queue's.
+        speed = math.exp(statistics.fmean(math.log(f) for f in factors))
+        latency = {k: v / speed if k.endswith("_s") and v is not None else v for k, v in m.latency.items()}
+        # The SLO is judged on the noise-free requests (noise moves every request alike, not one by one).
         self._service.clock.add("benchmark", seconds)
         return ScenarioResult.from_repeats(
             scenario=scenario,
@@ -395,6 +400,7 @@ class ModelBenchmark(BaseBenchmark):
             warmup=plan.kind,
             first_pass_tok_s=first_pass,
             warmup_s=round(warmup_s, 3),
+            **latency,
         ).stopped_by(decision)
 
     def extend_scenario(self, scenario: Scenario, result: ScenarioResult) -> ScenarioResult:
@@ -407,8 +413,9 @@ class ModelBenchmark(BaseBenchmark):
         self._service.clock.add("benchmark", seconds)
         kept = {
             k: getattr(result, k)
-            for k in ("accept_length", "accept_method", "warmup_requests", "warmup", "first_pass_tok_s", "warmup_s")
-        }
+            for k in ("accept_length", "accept_method", "warmup_requests", "warmup", "first_pass_tok_s", "warmup_s",
+                      *m.latency)
+        }  # fmt: skip
         return ScenarioResult.from_repeats(
             scenario=scenario,
             repeats_tok_s=(*result.repeats_tok_s, m.tok_s * f),
@@ -423,7 +430,7 @@ class ModelBenchmark(BaseBenchmark):
         )
 
     def _modelled(self, cfg: ServerConfig, scenario: Scenario) -> ModelledScenario:
-        m = model_scenario(cfg, scenario)
+        m = model_scenario(cfg, scenario, seed=self._config.seed, confidence=self._config.confidence)
         return self._variant(cfg, scenario, m) if self._variant else m
 
     def _died(self, scenario: Scenario, m: ModelledScenario) -> DiedUnderLoad:

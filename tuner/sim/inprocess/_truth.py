@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import statistics
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import redirect_stderr
 from dataclasses import dataclass
@@ -23,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from tuner.config import Scenario, StudyConfig
+from tuner.bench import LoadResult, RequestRecord, arrival_schedule, latency_figures
+from tuner.config import Scenario, StudyConfig, load_trace
 from tuner.metrics import objective_value
 from tuner.sim import (
     CTX_BUCKET,
@@ -38,6 +40,7 @@ from tuner.sim import (
     max_input_tokens,
     parse_server_args,
     request_memory_gb,
+    simulate_open,
     simulate_scenario,
     startup_failure,
     step_time_s,
@@ -83,6 +86,8 @@ class ModelledScenario:
     """Why the scenario's requests fail (refused, aborted, or the server crashed), or None."""
     crashed: bool = False
     """Whether that failure takes the server down (``--sim-crash-above-batch-tokens``)."""
+    latency: Mapping[str, float | None] = dataclasses.field(default_factory=dict)
+    """Open loop: TTFT/TPOT/E2E percentiles and the offered/achieved rates, by their ScenarioResult fields."""
 
     @property
     def output_tok_s(self) -> float:
@@ -217,12 +222,17 @@ def _lockstep_fits(cfg: ServerConfig, facts: _Facts, n: int, prompt: int, output
     return max(admit, peak) <= facts.pool_gb and not crash
 
 
-def model_scenario(cfg: ServerConfig, scenario: Scenario) -> ModelledScenario:
+def model_scenario(
+    cfg: ServerConfig, scenario: Scenario, *, seed: int = 0, confidence: float = 0.8
+) -> ModelledScenario:
     """Noise-free outcome of ``scenario`` against a server running ``cfg``: the simulated scheduler's run.
 
     ``requests`` requests from ``concurrency`` closed-loop streams; while the KV pool holds every wave of at most
     ``max_running_requests`` requests they run in lockstep waves (computed per wave); otherwise the scheduler
     (:func:`tuner.sim.simulate_scenario`) runs them, holding requests back and retracting some as SGLang would.
+    An open-loop scenario's requests arrive on the schedule the HTTP benchmark draws from the benchmark ``seed``
+    and queue while the batch is full (:func:`tuner.sim.simulate_open`); with an SLO, its attainment (interval at
+    ``confidence``) is judged on the modelled requests.
     """
     prompt, output = scenario.prompt_tokens, scenario.output_tokens
     workload = scenario_workload(scenario.prompts)
@@ -230,6 +240,8 @@ def model_scenario(cfg: ServerConfig, scenario: Scenario) -> ModelledScenario:
     if prompt >= facts.input_limit:
         reason = f"Input length ({prompt} tokens) exceeds the maximum allowed length ({facts.input_limit} tokens)"
         return _failed(reason, _acceptance(facts.akey, 0, workload))
+    if scenario.open_loop:
+        return _open_loop(cfg, facts.akey, scenario, seed, confidence)
     n = min(scenario.concurrency, cfg.max_running_requests)
     shape = (workload, scenario.concurrency, scenario.requests, prompt, output)
     if _lockstep_fits(cfg, facts, n, prompt, output):
@@ -285,6 +297,55 @@ def _scheduled(cfg: ServerConfig, akey: ServerConfig, shape: tuple[str, int, int
     )
 
 
+def _open_lengths(scenario: Scenario) -> tuple[list[int], list[int]]:
+    """Each request's prompt and answer length: a trace's own, else the scenario's."""
+    n = scenario.requests
+    if scenario.trace is None:
+        return [scenario.prompt_tokens] * n, [scenario.output_tokens] * n
+    lines = load_trace(scenario.trace)[:n]
+    prompts = [line.input_length or scenario.prompt_tokens for line in lines]
+    return prompts, [line.output_length or scenario.output_tokens for line in lines]
+
+
+@lru_cache(maxsize=65536)
+def _open_loop(
+    cfg: ServerConfig, akey: ServerConfig, scenario: Scenario, seed: int, confidence: float
+) -> ModelledScenario:
+    workload = scenario_workload(scenario.prompts)
+
+    def accept(bucket: int) -> float:
+        return _acceptance(akey, bucket, workload)
+
+    arrivals = arrival_schedule(scenario, count=scenario.requests, seed=seed) or []
+    prompts, outputs = _open_lengths(scenario)
+    run = simulate_open(
+        cfg, arrivals=arrivals, prompt_tokens=prompts, output_tokens=outputs, accept=accept,
+        max_concurrency=scenario.max_concurrency,
+    )  # fmt: skip
+    lines = tuple(line for r in run.retractions for line in r.log_lines())
+    if run.failed is not None:
+        return _failed(run.failed, accept(0), retractions=lines, crashed=run.failed.startswith("crashed"))
+    times = run.requests
+    end = max(t.finish for t in times)
+    # The model's requests as the client would have recorded them: one definition of every figure (bench).
+    records = [
+        RequestRecord(index=i, t_start=t.arrival, t_scheduled=t.arrival, t_sent=t.arrival, t_first=t.first_token,
+                      t_end=t.finish, output_tokens=t.tokens)
+        for i, t in enumerate(times)
+    ]  # fmt: skip
+    run_records = [LoadResult(records=records, started=len(records))]
+    latency = latency_figures(run_records, slo=scenario.slo, confidence=confidence)
+    tpots = [x for x in (r.tpot_s for r in records) if x is not None]
+    return ModelledScenario(
+        tok_s=run.generated / end if end > 0 else 0.0,
+        per_stream_tok_s=1.0 / statistics.fmean(tpots) if tpots else 0.0,
+        accept_length=run.generated / max(1, run.verify_steps),
+        seconds=end,
+        retractions=lines,
+        latency=latency,
+    )
+
+
 def _failed(
     reason: str, accept: float, *, retractions: tuple[str, ...] = (), crashed: bool = False
 ) -> ModelledScenario:
@@ -310,7 +371,7 @@ def _objective(cfg: ServerConfig, config: StudyConfig, variant: Variant | None =
         return 0.0
     per: dict[str, float] = {}
     for s in config.benchmark.scenarios:  # every scenario runs, so a death in any of them fails the config
-        m = model_scenario(cfg, s)
+        m = model_scenario(cfg, s, seed=config.benchmark.seed)
         if m.died is not None:
             return 0.0
         per[s.name] = objective_value(variant(cfg, s, m) if variant else m, config.objective.metric)

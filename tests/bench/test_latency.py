@@ -1,0 +1,55 @@
+"""Per-request figures: TTFT, TPOT and end-to-end from the right origin, offered and achieved rates, and the
+names they reach a trial's user attrs under."""
+
+from __future__ import annotations
+
+import pytest
+
+from tuner.bench import LoadResult, RequestRecord, ScenarioResult
+from tuner.bench._latency import latency_figures
+from tuner.metrics import scenario_attrs
+
+
+def _rec(i: int, *, start: float, first: float, end: float, tokens: int, scheduled: float | None) -> RequestRecord:
+    return RequestRecord(
+        index=i, t_start=start, t_first=first, t_end=end, output_tokens=tokens, t_scheduled=scheduled, t_sent=start
+    )
+
+
+def test_open_loop_latency_counts_from_the_arrival_and_tpot_per_request() -> None:
+    # Due at 0, sent 0.5 s late: TTFT and E2E include the lateness; TPOT is the pace after the first token.
+    rec = _rec(0, start=10.5, first=11.0, end=12.0, tokens=11, scheduled=10.0)
+    assert rec.ttft_s == pytest.approx(1.0) and rec.latency_s == pytest.approx(2.0)
+    assert rec.tpot_s == pytest.approx((2.0 - 1.0) / 10)
+    closed = _rec(1, start=10.5, first=11.0, end=12.0, tokens=1, scheduled=None)
+    assert closed.ttft_s == pytest.approx(0.5) and closed.tpot_s is None
+
+
+def test_rates_offered_by_the_schedule_and_achieved_by_completions() -> None:
+    # 5 arrivals 0.25 s apart (4 req/s); the server finishes them 0.5 s apart (2 req/s): it falls behind.
+    records = [_rec(i, start=i / 4, first=i / 2 + 0.1, end=i / 2 + 0.2, tokens=3, scheduled=i / 4) for i in range(5)]
+    figures = latency_figures([LoadResult(records=records, started=5)])
+    assert figures["offered_rps"] == pytest.approx(4.0) and figures["achieved_rps"] == pytest.approx(2.0)
+    ttfts = sorted(i / 2 + 0.1 - i / 4 for i in range(5))  # growing: the queue
+    assert figures["ttft_p50_s"] == pytest.approx(ttfts[2])
+    assert figures["ttft_p50_s"] < figures["ttft_p90_s"] < figures["ttft_p99_s"] <= ttfts[-1]  # type: ignore[operator]
+
+
+def test_a_closed_loop_offers_no_rate() -> None:
+    records = [_rec(i, start=0.0, first=0.1, end=1.0 + i, tokens=3, scheduled=None) for i in range(3)]
+    figures = latency_figures([LoadResult(records=records, started=3)])
+    assert figures["offered_rps"] is None and figures["achieved_rps"] == pytest.approx(1.0)
+
+
+def test_the_figures_reach_user_attrs_under_their_scenario() -> None:
+    result = ScenarioResult(
+        name="chat-6rps", concurrency=8, repeats_tok_s=(1.0,), output_tok_s=1.0, score=1.0, per_stream_tok_s=1.0,
+        offered_rps=6.0, achieved_rps=5.9, ttft_p99_s=0.8, tpot_p99_s=0.04, latency_p50_s=2.0, latency_p99_s=3.0,
+        latency_p90_s=2.5, tpot_p50_s=0.03, tpot_p90_s=0.035, ttft_p50_s=0.2, ttft_p90_s=0.5,
+    )  # fmt: skip
+    attrs = scenario_attrs(result)
+    expected = {"offered_rps": 6.0, "achieved_rps": 5.9, "ttft_p50_s": 0.2, "ttft_p90_s": 0.5, "ttft_p99_s": 0.8,
+                "tpot_p50_s": 0.03, "tpot_p90_s": 0.035, "tpot_p99_s": 0.04, "e2e_p50_s": 2.0, "e2e_p90_s": 2.5,
+                "e2e_p99_s": 3.0}  # fmt: skip
+    for key, value in expected.items():
+        assert attrs[f"chat-6rps.{key}"] == value

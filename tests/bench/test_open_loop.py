@@ -1,0 +1,157 @@
+"""Open-loop load against a real simulator: tune's latencies against the server's own per-request log.
+
+The simulator writes, per finished request, its arrival, first token and finish on ``time.monotonic`` (the clock
+the client reads, on the same machine): ``--sim-request-log``. Below capacity tune's TTFT and end-to-end
+percentiles agree with it; above capacity, or across a stall, the queue shows in TTFT, never in a slower
+offered rate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.bench.conftest import DDTREE
+from tuner.bench import HttpBenchmark, RequestSpec, ScenarioResult
+from tuner.bench._arrivals import arrival_schedule
+from tuner.bench._latency import span_rate
+from tuner.bench._load import LoadTarget
+from tuner.bench._workers import InProcessRunner, LoadPlan
+from tuner.config import BenchmarkSection, Scenario
+from tuner.endpoint import Endpoint
+from tuner.sim import ServerConfig
+from tuner.sim.inprocess import model_scenario
+from tuner.sim.testing import SimProcess
+from tuner.stats import percentile
+
+ENV = {"SGLANG_DDTREE_MAX_TOPK": "6"}
+
+
+def _open(name: str, *, rate: float, requests: int, **kw: object) -> Scenario:
+    base: dict[str, object] = dict(prompt_tokens=1024, output_tokens=64, concurrency=requests)
+    return Scenario(name=name, rate=rate, requests=requests, **{**base, **kw})  # type: ignore[arg-type]
+
+
+def _run(sim: SimProcess, sc: Scenario, **kw: object) -> ScenarioResult:
+    section = BenchmarkSection(scenarios=(sc,), warmup_requests=0, repeats=1, request_timeout_s=60.0, **kw)  # type: ignore[arg-type]
+    return HttpBenchmark(endpoint=Endpoint(base_url=sim.url), config=section).run_scenario(sc)
+
+
+def _server_log(path: Path) -> tuple[list[float], list[float]]:
+    """TTFT and end-to-end latency of every request the server finished, from its own clock."""
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return [r["first_token"] - r["arrival"] for r in rows], [r["finish"] - r["arrival"] for r in rows]
+
+
+def test_below_capacity_tune_agrees_with_the_servers_log(start_sim: Callable[..., SimProcess], tmp_path: Path) -> None:
+    log = tmp_path / "requests.jsonl"
+    # Time scale 0.1: a TTFT of ~1 s, so the milliseconds between the two clocks' readings (the client's send,
+    # the server parsing the body, a busy machine's scheduling) stay far below 5%.
+    sim = start_sim(*DDTREE, "--sim-time-scale", "0.1", "--sim-request-log", str(log), env=ENV)
+    sc = _open("r3", rate=3.0, requests=30, output_tokens=8)
+    result = _run(sim, sc)
+    ttft, e2e = _server_log(log)
+    assert len(ttft) == sc.requests  # no warm-up: the log holds exactly the measured requests
+    for ours, theirs in (
+        (result.ttft_p50_s, percentile(ttft, 50)),
+        (result.ttft_p99_s, percentile(ttft, 99)),
+        (result.latency_p50_s, percentile(e2e, 50)),
+        (result.latency_p99_s, percentile(e2e, 99)),
+    ):
+        assert ours == pytest.approx(theirs, rel=0.05)
+    schedule = arrival_schedule(sc, count=sc.requests, seed=0)
+    assert schedule is not None and result.offered_rps == pytest.approx(span_rate(schedule), rel=1e-4)
+    assert result.achieved_rps is not None and result.offered_rps is not None
+    assert result.achieved_rps == pytest.approx(result.offered_rps, rel=0.2)  # it keeps up: completions follow
+    assert result.tpot_p50_s is not None and result.tpot_p50_s < result.ttft_p50_s  # type: ignore[operator]
+    assert result.tpot_p50_s <= (result.tpot_p90_s or 0) <= (result.tpot_p99_s or 0)
+
+
+def test_above_capacity_the_queue_shows_in_ttft_and_the_achieved_rate(
+    start_sim: Callable[..., SimProcess], tmp_path: Path
+) -> None:
+    log = tmp_path / "requests.jsonl"
+    # Two requests at a time, ~0.5 s each at time scale 2: about 4 req/s of capacity, offered 16.
+    sim = start_sim(
+        *DDTREE, "--max-running-requests", "2", "--sim-time-scale", "2", "--sim-request-log", str(log), env=ENV
+    )
+    result = _run(sim, _open("r16", rate=16.0, requests=24))
+    assert result.offered_rps is not None and result.achieved_rps is not None
+    assert result.achieved_rps < 0.5 * result.offered_rps
+    ttft, _ = _server_log(log)
+    lone = min(ttft)  # the first request found the server idle
+    assert result.ttft_p50_s is not None and result.ttft_p99_s is not None
+    assert result.ttft_p50_s > 5 * lone and result.ttft_p99_s > 1.5 * result.ttft_p50_s  # a growing queue
+    # The queue is the server's: requests went out on time, and the server saw the same waits.
+    assert result.start_delay_p99_s is not None and result.start_delay_p99_s < 0.1 * result.ttft_p99_s
+    assert result.ttft_p99_s == pytest.approx(percentile(ttft, 99), rel=0.05)
+    assert not result.client_bound
+
+
+def test_a_stall_mid_run_delays_every_request_that_arrives_during_it(
+    start_sim: Callable[..., SimProcess], tmp_path: Path
+) -> None:
+    """A closed loop would send no new request during the stall (coordinated omission); the open loop keeps
+    sending, and each request that arrived during the 2 s (modelled) stall counts the wait."""
+    log = tmp_path / "requests.jsonl"
+    args = ("--sim-time-scale", "2", "--sim-request-log", str(log), "--sim-stall-after", "12", "--sim-stall-s", "2")
+    sim = start_sim(*DDTREE, *args, env=ENV)
+    result = _run(sim, _open("r8", rate=8.0, requests=40, prompt_tokens=256, output_tokens=32))
+    ttft, _ = _server_log(log)
+    stall = 2.0 / 2  # real seconds
+    assert result.ttft_p99_s is not None and result.ttft_p50_s is not None and result.ttft_p90_s is not None
+    assert result.ttft_p99_s > 0.7 * stall and result.ttft_p50_s < 0.3 * result.ttft_p99_s
+    # About 8 of 40 requests arrived during the stall: the 90th percentile waited too.
+    assert result.ttft_p90_s > 0.2 * stall
+    assert percentile(ttft, 99) > 0.7 * stall  # the server saw the same waits: its queue, not the client's
+    # The client kept its schedule through the stall (a loaded machine's own lateness stays well under it).
+    assert result.start_delay_p99_s is not None and result.start_delay_p99_s < 0.3 * stall
+
+
+def test_a_client_that_falls_behind_its_schedule_says_so(start_sim: Callable[..., SimProcess]) -> None:
+    """A client whose event loop is busy sends late: the start delay says so, and the late requests' latency
+    counts from when they were due, not from when they went out."""
+    sim = start_sim(*DDTREE, "--sim-time-scale", "4", env=ENV)
+    sc = _open("r50", rate=50.0, requests=20, arrival="constant", prompt_tokens=64, output_tokens=8)
+    specs = [RequestSpec(index=i, prompt=f"hello {i} " * 32, max_tokens=8) for i in range(20)]
+    schedule = arrival_schedule(sc, count=20, seed=0)
+    target = LoadTarget(
+        url=sim.url + "/v1/chat/completions", headers={}, api="chat", model="default", timeout_s=30.0
+    )
+
+    async def go() -> list[tuple[float, float, float]]:
+        runner = InProcessRunner(target=target, plan=LoadPlan(), streams=4)
+        await runner.start()
+        try:
+            # 0.1 s in, the client's loop is blocked for 0.2 s: the requests due meanwhile go out late.
+            asyncio.get_running_loop().call_later(0.1, time.sleep, 0.2)
+            res = await runner.run(specs, concurrency=20, seed=0, arrivals=schedule)
+        finally:
+            await runner.aclose()
+        assert not res.failures and len(res.records) == 20
+        return [(r.start_delay_s or 0.0, r.ttft_s or 0.0, (r.t_first or 0.0) - r.t_start) for r in res.records]
+
+    rows = asyncio.run(go())
+    late = [row for row in rows if row[0] > 0.05]
+    assert len(late) >= 5  # ~10 requests were due during the 0.2 s block
+    for delay, ttft, from_send in late:
+        assert ttft - from_send > 0.5 * delay  # the wait counts in the latency
+
+
+def test_the_in_process_model_agrees_with_the_http_simulator(start_sim: Callable[..., SimProcess]) -> None:
+    """The search benchmark's model of open traffic (tuner.sim.inprocess) against the simulator it stands for,
+    at time scale 1: the same arrivals (the benchmark seed), the same queueing."""
+    sim = start_sim(*DDTREE, "--max-running-requests", "4", env=ENV)
+    sc = _open("r4", rate=4.0, requests=24, prompt_tokens=256, output_tokens=48)
+    result = _run(sim, sc)
+    model = model_scenario(ServerConfig.from_argv([*DDTREE, "--max-running-requests", "4"], ENV), sc, seed=0)
+    # The model has no HTTP: the client's send, the server's parsing and the machine's scheduling add ~10 ms to
+    # every TTFT and end-to-end time (measured on a loaded 2-core machine), hence the absolute 30 ms beside 15%.
+    for field in ("ttft_p50_s", "latency_p50_s", "latency_p99_s", "tpot_p50_s", "achieved_rps"):
+        assert getattr(result, field) == pytest.approx(model.latency[field], rel=0.15, abs=0.03), field
+    assert result.offered_rps == pytest.approx(model.latency["offered_rps"], rel=1e-3)

@@ -1,0 +1,48 @@
+"""A scenario's SLO attainment from its requests, and the one line that says it was missed."""
+
+from __future__ import annotations
+
+import pytest
+
+from tuner.bench import LoadResult, RequestRecord, ScenarioResult, slo_miss
+from tuner.bench._latency import latency_figures
+from tuner.config import Slo
+from tuner.metrics import scenario_attrs
+
+
+def _requests(ttfts: list[float]) -> list[RequestRecord]:
+    # Each request: arrives at i, its first token after ``ttft``, then 10 tokens at 20 ms each.
+    return [
+        RequestRecord(index=i, t_start=i, t_scheduled=i, t_first=i + t, t_end=i + t + 0.18, output_tokens=10)
+        for i, t in enumerate(ttfts)
+    ]
+
+
+def _result(figures: dict[str, float | None]) -> ScenarioResult:
+    return ScenarioResult(
+        name="chat-6rps", concurrency=8, repeats_tok_s=(1.0,), output_tok_s=1.0, score=1.0, per_stream_tok_s=1.0,
+        **figures,  # type: ignore[arg-type]
+    )
+
+
+def test_attainment_counts_requests_that_met_every_limit() -> None:
+    slo = Slo(ttft_s=1.0, tpot_s=0.04, attainment=0.9)
+    records = _requests([0.5] * 91 + [1.5] * 9)  # 91% within TTFT 1 s; every TPOT 20 ms
+    figures = latency_figures([LoadResult(records=records, started=100)], slo=slo, confidence=0.8)
+    assert figures["attainment"] == pytest.approx(0.91)
+    assert figures["attainment_low"] < 0.91 < figures["attainment_high"]  # type: ignore[operator]
+    assert slo_miss(_result(figures), slo) is None  # 91% is not confidently below 90%
+    assert scenario_attrs(_result(figures))["chat-6rps.attainment"] == 0.91
+
+
+def test_a_confident_miss_says_so_in_one_line() -> None:
+    slo = Slo(ttft_s=1.0, tpot_s=0.04, attainment=0.99)
+    records = _requests([0.5] * 182 + [1.5] * 18)  # 91% of 200: the interval's top is well under 99%
+    figures = latency_figures([LoadResult(records=records, started=200)], slo=slo, confidence=0.8)
+    line = slo_miss(_result(figures), slo)
+    assert line == "misses the SLO in chat-6rps: 91% of requests within TTFT 1 s / TPOT 40 ms, 99% required"
+
+
+def test_no_slo_no_attainment() -> None:
+    figures = latency_figures([LoadResult(records=_requests([0.5, 0.6]), started=2)])
+    assert "attainment" not in figures and slo_miss(_result(figures), None) is None

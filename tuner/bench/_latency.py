@@ -1,0 +1,81 @@
+"""Per-request latency figures of a scenario, closed or open loop: what a service promises its users.
+
+Per request (:class:`~tuner.bench.RequestRecord`): TTFT and end-to-end latency from the request's origin (its
+scheduled arrival in an open loop, its send in a closed one) and TPOT, ``(e2e - TTFT) / (output tokens - 1)``.
+Speculative decoding delivers tokens in bursts, so the inter-token gap per event is not TPOT: a request's TPOT
+is its whole decode over its tokens. Percentiles (p50, p90, p99) pool every counted request of every repeat.
+
+Rates, per repeat and then the median over repeats:
+
+* **offered**: open loop only, the schedule's arrivals after the first over the time they span (a closed loop
+  offers whatever the server takes: no offered rate);
+* **achieved**: completions after the first over the time from the first completion to the last: the rate the
+  server delivered, on the same footing as the offered one, so below capacity the two agree and above it the
+  achieved rate is the server's capacity;
+* **sent**: sends after the first over their span: whether the client held its schedule (the load generator's
+  own check, beside the start delay).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from tuner.bench._load import LoadResult
+from tuner.bench._request import RequestRecord
+from tuner.bench._slo import slo_fields
+from tuner.config import Slo
+from tuner.stats import percentile
+
+__all__ = ["latency_figures", "run_rates", "span_rate"]
+
+_PERCENTILES = (50, 90, 99)
+
+
+def span_rate(times: Sequence[float]) -> float | None:
+    """Events after the first over the time they span (None: fewer than two, or no time between them)."""
+    if len(times) < 2:
+        return None
+    span = max(times) - min(times)
+    return (len(times) - 1) / span if span > 0 else None
+
+
+def _percentiles(prefix: str, samples: Sequence[float]) -> dict[str, float | None]:
+    return {f"{prefix}_p{p}_s": percentile(samples, p) for p in _PERCENTILES}
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def run_rates(run: LoadResult) -> dict[str, float | None]:
+    """One run's offered, achieved and sent rates (requests/s; module docstring)."""
+    records = run.records
+    scheduled = [r.t_scheduled for r in records if r.t_scheduled is not None]
+    return {
+        "offered_rps": span_rate(scheduled) if len(scheduled) == len(records) else None,
+        "achieved_rps": span_rate([r.t_end for r in records if r.ok]),
+        "sent_rps": span_rate([r.t_sent for r in records if r.t_sent is not None]),
+    }
+
+
+def latency_figures(
+    runs: Sequence[LoadResult], *, slo: Slo | None = None, confidence: float = 0.8
+) -> dict[str, float | None]:
+    """TTFT, TPOT and end-to-end percentiles over every request of ``runs``, their rates and, with an ``slo``,
+    its attainment (:mod:`tuner.bench._slo`), keyed by the :class:`~tuner.bench.ScenarioResult` fields that hold
+    them."""
+    records: list[RequestRecord] = [rec for run in runs for rec in run.records if rec.ok]
+    ttfts = [x for x in (rec.ttft_s for rec in records) if x is not None]
+    tpots = [x for x in (rec.tpot_s for rec in records) if x is not None]
+    e2e = [rec.latency_s for rec in records]
+    rates = [run_rates(run) for run in runs]
+    values: dict[str, float | None] = {
+        **_percentiles("ttft", ttfts),
+        **_percentiles("tpot", tpots),
+        **_percentiles("latency", e2e),
+    }
+    for key in ("offered_rps", "achieved_rps", "sent_rps"):
+        values[key] = _median([r[key] for r in rates])
+    return {**values, **slo_fields(records, slo, confidence)}

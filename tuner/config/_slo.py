@@ -1,0 +1,73 @@
+"""``[slo]``: the latency a service promises each request, and the share of requests that must get it.
+
+::
+
+    [slo]
+    ttft_s = 1.0        # time to first token
+    tpot_s = 0.04       # time per output token after the first
+    e2e_s = 30.0        # end to end
+    attainment = 0.99   # share of requests that must meet every limit given
+
+Any subset of the limits; a request meets the SLO when it meets every one given. A scenario may override keys in
+its own ``[benchmark.scenarios.slo]`` table (the rest come from ``[slo]``). Whether a trial meets it is decided
+on the scenario's measured attainment with a confidence interval (:mod:`tuner.bench._slo`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from tuner.config._reader import Table
+
+__all__ = ["LIMITS", "Slo", "parse_slo"]
+
+#: The per-request limits, by key, with the name a sentence uses for each.
+LIMITS = {"ttft_s": "TTFT", "tpot_s": "TPOT", "e2e_s": "E2E"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Slo:
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+    attainment: float = 0.99
+    """Share of requests that must meet every limit given."""
+
+    def limits(self) -> dict[str, float]:
+        return {k: v for k, v in ((k, getattr(self, k)) for k in LIMITS) if v is not None}
+
+    def describe(self) -> str:
+        """``TTFT 1 s / TPOT 40 ms``: the limits as a person says them."""
+        return " / ".join(f"{LIMITS[k]} {_seconds(v)}" for k, v in self.limits().items())
+
+    def met(self, *, ttft_s: float | None, tpot_s: float | None, e2e_s: float | None) -> bool:
+        """Whether one request met every limit (a figure it lacks, such as the TPOT of a one-token answer,
+        cannot miss)."""
+        got = {"ttft_s": ttft_s, "tpot_s": tpot_s, "e2e_s": e2e_s}
+        return all(got[k] is None or got[k] <= limit for k, limit in self.limits().items())  # type: ignore[operator]
+
+
+def _seconds(value: float) -> str:
+    return f"{value * 1000:g} ms" if value < 1 else f"{value:g} s"
+
+
+def parse_slo(t: Table | None, *, base: Slo | None = None) -> Slo | None:
+    """``[slo]`` (``base`` None) or a scenario's override of it; None when neither sets anything."""
+    if t is None:
+        return base
+    out = base or Slo()
+    for key in LIMITS:
+        value = t.float(key, None)
+        if value is not None:
+            if value <= 0:
+                raise t.error(key, "a number of seconds > 0", value)
+            out = replace(out, **{key: value})
+    attainment = t.float("attainment", None)
+    if attainment is not None:
+        if not 0 < attainment <= 1:
+            raise t.error("attainment", "a share of requests in (0, 1], such as 0.99", attainment)
+        out = replace(out, attainment=attainment)
+    t.finish()
+    if not out.limits():
+        raise t.error("ttft_s", "at least one limit: ttft_s, tpot_s or e2e_s (seconds)", None)
+    return out
