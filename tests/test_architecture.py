@@ -219,6 +219,35 @@ def test_optuna_internals_only_behind_their_adapter() -> None:
     assert not bad, "\n".join(bad) + "\n(add what you need to tuner/trials/_optuna.py and its test)"
 
 
+TRIAL_FACTS = "tuner.trials"
+#: How Optuna stores a trial's (or a study's) facts: only tuner/trials/ reads or writes them (TrialRecord, write...).
+USER_ATTRS = {"user_attrs", "set_user_attr", "set_trial_user_attr"}
+
+
+def user_attr_uses(source: str) -> list[str]:
+    """Reads and writes of user attrs in ``source``: ``x.user_attrs``, ``x.set_user_attr(...)``,
+    ``enqueue_trial(..., user_attrs=...)`` and the key names (``attrs.BASELINE``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr in USER_ATTRS:
+            found.append(f"line {node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "attrs":
+            found.append(f"line {node.lineno}: attrs.{node.attr}")
+        elif isinstance(node, ast.keyword) and node.arg in USER_ATTRS:
+            found.append(f"line {node.lineno}: {node.arg}=")
+    return sorted(found)
+
+
+def test_trial_facts_are_read_and_written_only_in_trials() -> None:
+    bad = [
+        f"{m}: {use}"
+        for m, path in MODULES.items()
+        if m != TRIAL_FACTS and not m.startswith(TRIAL_FACTS + ".")
+        for use in user_attr_uses(path.read_text())
+    ]
+    assert not bad, "\n".join(bad) + "\n(read a trial through tuner.trials.record_of, write through tuner.trials.write)"
+
+
 def test_the_rules_catch_what_they_forbid() -> None:
     """The checks above are only as good as their parsing: each catches a planted violation."""
     source = "from tuner.study._confirm import x\nfrom tuner.target import _lock\nimport tuner.stats._estimate\n"
@@ -232,6 +261,13 @@ def test_the_rules_catch_what_they_forbid() -> None:
     planted = "from optuna.storages._rdb import models\nx = study._study_id\ny = self._study_id\n"
     assert optuna_internals(planted) == ["line 1: optuna.storages._rdb", "line 2: ._study_id"]
     assert find_cycles({"a": {"b"}, "b": set()}) == []
+    facts = (
+        "x = t.user_attrs.get('baseline')\ntrial.set_user_attr('gate', '5/5')\nstudy.enqueue_trial({}, user_attrs={})\n"
+        "y = attrs.BASELINE\n# user_attrs in a comment is no use\n"
+    )
+    assert sorted(user_attr_uses(facts)) == [
+        "line 1: .user_attrs", "line 2: .set_user_attr", "line 3: user_attrs=", "line 4: attrs.BASELINE"
+    ]  # fmt: skip
 
 
 def test_the_tuner_never_loads_the_simulator() -> None:

@@ -11,11 +11,13 @@ from optuna.trial import TrialState, create_trial
 from tuner.trials import (
     CONFIRMATION,
     GATE_PENDING,
-    attrs,
     confirmation_text,
     current_confirmation,
     outcome_text,
     recommended,
+)
+from tuner.trials import (
+    _attrs as attrs,
 )
 
 

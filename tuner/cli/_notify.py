@@ -53,10 +53,11 @@ def summary(config: StudyConfig, *, study: str, storage: str, end: Ending, run: 
 def _study_facts(config: StudyConfig, *, study: str, storage: str) -> dict[str, Any]:
     from tuner.report import baseline_trial, figure_text, launch_text, speedup_over_baseline, tune_command
     from tuner.study import load_existing
-    from tuner.trials import attrs, counted_trials, recommended
+    from tuner.trials import counted_trials, recommended, record_of, study_record
 
     loaded = load_existing(storage, study)
-    target = loaded.user_attrs.get(attrs.TARGET_TRIALS, config.study.trials)
+    target = study_record(loaded).target_trials
+    target = target if target is not None else config.study.trials
     facts: dict[str, Any] = {"trials": {"counted": counted_trials(loaded), "target": target}}
     rec = recommended(loaded)
     if rec is None:
@@ -70,7 +71,7 @@ def _study_facts(config: StudyConfig, *, study: str, storage: str) -> dict[str, 
         "figure": figure_text(t, config),
         "speedup": round(speedup.ratio, 4) if speedup is not None else None,
         "speedup_text": speedup.text if speedup is not None else None,
-        "baseline": bool(t.user_attrs.get(attrs.BASELINE)),
+        "baseline": record_of(t).is_baseline,
         "confirmed": rec.confirmed,
         "gate": rec.gate,
         "verified": not rec.missing(),

@@ -35,7 +35,6 @@ from tuner.report._facts import (
 )
 from tuner.report._importance import MIN_IMPORTANCE_TRIALS, importances
 from tuner.report._notes import (
-    FEASIBLE_ATTR,
     annotate_trials,
     mark_feasibility,
     study_note_text,
@@ -45,7 +44,6 @@ from tuner.report._notes import (
 from tuner.report._report import Report, build_report
 
 __all__ = [
-    "FEASIBLE_ATTR",
     "FORMATS",
     "MIN_IMPORTANCE_TRIALS",
     "DashboardServer",

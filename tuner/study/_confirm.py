@@ -52,7 +52,6 @@ from tuner.study._warmups import first_passes_lookup
 from tuner.trials import (
     CONFIRMATION,
     GateVerdict,
-    attrs,
     best_trials,
     candidates,
     confirmation_text,
@@ -60,7 +59,9 @@ from tuner.trials import (
     gate_pending,
     is_counted,
     record_gate_verdict,
+    record_of,
     scenario_repeats,
+    write_study,
 )
 
 __all__ = ["CONFIRMATION", "Confirmation", "confirm_top", "settle_final_gate"]
@@ -295,7 +296,7 @@ def _measure(
 
 def _spec(config: StudyConfig, parts: TrialParts, t: FrozenTrial) -> LaunchSpec | None:
     """Trial ``t``'s launch spec (None: the baseline, the unmodified base command)."""
-    return None if t.user_attrs.get(attrs.BASELINE) else render(config.space, parts.target.base, t.params)
+    return None if record_of(t).is_baseline else render(config.space, parts.target.base, t.params)
 
 
 def _finalist_check(
@@ -413,9 +414,9 @@ def _record(
         winner=ranked[0],
         held=ranked[0] == top[0].number,
     )
-    study.set_user_attr(
-        CONFIRMATION,
-        {
+    write_study(
+        study,
+        confirmation={
             "trials": list(result.trials),
             "values": {str(n): round(v, 3) for n, v in values.items()},
             "ranks": {str(n): rank for rank, n in enumerate(ranked, start=1)},

@@ -25,7 +25,7 @@ from tuner.study._fleet import worker_seed
 from tuner.study._starts import enqueue_starting_points
 from tuner.study._storage import directions
 from tuner.target import base_spec
-from tuner.trials import WarmStart, attrs
+from tuner.trials import WarmStart, record_of
 
 __all__ = ["PlannedLaunch", "planned_launches"]
 
@@ -43,13 +43,14 @@ class PlannedLaunch:
 
 
 def _label(trial: optuna.Trial) -> str:
-    if trial.user_attrs.get(attrs.BASELINE):
+    record = record_of(trial)
+    if record.is_baseline:
         return "baseline"
-    if isinstance(seed := trial.user_attrs.get(attrs.SEED), str):
-        return f"warm start {seed}"
-    if seed is not None:
-        return f"seed {seed}"
-    branch = trial.user_attrs.get(attrs.BRANCH)
+    if record.warm_origin is not None:
+        return f"warm start {record.warm_origin}"
+    if record.seed is not None:
+        return f"seed {record.seed}"
+    branch = record.branch
     if branch:
         return "branch " + " ".join(f"{k}={v}" for k, v in branch.items())
     return "sampled"

@@ -7,12 +7,9 @@ gave wrong answers, the ones a user must never deploy.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.trials import attrs
+from tuner.trials import _attrs as attrs
 from tuner.trials._ranking import is_feasible
 from tuner.trials._verdicts import gate_pending
 
@@ -103,9 +100,10 @@ def outcome(t: FrozenTrial) -> str:
     )
 
 
-def infeasibility(constraints: Mapping[str, float], user_attrs: Mapping[str, Any]) -> str | None:
+def infeasibility(t: FrozenTrial) -> str | None:
     """Why a measured config is not eligible (``gate 3/5``), or None when it is feasible."""
     reasons = []
+    constraints, user_attrs = t.constraints, t.user_attrs
     gate = user_attrs.get(attrs.GATE)
     if user_attrs.get(attrs.CORRECT) is False or constraints.get("correctness", 0) > 0:
         reasons.append(f"gate {gate}" if gate else "gate failed")
@@ -133,7 +131,7 @@ def outcome_text(t: FrozenTrial) -> str:
     if kind == NOT_GATED:
         return f"{_WORDS[kind]} ({user.get(attrs.GATE)})"
     if kind == WRONG:
-        return f"infeasible: wrong answers ({infeasibility(t.constraints, user) or 'gate failed'})"
+        return f"infeasible: wrong answers ({infeasibility(t) or 'gate failed'})"
     if kind == OTHER:
         return f"failed in phase {user.get(attrs.FAILURE_PHASE)}"
     return _WORDS.get(kind, t.state.name)
