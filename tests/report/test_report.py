@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from tuner.cli import main
-from tuner.report import build_report, export_dropin, export_text, launch_spec
+from tuner.config import launch_spec
+from tuner.report import build_report, export_dropin, export_text
 from tuner.study import best_trials
 from tuner.target.services._systemd import systemd_split
 from tuner.trials import recommended

@@ -12,12 +12,11 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tuner.config import load_config
+from tuner.config import base_spec, load_config
 from tuner.sim.inprocess import ModelService, model_parts, model_target
 from tuner.study import Console, run_study
 from tuner.study._budget import UNTIL_DEADLINE, TimeBudget, confirmation_visits, parse_until
 from tuner.study._confirm import ROUNDS
-from tuner.target import base_spec
 from tuner.trials import record_of
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -220,10 +220,9 @@ def fresh_database(url: str, name: str) -> str:
 def _inprocess_worker(config_path: str, storage: str, study_name: str, total: int, index: int, barrier: Any) -> None:
     import functools
 
-    from tuner.config import load_config
+    from tuner.config import base_spec, load_config
     from tuner.sim.inprocess import ModelService, model_parts, model_target
     from tuner.study import Console, run_study
-    from tuner.target import base_spec
 
     config = load_config(config_path)
     service = ModelService(base=base_spec(config.target))

@@ -2,6 +2,7 @@
 
 from tuner.config._fleet import FleetHost
 from tuner.config._gate import GateSection
+from tuner.config._launch import base_spec, launch_spec, spec_for
 from tuner.config._load import StudyConfig, load_config, parse_config
 from tuner.config._member import fleet_member
 from tuner.config._search import SearchSection
@@ -35,11 +36,14 @@ __all__ = [
     "StudySection",
     "SystemdSection",
     "TargetSection",
+    "base_spec",
     "chat_text",
     "default_storage",
     "fleet_member",
+    "launch_spec",
     "load_chats",
     "load_config",
     "parse_config",
     "sample_chat",
+    "spec_for",
 ]

@@ -9,7 +9,6 @@ from tuner.report._export import (
     export_dropin,
     export_json,
     export_text,
-    launch_spec,
     launch_text,
     secrets_note,
 )
@@ -64,7 +63,6 @@ __all__ = [
     "failure_groups",
     "figure_text",
     "importances",
-    "launch_spec",
     "launch_text",
     "mark_feasibility",
     "params_text",

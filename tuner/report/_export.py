@@ -8,13 +8,10 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
-from tuner.config import StudyConfig
+from tuner.config import StudyConfig, base_spec, launch_spec
 from tuner.errors import TuneError
 from tuner.metrics import METRICS
 from tuner.report._facts import baseline_trial, compare_scenarios, figure_text, speedup_over_baseline
-from tuner.space import render
-from tuner.spec import LaunchSpec
-from tuner.target import base_spec
 from tuner.trials import FEASIBLE, is_counted, outcome, outcome_text, recommended, record_of, study_trials
 
 __all__ = [
@@ -23,7 +20,6 @@ __all__ = [
     "export_dropin",
     "export_json",
     "export_text",
-    "launch_spec",
     "launch_text",
     "secrets_note",
 ]
@@ -49,12 +45,6 @@ def choose_trial(study: optuna.Study, number: int | None = None) -> FrozenTrial:
     if not t.params:
         raise TuneError(f"trial #{number} has no parameters ({t.state.name}): nothing to export")
     return t
-
-
-def launch_spec(config: StudyConfig, t: FrozenTrial) -> LaunchSpec:
-    """What the trial ran: the base command itself for the baseline, else the base with the params applied."""
-    base = base_spec(config.target)
-    return base if record_of(t).is_baseline else render(config.space, base, t.params)
 
 
 def launch_text(config: StudyConfig, t: FrozenTrial) -> str:

@@ -14,11 +14,10 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.config import StudyConfig
+from tuner.config import StudyConfig, base_spec
 from tuner.report._facts import figure_text
 from tuner.report._importance import LABEL
 from tuner.space import Param, format_value
-from tuner.target import base_spec
 from tuner.trials import (
     DIED,
     NOT_GATED,

@@ -39,10 +39,9 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from tuner.bench import ScenarioResult, WarmupLookup
-from tuner.config import StudyConfig
+from tuner.config import StudyConfig, launch_spec
 from tuner.endpoint import Endpoint
 from tuner.errors import TrialFailure
-from tuner.space import render
 from tuner.spec import LaunchSpec
 from tuner.stats import EMPTY_POOL, Noise, Reference, SequentialPolicy, objective_slower, pooled_noise
 from tuner.study._objective import TrialParts
@@ -278,7 +277,7 @@ def _measure(
     None when ``check`` (the end-of-study gate) fails the config: it is not benchmarked.
     """
     target = parts.target
-    up = target.bring_up(_spec(config, parts, t), label=label)
+    up = target.bring_up(bring_up_spec(config, t), label=label)
     endpoint = up.ready.endpoint or target.endpoint
     if check is not None and not check(endpoint):
         return None
@@ -294,9 +293,10 @@ def _measure(
     return outcome.results
 
 
-def _spec(config: StudyConfig, parts: TrialParts, t: FrozenTrial) -> LaunchSpec | None:
-    """Trial ``t``'s launch spec (None: the baseline, the unmodified base command)."""
-    return None if record_of(t).is_baseline else render(config.space, parts.target.base, t.params)
+def bring_up_spec(config: StudyConfig, t: FrozenTrial) -> LaunchSpec | None:
+    """What to bring up to run trial ``t`` again: its launch spec, or None for the baseline (every change
+    dropped, rather than the base applied as one)."""
+    return None if record_of(t).is_baseline else launch_spec(config, t)
 
 
 def _finalist_check(
@@ -349,7 +349,7 @@ def settle_final_gate(
         say(f"gating #{t.number} at the end of the study (a finalist)")
         target = parts.target
         try:
-            up = target.bring_up(_spec(config, parts, t), label=f"gate-{t.number:04d}")
+            up = target.bring_up(bring_up_spec(config, t), label=f"gate-{t.number:04d}")
         except TrialFailure as failure:
             say(f"  #{t.number} did not start again, so it has no gate verdict: [{failure.phase}] {failure.reason}")
             return

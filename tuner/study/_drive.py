@@ -14,10 +14,9 @@ from dataclasses import dataclass
 import optuna
 from optuna.trial import TrialState
 
-from tuner.config import StudyConfig
+from tuner.config import StudyConfig, launch_spec
 from tuner.errors import HostError, RegressionPruned, TrialFailure, TuneError
-from tuner.space import Value, count_configs, render, suggest
-from tuner.spec import LaunchSpec
+from tuner.space import Value, count_configs, suggest
 from tuner.study import _fleet
 from tuner.study._budget import UNTIL_DEADLINE, DeadlineReached, TimeBudget
 from tuner.study._console import Console, describe_params, fmt_duration, fmt_values
@@ -62,7 +61,6 @@ class Loop:
     study: optuna.Study
     config: StudyConfig
     runner: TrialRunner
-    base: LaunchSpec
     console: Console
     goal: int
     fleet: _fleet.Fleet
@@ -223,7 +221,7 @@ def _run_one(loop: Loop, trial: optuna.Trial, done: int) -> bool:
     if _rejected(loop, trial, params) or _repeat(study, trial):
         return False
     is_baseline = bool(record_of(trial).is_baseline)
-    spec = loop.base if is_baseline else render(config.space, loop.base, params)
+    spec = launch_spec(config, trial)
     loop.budget.check(study, trial, params)
     console.line(_announcement(loop, trial, params, done, baseline=is_baseline))
     references = references_for(study, config, trial_number=trial.number)

@@ -16,11 +16,11 @@ from optuna.trial import TrialState
 from tuner.config import StudyConfig
 from tuner.errors import TrialFailure, TuneError
 from tuner.search import make_pruner, make_sampler, pruning_savings
-from tuner.space import count_configs, render
+from tuner.space import count_configs
 from tuner.stats import import_statistics
 from tuner.study import _fleet
 from tuner.study._budget import UNTIL_DEADLINE, TimeBudget
-from tuner.study._confirm import maybe_confirm
+from tuner.study._confirm import bring_up_spec, maybe_confirm
 from tuner.study._console import Console
 from tuner.study._drive import SPACE_COUNT_LIMIT, Loop, drive
 from tuner.study._faults import RUN_AFTERMATH, storage_faults
@@ -220,7 +220,6 @@ def _run_locked(run: _Run, study: optuna.Study, target: Target) -> None:
         study=study,
         config=config,
         runner=runner,
-        base=target.base,
         console=console,
         goal=run.goal,
         fleet=run.fleet,
@@ -379,8 +378,7 @@ def _on_exit(config: StudyConfig, study: optuna.Study, target: Target, console: 
         if rec is not None and not rec.gated:
             console.line(f"trial #{rec.trial.number} is not gated yet: restoring the baseline instead")
         elif rec is not None:
-            t = rec.trial
-            spec = None if record_of(t).is_baseline else render(config.space, target.base, t.params)
+            spec = bring_up_spec(config, rec.trial)
             console.line(f"restarting with the recommended config (trial #{rec.trial.number})")
         else:
             console.line("no feasible best trial: restoring the baseline instead")

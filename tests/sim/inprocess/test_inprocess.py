@@ -9,7 +9,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tuner.config import StudyConfig
+from tuner.config import StudyConfig, base_spec
 from tuner.errors import ConfigError, StartFailed
 from tuner.report import per_scenario_best
 from tuner.search import pruning_savings
@@ -24,7 +24,6 @@ from tuner.sim.inprocess import (
 from tuner.space import suggest
 from tuner.spec import LaunchSpec
 from tuner.study._starts import MAX_BRANCH_TRIES
-from tuner.target import base_spec
 from tuner.target.readiness import wait_ready
 from tuner.trials import best_trials, counted_trials, record_of
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tuner.bench import BaseBenchmark, ScenarioResult, WarmupPolicy
-from tuner.config import BenchmarkSection, GateSection, ReadinessSection, Scenario, StudyConfig
+from tuner.config import BenchmarkSection, GateSection, ReadinessSection, Scenario, StudyConfig, base_spec
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, StartFailed
 from tuner.gate import BaseGate, GateResult, ProblemOutcome, check_gate
@@ -43,7 +43,7 @@ from tuner.sim import (
 from tuner.sim.inprocess._truth import ModelledScenario, Variant, model_scenario, parse_launch
 from tuner.stats import SequentialPolicy
 from tuner.study import Console, TrialParts, run_study
-from tuner.target import Target, base_spec, open_target
+from tuner.target import Target, open_target
 from tuner.target.readiness import LogWatch, Ready
 from tuner.target.services import (
     BaseService,

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from tuner.config import Scenario, StudyConfig
+from tuner.config import Scenario, StudyConfig, base_spec, spec_for
 from tuner.metrics import objective_value
 from tuner.sim import (
     CTX_BUCKET,
@@ -46,7 +46,6 @@ from tuner.sim import (
 )
 from tuner.space import Param, SearchSpace, Value, iter_configs, param_values, render
 from tuner.spec import LaunchSpec
-from tuner.target import base_spec
 
 __all__ = [
     "ModelledScenario",
@@ -325,7 +324,7 @@ def true_objective(config: StudyConfig, params: Mapping[str, Value], variant: Va
 
     For a multi-objective study this is the weighted geometric mean of the scenarios (its scalar summary).
     """
-    spec = render(config.space, base_spec(config.target), params)
+    spec = spec_for(config, params)
     try:
         cfg = parse_server_config(spec)
     except ValueError:
