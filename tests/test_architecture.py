@@ -7,9 +7,11 @@ a trial's user attrs each behind their one adapter, every seam implementation li
 from __future__ import annotations
 
 import ast
+import inspect
 import re
 import subprocess
 import sys
+import types
 from collections import defaultdict
 from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
@@ -360,6 +362,60 @@ def test_every_seam_implementation_is_in_the_document() -> None:
         or not any(f"`{name}`" in v or f".{name}`" in v for k, v in rows.items() if base.__name__ in k)
     ]
     assert not missing, "add to ARCHITECTURE.md's seams table:\n" + "\n".join(missing)
+
+
+#: A package's door (its ``__all__``) names what other packages use, at most this many, unless ARCHITECTURE.md's
+#: "Wide doors" says why.
+MAX_DOOR = 25
+
+
+def wide_doors(text: str) -> set[str]:
+    """The packages ARCHITECTURE.md's "Wide doors" list lets export more than :data:`MAX_DOOR` names."""
+    section = text.split("## Wide doors", 1)[1].split("\n## ", 1)[0] if "## Wide doors" in text else ""
+    return set(re.findall(r"^- `([\w.]+)`", section, flags=re.M))
+
+
+def door_problems(doors: Mapping[str, types.ModuleType], wide: Collection[str]) -> list[str]:
+    """Doors wider than :data:`MAX_DOOR` without a reason, and classes or functions with two doors."""
+    out = [
+        f"{name}: {len(mod.__all__)} names (at most {MAX_DOOR}, or say why under ARCHITECTURE.md's Wide doors)"
+        for name, mod in sorted(doors.items())
+        if len(mod.__all__) > MAX_DOOR and name.removeprefix("tuner.") not in wide
+    ]
+    owners: dict[int, list[str]] = defaultdict(list)
+    for name, mod in sorted(doors.items()):
+        for n in mod.__all__:
+            if inspect.isclass(obj := getattr(mod, n)) or inspect.isfunction(obj):
+                owners[id(obj)].append(f"{name}.{n}")
+    return out + [" and ".join(v) + ": one name, two doors" for v in owners.values() if len(v) > 1]
+
+
+def test_package_doors_are_narrow_and_each_name_has_one() -> None:
+    import importlib
+
+    public = [m for m in MODULES if private_owner(m) is None and not m.endswith("__main__")]
+    doors = {m: mod for m in public if hasattr(mod := importlib.import_module(m), "__all__")}
+    problems = door_problems(doors, wide_doors(DOC.read_text()))
+    assert not problems, "\n".join(problems)
+
+
+def test_the_door_rules_catch_what_they_forbid() -> None:
+    def door(name: str, **names: object) -> types.ModuleType:
+        mod = types.ModuleType(name)
+        mod.__dict__.update(names)
+        mod.__all__ = list(names)  # type: ignore[attr-defined]
+        return mod
+
+    def f() -> None: ...
+
+    wide = door("tuner.wide", **{f"c{i}": i for i in range(MAX_DOOR + 1)})
+    doors = {"tuner.a": door("tuner.a", f=f), "tuner.b": door("tuner.b", g=f), "tuner.wide": wide}
+    assert door_problems(doors, wide=()) == [
+        f"tuner.wide: {MAX_DOOR + 1} names (at most {MAX_DOOR}, or say why under ARCHITECTURE.md's Wide doors)",
+        "tuner.a.f and tuner.b.g: one name, two doors",
+    ]
+    assert door_problems(doors, wide={"wide"}) == ["tuner.a.f and tuner.b.g: one name, two doors"]
+    assert wide_doors("## Wide doors\n\n- `trials` (52): why\n- `x`: too\n\n## Next\n- `y`: no\n") == {"trials", "x"}
 
 
 def test_the_tuner_never_loads_the_simulator() -> None:

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tuner.bench import RequestSpec, run_load
-from tuner.bench._load import close_stream_client, make_stream_client
+from tuner.bench._load import close_stream_client, make_stream_client, run_load
+from tuner.bench._request import RequestSpec
 
 LIBRARIES = ["aiohttp", "httpx"]
 

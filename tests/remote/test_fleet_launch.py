@@ -21,8 +21,7 @@ from optuna.trial import TrialState
 from tuner.config import StudyConfig, fleet_member, load_config
 from tuner.errors import ConfigError
 from tuner.sim.testing import free_port
-from tuner.study import is_counted
-from tuner.trials import record_of
+from tuner.trials import is_counted, record_of
 
 
 def fleet_file(

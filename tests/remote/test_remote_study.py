@@ -14,8 +14,8 @@ from fixtures_study import running_trials
 from optuna.trial import TrialState
 
 from tuner.config import load_config
-from tuner.study import counted_trials, run_study
-from tuner.trials import record_of
+from tuner.study import run_study
+from tuner.trials import counted_trials, record_of
 
 
 def study_file(unit: SimUnit, tmp_path: Path, *, name: str, trials: int) -> Path:

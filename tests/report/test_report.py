@@ -12,10 +12,10 @@ import pytest
 
 from tuner.cli import main
 from tuner.config import launch_spec
-from tuner.report import build_report, export_dropin, export_text
-from tuner.study import best_trials
+from tuner.report import build_report, export_text
+from tuner.report._export import export_dropin
 from tuner.target.services._systemd import systemd_split
-from tuner.trials import recommended
+from tuner.trials import best_trials, recommended
 
 Case = Any  # tests/report/conftest.py's StudyCase (conftest modules are not importable by name)
 

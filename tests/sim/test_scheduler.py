@@ -5,17 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tuner.config import Scenario
-from tuner.sim import (
-    INIT_NEW_TOKEN_RATIO,
-    BatchScheduler,
-    ServerConfig,
-    acceptance_length,
-    kv_pool_gb,
-    kv_pool_tokens,
-    request_memory_gb,
-    simulate_scenario,
-)
-from tuner.sim._scheduler import SchedRequest
+from tuner.sim import ServerConfig, acceptance_length
+from tuner.sim._model import kv_pool_gb, kv_pool_tokens, request_memory_gb
+from tuner.sim._scheduler import INIT_NEW_TOKEN_RATIO, BatchScheduler, SchedRequest, simulate_scenario
 from tuner.sim.inprocess import model_scenario
 
 TIGHT = ServerConfig(algorithm="DFLASH", block_size=8, draft_window=2048, mem_fraction_static=0.70)

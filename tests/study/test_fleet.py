@@ -9,7 +9,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tuner.study import is_counted, make_storage
+from tuner.study import make_storage
 from tuner.study._fleet import (
     Claims,
     Fleet,
@@ -22,7 +22,7 @@ from tuner.study._fleet import (
     worker_ordinal,
     worker_seed,
 )
-from tuner.trials import write
+from tuner.trials import is_counted, write
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -10,8 +10,7 @@ import optuna
 from optuna.trial import TrialState
 
 from tuner.sim.inprocess import run_inprocess
-from tuner.study import best_trials
-from tuner.trials import candidates, is_feasible, outcome, outcome_text, recommended, record_of
+from tuner.trials import best_trials, candidates, is_feasible, outcome, outcome_text, recommended, record_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fixtures_demo import MakeConfig, gate_when, make_config, seeds

@@ -12,11 +12,11 @@ from optuna.trial import TrialState
 
 from tuner.report._plots import plot_history
 from tuner.sim.inprocess import run_inprocess
-from tuner.study import best_trials
 from tuner.trials import (
     CONFIRMATION,
     NOT_GATED_YET,
     WRONG,
+    best_trials,
     gate_pending,
     gate_verdicts,
     is_feasible,

@@ -16,8 +16,8 @@ import pytest
 from fixtures_study import running_trials
 from optuna.trial import TrialState
 
-from tuner.study import Console, Interrupted, counted_trials, run_study
-from tuner.trials import record_of
+from tuner.study import Console, Interrupted, run_study
+from tuner.trials import counted_trials, record_of
 
 
 def tune(config_path: str, trials: int) -> subprocess.Popen[str]:

@@ -8,8 +8,9 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tuner.study import FingerprintMismatch, best_trials, counted_trials, run_study
-from tuner.trials import recommended, record_of
+from tuner.study import run_study
+from tuner.study._storage import FingerprintMismatch
+from tuner.trials import best_trials, counted_trials, recommended, record_of
 
 OOM = {
     "algorithm": "DDTREE", "budget": 32, "topk": 10, "block_size": 8, "draft_window": 2048,

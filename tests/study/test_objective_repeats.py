@@ -22,14 +22,9 @@ from tuner.endpoint import Endpoint
 from tuner.sim.inprocess import ModelBenchmark, ModelService, model_readiness, run_inprocess
 from tuner.spec import LaunchSpec
 from tuner.stats import EMPTY_POOL, Noise, Reference, SequentialPolicy
-from tuner.study import (
-    REFINE_STEP,
-    Refinement,
-    benchmark_server,
-    objective_bound,
-    objective_refinement,
-    refine_on_objective,
-)
+from tuner.study._objective import REFINE_STEP
+from tuner.study._scoring import objective_bound
+from tuner.study._steps import Refinement, benchmark_server, objective_refinement, refine_on_objective
 from tuner.target.services import Restarted
 from tuner.trials import as_user_attrs, record_of
 

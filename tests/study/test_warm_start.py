@@ -19,7 +19,8 @@ from tuner.config import StudyConfig, load_config
 from tuner.errors import ConfigError, TuneError
 from tuner.report import build_report
 from tuner.sim.inprocess import run_inprocess
-from tuner.study import Console, NoSuchStudy, map_config, prior_scale, read_warm_start, warm_prior
+from tuner.study import Console, NoSuchStudy, read_warm_start
+from tuner.study._warm import map_config, prior_scale, warm_prior
 from tuner.trials import counted_trials, is_counted, recommended, record_of, warm_start_of
 
 Make = Callable[..., StudyConfig]

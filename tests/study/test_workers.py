@@ -18,9 +18,9 @@ from fixtures_study import running_study_trials, study_toml
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.sim.testing import free_port
-from tuner.study import counted_trials, is_counted, make_storage
+from tuner.study import make_storage
 from tuner.study._fleet import Claims, Slots, WorkerId
-from tuner.trials import record_of
+from tuner.trials import counted_trials, is_counted, record_of
 
 # Fast heartbeats; a generous stale limit, so a loaded machine never makes a live worker look dead (a killed
 # worker on this host is recognised by its PID at once).

@@ -16,8 +16,6 @@ from tuner.trials._optuna import (
     claims_table,
     current_trial,
     pop_waiting,
-    rdb_backend,
-    set_trial_attr,
     storage_of,
     study_id,
     trial_id,
@@ -25,7 +23,6 @@ from tuner.trials._optuna import (
 )
 from tuner.trials._outcome import (
     DIED,
-    ENVIRONMENT,
     FEASIBLE,
     NOT_GATED,
     NOT_GATED_YET,
@@ -49,18 +46,9 @@ from tuner.trials._ranking import (
     is_feasible,
     rank_value,
 )
-from tuner.trials._recommend import (
-    GATE_NONE,
-    GATE_PASSED,
-    GATE_PENDING,
-    Recommendation,
-    current_confirmation,
-    recommended,
-)
+from tuner.trials._recommend import Recommendation, current_confirmation, recommended
 from tuner.trials._record import (
-    StudyFacts,
     StudyRecord,
-    TrialFacts,
     TrialRecord,
     as_user_attrs,
     enqueue,
@@ -77,11 +65,7 @@ from tuner.trials._warm import CarriedTrial, WarmStart, warm_start_of
 __all__ = [
     "CONFIRMATION",
     "DIED",
-    "ENVIRONMENT",
     "FEASIBLE",
-    "GATE_NONE",
-    "GATE_PASSED",
-    "GATE_PENDING",
     "NOT_GATED",
     "NOT_GATED_YET",
     "NOT_STARTED",
@@ -92,9 +76,7 @@ __all__ = [
     "CarriedTrial",
     "GateVerdict",
     "Recommendation",
-    "StudyFacts",
     "StudyRecord",
-    "TrialFacts",
     "TrialRecord",
     "WarmStart",
     "as_user_attrs",
@@ -119,12 +101,10 @@ __all__ = [
     "outcome_words",
     "pop_waiting",
     "rank_value",
-    "rdb_backend",
     "recommended",
     "record_gate_verdict",
     "record_of",
     "scenario_repeats",
-    "set_trial_attr",
     "storage_of",
     "study_id",
     "study_record",

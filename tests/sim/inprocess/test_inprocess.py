@@ -312,8 +312,7 @@ def test_a_per_stream_objective_is_confirmed_on_per_stream_repeats(make_config: 
 
 
 def test_confirm_top_remeasures_the_top_three_interleaved(make_config: MakeConfig) -> None:
-    from tuner.study import confirmation_text
-    from tuner.trials import recommended
+    from tuner.trials import confirmation_text, recommended
 
     # Gated before the benchmark, so no finalist drops out at the end for wrong answers.
     cfg = make_config(

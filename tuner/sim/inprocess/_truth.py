@@ -25,25 +25,18 @@ import numpy as np
 
 from tuner.config import Scenario, StudyConfig, base_spec, spec_for
 from tuner.metrics import objective_value
-from tuner.sim import (
-    CTX_BUCKET,
-    INIT_NEW_TOKEN_RATIO,
-    PREFILL_S_PER_TOKEN,
-    EmulatedVersion,
-    ServerConfig,
-    acceptance_length,
-    corrupts_code,
+from tuner.sim import ServerConfig, acceptance_length, corrupts_code, step_time_s, workload_kind
+from tuner.sim._args import parse_server_args
+from tuner.sim._model import (
     cuda_graph_max_bs,
     kv_pool_gb,
     max_input_tokens,
-    parse_server_args,
     request_memory_gb,
-    simulate_scenario,
     startup_failure,
-    step_time_s,
     verify_width,
-    workload_kind,
 )
+from tuner.sim._scheduler import CTX_BUCKET, INIT_NEW_TOKEN_RATIO, PREFILL_S_PER_TOKEN, simulate_scenario
+from tuner.sim._versions import EmulatedVersion
 from tuner.space import Param, SearchSpace, Value, iter_configs, param_values, render
 from tuner.spec import LaunchSpec
 
