@@ -228,11 +228,11 @@ def _scenarios(user: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def _opt(value: Any, kind: type | tuple[type, ...]) -> Any:
-    return value if isinstance(value, kind) and not (isinstance(value, bool) and bool not in _kinds(kind)) else None
-
-
-def _kinds(kind: type | tuple[type, ...]) -> tuple[type, ...]:
-    return kind if isinstance(kind, tuple) else (kind,)
+    """``value`` when it is a ``kind``, else None (a flag is no number: ``True`` is not an ``int`` here)."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if isinstance(value, bool) and bool not in kinds:
+        return None
+    return value if isinstance(value, kinds) else None
 
 
 def _text(value: Any) -> str | None:
