@@ -31,9 +31,10 @@ from tuner.config import BenchmarkSection, ReadinessSection, Scenario
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, StartFailed
 from tuner.sim.testing import free_port
+from tuner.spec import LaunchSpec
 from tuner.target.hosts import LocalHost
 from tuner.target.readiness import wait_ready
-from tuner.target.services import LaunchSpec, ProcessService
+from tuner.target.services import ProcessService
 
 MARKER = b"The server is fired up and ready to roll!"
 

@@ -55,7 +55,10 @@ def _truth(name: str) -> Any:
 
 def _model_run_args(config: Any, run_study: Any) -> dict[str, Any]:
     """The in-process model server as run_study takes it, in this checkout or in one from before the fleet work."""
-    from tuner.target import base_spec
+    try:
+        from tuner.config import base_spec
+    except ImportError:  # before the launch spec moved beside the config
+        from tuner.target import base_spec  # type: ignore[attr-defined,no-redef]
 
     try:
         from tuner.sim.inprocess import ModelService, model_parts, model_target
@@ -120,15 +123,17 @@ def measure(config: Any, storage: str, study_name: str, optimum: float) -> dict[
     import optuna
 
     true_objective = _truth("true_objective")
-    from tuner.study import best_trials, is_counted
-    from tuner.trials import attrs
+    from tuner.trials import best_trials, is_counted
+
+    # The stored user attrs by name (the study format every checkout writes), not tuner.trials.record_of, which
+    # older checkouts do not have.
 
     study = optuna.load_study(study_name=study_name, storage=storage)
     trials = study.get_trials(deepcopy=False)
     seen: set[str] = set()
     duplicates = 0
     for t in sorted(trials, key=lambda t: t.number):
-        if attrs.COMMAND not in t.user_attrs or t.user_attrs.get(attrs.RETRY_OF) is not None:
+        if "command" not in t.user_attrs or t.user_attrs.get("retry_of") is not None:
             continue
         key = repr(sorted(t.params.items()))
         duplicates += key in seen
@@ -138,10 +143,10 @@ def measure(config: Any, storage: str, study_name: str, optimum: float) -> dict[
         "counted": sum(1 for t in trials if is_counted(t)),
         "duplicates": duplicates,
         "resampled": sum(
-            1 for t in trials if t.state.name == "FAIL" and t.user_attrs.get(attrs.DUPLICATE_OF) is not None
+            1 for t in trials if t.state.name == "FAIL" and t.user_attrs.get("duplicate_of") is not None
         ),
-        "baselines": sum(1 for t in trials if t.user_attrs.get(attrs.BASELINE) and is_counted(t)),
-        "slots": sorted(t.user_attrs.get(getattr(attrs, "SLOT", "slot"), -1) for t in trials if is_counted(t)),
+        "baselines": sum(1 for t in trials if t.user_attrs.get("baseline") and is_counted(t)),
+        "slots": sorted(t.user_attrs.get("slot", -1) for t in trials if is_counted(t)),
         "quality": true_objective(config, best[0].params) / optimum if best else 0.0,
     }
 

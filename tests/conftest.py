@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from tuner.sim.testing import free_port
+from tuner.spec import LaunchSpec
 from tuner.target.hosts import LocalHost
-from tuner.target.services import LaunchSpec, ProcessService
+from tuner.target.services import ProcessService
 
 ROOT = Path(__file__).resolve().parents[1]
 

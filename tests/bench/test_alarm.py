@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.bench import HttpBenchmark, LoadResult, RequestRecord, ScenarioResult
+from tuner.bench import HttpBenchmark, ScenarioResult
 from tuner.bench._alarm import client_load
 from tuner.bench._http import MAX_CLIENT_RERUNS
+from tuner.bench._load import LoadResult
+from tuner.bench._request import RequestRecord
 from tuner.cli._bench import format_table
 from tuner.config import BenchmarkSection, Scenario
 from tuner.endpoint import Endpoint

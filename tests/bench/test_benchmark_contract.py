@@ -23,8 +23,8 @@ from tuner.bench import (
     ScenarioResult,
     WarmupPolicy,
     arrival_schedule,
-    span_rate,
 )
+from tuner.bench._latency import span_rate
 from tuner.config import BenchmarkSection, ReadinessSection, Scenario
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, Phase

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.bench import ServerSnapshot, acceptance_between, parse_prometheus, prometheus_series
-from tuner.bench._server import _llamacpp_snapshot, _vllm_snapshot
+from tuner.bench import parse_prometheus
+from tuner.bench._server import (
+    ServerSnapshot,
+    _llamacpp_snapshot,
+    _vllm_snapshot,
+    acceptance_between,
+    prometheus_series,
+)
 
 BEFORE = """# TYPE vllm:spec_decode_num_drafts_total counter
 vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 100.0

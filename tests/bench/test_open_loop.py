@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 
 from tests.bench.conftest import DDTREE
-from tuner.bench import HttpBenchmark, RequestSpec, ScenarioResult
+from tuner.bench import HttpBenchmark, ScenarioResult
 from tuner.bench._arrivals import arrival_schedule
 from tuner.bench._latency import span_rate
 from tuner.bench._load import LoadTarget
+from tuner.bench._request import RequestSpec
 from tuner.bench._workers import InProcessRunner, LoadPlan
 from tuner.config import BenchmarkSection, Scenario
 from tuner.endpoint import Endpoint

@@ -6,9 +6,8 @@ import asyncio
 
 import pytest
 
-from tuner.bench import InProcessRunner, LoadTarget
-from tuner.bench._load import preconnect
-from tuner.bench._workers import LoadPlan
+from tuner.bench._load import LoadTarget, preconnect
+from tuner.bench._workers import InProcessRunner, LoadPlan
 
 
 class _KeepAliveServer:

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from tuner.bench import RequestSpec, run_load
-from tuner.bench._load import close_stream_client, make_stream_client
+from tuner.bench._load import close_stream_client, make_stream_client, run_load
+from tuner.bench._request import RequestSpec
 
 TOKENS = 6
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from tuner.bench import SSEDecoder
 from tuner.bench._request import RequestRecord, _apportion
+from tuner.bench._sse import SSEDecoder
 
 
 def test_events_split_across_chunks_and_line_endings() -> None:

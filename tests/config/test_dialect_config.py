@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from tuner.config import load_config, parse_config
+from tuner.config import base_spec, load_config, parse_config
 from tuner.dialects import LlamaCppDialect, LlamaServerDialect, SGLangDialect, VLLMDialect
 from tuner.errors import ConfigError
 from tuner.space import render
-from tuner.target import base_spec
 from tuner.target._preflight import dialect_findings
 
 ROOT = Path(__file__).resolve().parents[2]

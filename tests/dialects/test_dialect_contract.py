@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from tuner.dialects import DIALECTS, BaseServerDialect, GenericDialect, detect_dialect, get_dialect
+from tuner.dialects import DIALECTS, BaseServerDialect, detect_dialect, get_dialect
+from tuner.dialects._generic import GenericDialect
 from tuner.space import Param, SearchSpace, baseline_params, render
 from tuner.spec import LaunchSpec
 

@@ -6,7 +6,8 @@ import argparse
 
 import pytest
 
-from tuner.dialects import FlagTable, known_tables, server_argv, sglang_table
+from tuner.dialects import FlagTable, sglang_table
+from tuner.dialects._flagtable import known_tables, server_argv
 
 BASE = ["python", "-m", "sglang.launch_server", "--model-path", "/models/m", "--port", "30000"]
 

@@ -11,7 +11,6 @@ import pytest
 
 from tuner.dialects import (
     DDTREE_BRANCH,
-    LEGACY,
     MAINLINE,
     SGLangDialect,
     probe_command,
@@ -21,7 +20,7 @@ from tuner.dialects import (
     version_from_help,
     version_from_output,
 )
-from tuner.dialects._sglang_versions import VERSION_PROBE
+from tuner.dialects._sglang_versions import LEGACY, VERSION_PROBE
 
 
 def test_version_names() -> None:

@@ -17,7 +17,8 @@ import pytest
 
 from tuner.cli import main
 from tuner.config import StudyConfig, load_config
-from tuner.dialects import FlagTable, SGLangDialect, server_argv
+from tuner.dialects import FlagTable, SGLangDialect
+from tuner.dialects._flagtable import server_argv
 from tuner.study import planned_launches
 
 STUDIES = sorted((Path(__file__).resolve().parents[2] / "studies").glob("*.toml"))

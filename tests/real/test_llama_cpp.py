@@ -24,7 +24,7 @@ from tuner.endpoint import Endpoint
 from tuner.gate import HumanEvalGate
 from tuner.sim.testing import SimProcess, free_port
 from tuner.target import open_target
-from tuner.trials import attrs
+from tuner.trials import record_of
 
 STUDY = """
 [study]
@@ -109,10 +109,10 @@ def test_a_four_trial_study_completes(llama: LlamaInstall, tmp_path: Path, capsy
     trials = [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)]
     assert len(trials) == 4
     for t in trials:  # nothing charged to readiness: the server has no /health and that is fine
-        assert t.user_attrs.get(attrs.FAILURE_PHASE) in (None, "benchmark"), t.user_attrs
+        assert record_of(t).failure_phase in (None, "benchmark"), t.user_attrs
         if t.state == optuna.trial.TrialState.COMPLETE:
-            assert t.user_attrs["c1-code.tok_s"] > 0 and t.user_attrs[attrs.READY_S] > 0
-    baseline = next(t for t in trials if t.user_attrs.get(attrs.BASELINE))
+            assert t.user_attrs["c1-code.tok_s"] > 0 and record_of(t).ready_s > 0
+    baseline = next(t for t in trials if record_of(t).is_baseline)
     assert baseline.params == {"num_pred_tokens": 4} and baseline.state == optuna.trial.TrialState.COMPLETE
     best = max((t for t in trials if t.state == optuna.trial.TrialState.COMPLETE), key=lambda t: t.values[0])
     confirmed = study.user_attrs.get("confirmation")

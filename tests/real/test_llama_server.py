@@ -25,7 +25,7 @@ from tuner.config import load_config
 from tuner.dialects import LlamaServerDialect
 from tuner.sim.testing import SimProcess, free_port
 from tuner.target import open_target
-from tuner.trials import attrs, is_counted, recommended
+from tuner.trials import is_counted, recommended, record_of
 
 BENCH = """
 [study]
@@ -266,8 +266,8 @@ def test_init_check_and_a_study_over_the_speculative_knobs(
     rec = recommended(study)
     assert rec is not None and rec.confirmed and rec.trial.number in confirmed["trials"]
     # Judged in the sandbox: real answers to both problems (the tiny model mostly fails them; min_passed = 0).
-    user = rec.trial.user_attrs
-    assert rec.gated and user[attrs.CORRECT] is True and user[attrs.GATE], user
+    record = record_of(rec.trial)
+    assert rec.gated and record.correct is True and record.gate, record
     with capsys.disabled():
         print(
             f"\nllama-server study: {len(counted)} trials in {wall:.0f} s; "

@@ -21,8 +21,7 @@ from optuna.trial import TrialState
 from tuner.config import StudyConfig, fleet_member, load_config
 from tuner.errors import ConfigError
 from tuner.sim.testing import free_port
-from tuner.study import is_counted
-from tuner.trials import attrs
+from tuner.trials import is_counted, record_of
 
 
 def fleet_file(
@@ -116,8 +115,8 @@ def test_one_start_runs_a_worker_per_host_to_exactly_the_total(sshd: Sshd, tmp_p
     counted = [t for t in study.trials if is_counted(t)]
     assert len(counted) == 6
     assert not study.get_trials(states=(TrialState.RUNNING,)), "a finished fleet leaves no trial RUNNING"
-    assert {t.user_attrs[attrs.WORKER_NAME] for t in counted} == set(names)
-    assert len([t for t in counted if t.user_attrs.get(attrs.BASELINE)]) == 1
+    assert {record_of(t).worker_name for t in counted} == set(names)
+    assert len([t for t in counted if record_of(t).is_baseline]) == 1
     # Both workers end near the same time; a given top is re-measured by one of them only.
     confirmed = re.findall(r"confirming the top \d+: ([#\d ]+)", err)
     assert confirmed and len(confirmed) == len(set(confirmed)), err
@@ -139,10 +138,11 @@ def test_ctrl_c_stops_every_worker_cleanly(sshd: Sshd, tmp_path: Path) -> None:
     proc = tune("start", "--config", str(path))
     deadline = time.monotonic() + 120
     running: list[optuna.trial.FrozenTrial] = []
-    while len({t.user_attrs.get(attrs.WORKER_NAME) for t in running}) < 2:
+    while len({record_of(t).worker_name for t in running}) < 2:
         assert time.monotonic() < deadline, "both workers never ran a trial at once"
         assert proc.poll() is None, proc.communicate()
-        running = [t for t in running_study_trials(config.study.storage, "fleet") if attrs.WORKER_NAME in t.user_attrs]
+        trials = running_study_trials(config.study.storage, "fleet")
+        running = [t for t in trials if record_of(t).worker_name is not None]
         time.sleep(0.05)
     # `tune status` reads the study a second or more later (longer on a loaded machine), when both workers may be
     # between trials: ask again until it catches trials running, as it does on nearly every look.
@@ -163,7 +163,7 @@ def test_ctrl_c_stops_every_worker_cleanly(sshd: Sshd, tmp_path: Path) -> None:
     for seen in running:  # each ended with its measurement or as interrupted (then retried), never lost
         t = study.trials[seen.number]
         assert t.state in (TrialState.COMPLETE, TrialState.PRUNED) or (
-            t.state == TrialState.FAIL and t.user_attrs.get(attrs.INTERRUPTED)
+            t.state == TrialState.FAIL and record_of(t).interrupted
         ), (t.state, t.user_attrs)
     for i in range(2):  # on_exit = "stop": no server left on either host
         port = int(fleet_member(config, i).target.base_url.rsplit(":", 1)[1])

@@ -14,8 +14,8 @@ from fixtures_study import running_trials
 from optuna.trial import TrialState
 
 from tuner.config import load_config
-from tuner.study import counted_trials, run_study
-from tuner.trials import attrs
+from tuner.study import run_study
+from tuner.trials import counted_trials, record_of
 
 
 def study_file(unit: SimUnit, tmp_path: Path, *, name: str, trials: int) -> Path:
@@ -61,8 +61,8 @@ def test_short_study_over_ssh_and_systemd_leaves_the_unit_untouched(sim_unit: Si
     # Each trial really ran its own flags and environment (checked by verify_applied via /proc), and the
     # per-scenario figures came back over the same path.
     for t in complete:
-        assert f"--speculative-ddtree-budget {t.params['budget']}" in t.user_attrs[attrs.COMMAND]
-        assert t.user_attrs[attrs.ENV]["SGLANG_DDTREE_MAX_TOPK"] == str(t.params["topk"])
+        assert f"--speculative-ddtree-budget {t.params['budget']}" in record_of(t).command
+        assert record_of(t).env["SGLANG_DDTREE_MAX_TOPK"] == str(t.params["topk"])
         assert t.user_attrs["c2.tok_s"] > 0
     # on_exit = baseline: drop-in removed, unit byte-identical, the base config serving again.
     assert sim_unit.path.read_bytes() == before
@@ -108,13 +108,13 @@ def _outage_study(private_sshd: Sshd, unit: SimUnit, tmp_path: Path) -> None:
     assert not worker.is_alive()
     assert not errors, errors
     study = optuna.load_study(study_name="outage", storage=cfg.study.storage)
-    story = [(t.number, t.state.name, t.user_attrs.get(attrs.FAILURE_PHASE), t.user_attrs.get(attrs.FAILURE_REASON))
+    story = [(t.number, t.state.name, record_of(t).failure_phase, record_of(t).failure_reason)
              for t in study.trials]  # fmt: skip
     assert counted_trials(study) == 4, story
     failed = [t for t in study.trials if t.state == TrialState.FAIL]
     # Either the outage fell between commands and nothing failed, or the hit trial failed cleanly and its
     # params were retried once.
     for t in failed:
-        assert t.user_attrs[attrs.FAILURE_PHASE] == "host", story
-        assert any(r.user_attrs.get(attrs.RETRY_OF) == t.number for r in study.trials)
+        assert record_of(t).failure_phase == "host", story
+        assert any(record_of(r).retry_of == t.number for r in study.trials)
     assert not study.get_trials(states=(TrialState.RUNNING,))

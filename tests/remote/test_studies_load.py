@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.config import load_config
-from tuner.target import base_spec
+from tuner.config import base_spec, load_config
 
 STUDIES = sorted((Path(__file__).resolve().parents[2] / "studies").glob("*.toml"))
 

@@ -18,7 +18,7 @@ from fixtures_study import study_toml
 from tuner.config import StudyConfig, load_config
 from tuner.sim.testing import free_port
 from tuner.study import Evidence, make_storage, open_study, run_study
-from tuner.trials import attrs
+from tuner.trials import write
 
 
 def write_config(directory: Path, *, name: str, port: int) -> StudyConfig:
@@ -199,14 +199,14 @@ def synthetic_study(tmp_path: Path) -> StudyCase:
         trial = study.ask({k: dists[k] for k in params})
         assert trial.params == params
         if i == 0:
-            trial.set_user_attr(attrs.BASELINE, True)
-        trial.set_user_attr(attrs.COMMAND, f"python -m tuner.sim trial {i}")
+            write(trial, is_baseline=True)
+        write(trial, command=f"python -m tuner.sim trial {i}")
         if outcome in ("ok", "wrong"):
             for k, v in _scenario_attrs(tok_s, accept=3.5 + i / 10).items():
                 trial.set_user_attr(k, v)
             passed = 1 if outcome == "wrong" else 2
-            trial.set_user_attr(attrs.GATE, f"{passed}/2")
-            trial.set_user_attr(attrs.CORRECT, passed == 2)
+            write(trial, gate=f"{passed}/2")
+            write(trial, correct=passed == 2)
             trial.set_constraint("correctness", float(2 - passed))
             evidence.attach_json(trial, "benchmark.json", {"scenarios": [{"name": "c2", "output_tok_s": tok_s}]})
             study.tell(trial, [tok_s * 0.98])
@@ -217,9 +217,9 @@ def synthetic_study(tmp_path: Path) -> StudyCase:
                 if outcome == "ready"
                 else "died under load in scenario c2: 2/2 requests failed"
             )
-            trial.set_user_attr(attrs.FAILURE_PHASE, outcome)
-            trial.set_user_attr(attrs.FAILURE_REASON, reason)
-            trial.set_user_attr(attrs.LOG_TAIL, "Load weight end.\ntorch.OutOfMemoryError: CUDA out of memory")
+            write(trial, failure_phase=outcome)
+            write(trial, failure_reason=reason)
+            write(trial, log_tail="Load weight end.\ntorch.OutOfMemoryError: CUDA out of memory")
             evidence.attach(trial, "server-log.txt", "Load weight end.\ntorch.OutOfMemoryError")
             study.tell(trial, state=TrialState.PRUNED)
     return StudyCase(config=config, study=study)

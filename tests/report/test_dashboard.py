@@ -11,16 +11,10 @@ import optuna
 import pytest
 from optuna.artifacts import FileSystemArtifactStore
 
-from tuner.report import (
-    DashboardServer,
-    annotate_trials,
-    importances,
-    mark_feasibility,
-    study_note_text,
-    write_study_note,
-)
-from tuner.study import best_trials
-from tuner.trials import CONFIRMATION, is_feasible, recommended
+from tuner.report import DashboardServer, mark_feasibility, write_study_note
+from tuner.report._importance import importances
+from tuner.report._notes import annotate_trials, study_note_text
+from tuner.trials import CONFIRMATION, best_trials, is_feasible, recommended
 
 Case = Any  # tests/report/conftest.py's StudyCase (conftest modules are not importable by name)
 

@@ -18,8 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fixtures_demo import DEMO
 
 from tuner.cli import main
-from tuner.config import StudyConfig, load_config
-from tuner.report import DashboardServer, annotate_trials, figure_text, launch_spec
+from tuner.config import StudyConfig, launch_spec, load_config
+from tuner.report import DashboardServer, figure_text
+from tuner.report._notes import annotate_trials
 from tuner.sim.inprocess import run_inprocess
 from tuner.sim.testing import free_port
 from tuner.trials import CONFIRMATION, recommended

@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from tuner.cli import main
-from tuner.report import build_report, export_dropin, export_text, launch_spec
-from tuner.study import best_trials
+from tuner.config import launch_spec
+from tuner.report import build_report, export_text
+from tuner.report._export import export_dropin
 from tuner.target.services._systemd import systemd_split
-from tuner.trials import recommended
+from tuner.trials import best_trials, recommended
 
 Case = Any  # tests/report/conftest.py's StudyCase (conftest modules are not importable by name)
 
@@ -127,14 +128,14 @@ def test_cli_report_and_export(synthetic_study: Case, tmp_path: Path, capsys: py
 def test_a_mixed_target_study_is_split_by_target(synthetic_study: Case, tmp_path: Path) -> None:
     import optuna
 
-    from tuner.trials import attrs
+    from tuner.trials import as_user_attrs
 
     mixed = optuna.create_study(study_name="mixed", directions=["maximize"])
     for t in synthetic_study.study.trials:
         target = "gpus 8x H100" if t.number % 2 else "gpus 8x RTX PRO 6000"
         mixed.add_trial(optuna.trial.create_trial(
             state=t.state, values=t.values, params=t.params, distributions=t.distributions,
-            user_attrs={**t.user_attrs, attrs.TARGET_FINGERPRINT: target}, system_attrs=t.system_attrs,
+            user_attrs={**t.user_attrs, **as_user_attrs(target_fingerprint=target)}, system_attrs=t.system_attrs,
         ))  # fmt: skip
     text = build_report(mixed, synthetic_study.config, tmp_path / "out").path.read_text()
     section = text.split("## By target")[1].split("##")[0]

@@ -7,7 +7,7 @@ import pytest
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState, create_trial
 
-from tuner.config import SearchSection
+from tuner.config._search import SearchSection
 from tuner.errors import ConfigError
 from tuner.search import RegressionPruner, make_pruner, make_sampler, scenario_order
 from tuner.stats import EMPTY_POOL

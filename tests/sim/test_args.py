@@ -8,7 +8,8 @@ import io
 import pytest
 
 from tuner.dialects import FlagOption, sglang_table
-from tuner.sim import VERSIONS, ServerArgsError, parse_server_args
+from tuner.sim._args import ServerArgsError, parse_server_args
+from tuner.sim._versions import VERSIONS
 
 NAMES = sorted(VERSIONS)
 

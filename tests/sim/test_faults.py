@@ -9,7 +9,8 @@ import time
 import httpx
 import pytest
 
-from tuner.sim import ServerConfig, kv_pool_tokens
+from tuner.sim import ServerConfig
+from tuner.sim._model import kv_pool_tokens
 from tuner.sim.testing import SimProcess, sse_events
 
 DFLASH = ["--speculative-algorithm", "DFLASH", "--speculative-dflash-block-size", "8"]

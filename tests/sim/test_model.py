@@ -6,18 +6,8 @@ import random
 
 import pytest
 
-from tuner.sim import (
-    ServerConfig,
-    acceptance_length,
-    aggregate_tok_s,
-    corrupts_code,
-    cuda_graph_max_bs,
-    decode_tok_s,
-    startup_failure,
-    startup_seconds,
-    step_time_s,
-    verify_width,
-)
+from tuner.sim import ServerConfig, acceptance_length, corrupts_code, decode_tok_s, step_time_s
+from tuner.sim._model import aggregate_tok_s, cuda_graph_max_bs, startup_failure, startup_seconds, verify_width
 
 CTX = 768  # a ~512-token prompt plus a few hundred generated tokens
 REF = ServerConfig(algorithm="DDTREE", ddtree_budget=12, ddtree_topk=6, draft_window=2048, block_size=8)

@@ -9,8 +9,8 @@ import pytest
 from tuner.config import ReadinessSection
 from tuner.endpoint import Endpoint
 from tuner.sim.inprocess import ModelService, model_readiness
+from tuner.spec import LaunchSpec
 from tuner.target.readiness import wait_ready
-from tuner.target.services import LaunchSpec
 
 PHASES = ["loading weights", "capturing cuda graphs", "warming up", "serving"]
 FLAGS = {

@@ -7,20 +7,16 @@ import dataclasses
 import pytest
 
 from tuner.config import Scenario
-from tuner.sim import (
+from tuner.sim import ServerConfig, acceptance_length, step_time_s
+from tuner.sim._model import kv_pool_gb, kv_pool_tokens, request_memory_gb, verify_width
+from tuner.sim._scheduler import (
     INIT_NEW_TOKEN_RATIO,
+    PREFILL_S_PER_TOKEN,
     BatchScheduler,
-    ServerConfig,
-    acceptance_length,
-    kv_pool_gb,
-    kv_pool_tokens,
-    request_memory_gb,
+    SchedRequest,
     simulate_open,
     simulate_scenario,
-    step_time_s,
-    verify_width,
 )
-from tuner.sim._scheduler import PREFILL_S_PER_TOKEN, SchedRequest
 from tuner.sim.inprocess import model_scenario
 
 TIGHT = ServerConfig(algorithm="DFLASH", block_size=8, draft_window=2048, mem_fraction_static=0.70)

@@ -5,10 +5,9 @@ from pathlib import Path
 import optuna
 import pytest
 
-from tuner.config import load_config
+from tuner.config import base_spec, load_config
 from tuner.space import baseline_params, render, suggest
-from tuner.target import base_spec
-from tuner.target.services import LaunchSpec
+from tuner.spec import LaunchSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 

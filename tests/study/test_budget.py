@@ -12,13 +12,12 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tuner.config import load_config
+from tuner.config import base_spec, load_config
 from tuner.sim.inprocess import ModelService, model_parts, model_target
 from tuner.study import Console, run_study
 from tuner.study._budget import UNTIL_DEADLINE, TimeBudget, confirmation_visits, parse_until
 from tuner.study._confirm import ROUNDS
-from tuner.target import base_spec
-from tuner.trials import attrs
+from tuner.trials import record_of
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = load_config(ROOT / "studies" / "demo.toml")
@@ -81,10 +80,10 @@ def test_study_stops_before_a_trial_that_would_end_after_the_deadline(tmp_path: 
     )
     assert summary.target == UNTIL_DEADLINE and 1 <= summary.counted < 1000
     study = optuna.load_study(study_name=summary.study_name, storage=storage)
-    stopped = [t for t in study.trials if t.user_attrs.get(attrs.INTERRUPTED, "").startswith("deadline")]
+    stopped = [t for t in study.trials if (record_of(t).interrupted or "").startswith("deadline")]
     assert len(stopped) == 1 and stopped[0].state == TrialState.FAIL
     # Its config is not lost: the next run starts with it.
     waiting = study.get_trials(states=(TrialState.WAITING,))
-    assert any(t.params == stopped[0].params or t.user_attrs.get(attrs.RETRY_OF) == stopped[0].number for t in waiting)
+    assert any(t.params == stopped[0].params or record_of(t).retry_of == stopped[0].number for t in waiting)
     log = (tmp_path / "log.txt").read_text()
     assert "stopping: a trial takes" in log and "remain before the deadline" in log

@@ -9,7 +9,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tuner.study import is_counted, make_storage
+from tuner.study import make_storage
 from tuner.study._fleet import (
     Claims,
     Fleet,
@@ -22,7 +22,7 @@ from tuner.study._fleet import (
     worker_ordinal,
     worker_seed,
 )
-from tuner.trials import attrs
+from tuner.trials import is_counted, write
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -86,7 +86,7 @@ def test_slots_cap_the_total_and_come_back_when_a_trial_does_not_count(storage_u
     assert bound is not None
     assert slots.bind(a, trial.number) is None, "a stale token must not rebind"
     assert slots.reap({t.number: t for t in study.trials}, is_counted=is_counted) == []  # running: kept
-    trial.set_user_attr(attrs.REJECTED, True)
+    write(trial, rejected=True)
     study.tell(trial, state=TrialState.PRUNED)  # ended uncounted: its slot is free for anyone
     assert slots.reap({t.number: t for t in study.trials}, is_counted=is_counted) == [a.index]
     assert slots.claim(2, study.trials, is_counted=is_counted) is not None

@@ -10,8 +10,7 @@ import optuna
 from optuna.trial import TrialState
 
 from tuner.sim.inprocess import run_inprocess
-from tuner.study import best_trials
-from tuner.trials import attrs, candidates, is_feasible, outcome, outcome_text, recommended
+from tuner.trials import best_trials, candidates, is_feasible, outcome, outcome_text, recommended, record_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fixtures_demo import MakeConfig, gate_when, make_config, seeds
@@ -40,12 +39,12 @@ def test_a_config_behind_the_best_is_measured_but_not_gated(make_config: MakeCon
 
     source, study = _study(make_config, BEHIND, when="contenders")
     baseline, behind = study.trials[:2]
-    assert baseline.user_attrs[attrs.GATE] == "5/5" and is_feasible(baseline)  # no best yet: a contender
-    assert behind.params == BEHIND and behind.state == TrialState.COMPLETE, behind.user_attrs.get(attrs.FAILURE_REASON)
+    assert record_of(baseline).gate == "5/5" and is_feasible(baseline)  # no best yet: a contender
+    assert behind.params == BEHIND and behind.state == TrialState.COMPLETE, record_of(behind).failure_reason
     assert behind.values[0] < 0.95 * baseline.values[0]
-    assert behind.user_attrs[attrs.GATE_SKIPPED] is True and attrs.GATE_S not in behind.user_attrs
-    assert behind.user_attrs[attrs.GATE].startswith("not run: ") and "behind #0" in behind.user_attrs[attrs.GATE]
-    assert attrs.CORRECT not in behind.user_attrs and not behind.constraints  # no verdict: nothing for TPE to avoid
+    assert record_of(behind).gate_skipped is True and record_of(behind).gate_s is None
+    assert record_of(behind).gate.startswith("not run: ") and "behind #0" in record_of(behind).gate
+    assert record_of(behind).correct is None and not behind.constraints  # no verdict: nothing for TPE to avoid
     assert not is_feasible(behind)  # an unchecked config is never recommended
     assert outcome(behind) == "not gated (behind the best)"
     assert outcome_text(behind).startswith("not gated: too far behind the best to need it (not run: ")
@@ -62,5 +61,5 @@ def test_a_config_behind_the_best_is_measured_but_not_gated(make_config: MakeCon
 def test_after_gates_every_config_that_survives_the_benchmark(make_config: MakeConfig) -> None:
     _, study = _study(make_config, BEHIND, when="after")
     behind = study.trials[1]
-    assert behind.params == BEHIND and behind.user_attrs[attrs.GATE] == "5/5" and is_feasible(behind)
-    assert attrs.GATE_SKIPPED not in behind.user_attrs and outcome(behind) == "feasible"
+    assert behind.params == BEHIND and record_of(behind).gate == "5/5" and is_feasible(behind)
+    assert record_of(behind).gate_skipped is False and outcome(behind) == "feasible"

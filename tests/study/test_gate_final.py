@@ -12,18 +12,18 @@ from optuna.trial import TrialState
 
 from tuner.report._plots import plot_history
 from tuner.sim.inprocess import run_inprocess
-from tuner.study import best_trials
 from tuner.trials import (
     CONFIRMATION,
     NOT_GATED_YET,
     WRONG,
-    attrs,
+    best_trials,
     gate_pending,
     gate_verdicts,
     is_feasible,
     outcome,
     outcome_text,
     recommended,
+    record_of,
     study_trials,
 )
 
@@ -57,8 +57,8 @@ def test_a_finalist_that_fails_the_gate_hands_its_place_to_the_next_best(make_co
     source, study = _study(make_config, FAST_WRONG, SLOW_RIGHT, confirm_top=2)
     frozen = study.trials[:3]  # as Optuna holds them (a DFLASH branch trial waits after them): none was gated
     assert [t.params for t in frozen[1:]] == [FAST_WRONG, SLOW_RIGHT]
-    assert all(t.state == TrialState.COMPLETE for t in frozen), [t.user_attrs.get(attrs.FAILURE_REASON) for t in frozen]
-    assert all(t.user_attrs[attrs.GATE_DEFERRED] is True and attrs.GATE_S not in t.user_attrs for t in frozen)
+    assert all(t.state == TrialState.COMPLETE for t in frozen), [record_of(t).failure_reason for t in frozen]
+    assert all(record_of(t).gate_deferred is True and record_of(t).gate_s is None for t in frozen)
     assert not any(t.constraints for t in frozen)  # TPE saw every measured config as correct
     assert frozen[0].values[0] > frozen[1].values[0] > frozen[2].values[0]  # the finalists: #0 and #1
 
@@ -70,8 +70,8 @@ def test_a_finalist_that_fails_the_gate_hands_its_place_to_the_next_best(make_co
     assert confirmation["trials"] == [0, 2] and confirmation["winner"] == 0
 
     base, wrong, right = study_trials(study)[:3]  # the verdicts applied
-    assert wrong.user_attrs[attrs.CORRECT] is False and not is_feasible(wrong)
-    assert wrong.user_attrs[attrs.GATE] == f"{verdicts[1].passed}/5 at the end"
+    assert record_of(wrong).correct is False and not is_feasible(wrong)
+    assert record_of(wrong).gate == f"{verdicts[1].passed}/5 at the end"
     assert outcome(wrong) == WRONG and outcome_text(wrong).startswith("infeasible: wrong answers (gate ")
     assert is_feasible(base) and is_feasible(right) and outcome(right) == "feasible"
     assert [t.number for t in best_trials(study)] == [0]
@@ -97,7 +97,7 @@ def test_without_a_confirmation_the_best_alone_is_gated(make_config: MakeConfig)
     _, study = _study(make_config, SLOW_RIGHT, confirm_top=0)
     assert sorted(gate_verdicts(study)) == [0]  # the best; #1 never paid for the gate
     base, right = study_trials(study)[:2]
-    assert base.user_attrs[attrs.GATE] == "5/5 at the end" and is_feasible(base)
+    assert record_of(base).gate == "5/5 at the end" and is_feasible(base)
     assert gate_pending(right) and is_feasible(right)  # measured, presumed correct, never recommended first
     assert outcome(right) == NOT_GATED_YET
     assert outcome_text(right).startswith("not gated yet: only finalists are gated")

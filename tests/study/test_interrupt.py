@@ -16,8 +16,8 @@ import pytest
 from fixtures_study import running_trials
 from optuna.trial import TrialState
 
-from tuner.study import Console, Interrupted, counted_trials, run_study
-from tuner.trials import attrs
+from tuner.study import Console, Interrupted, run_study
+from tuner.trials import counted_trials, record_of
 
 
 def tune(config_path: str, trials: int) -> subprocess.Popen[str]:
@@ -35,7 +35,7 @@ def wait_for_running_trial(cfg, proc: subprocess.Popen[str], *, after: int = 1) 
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
-        numbers = [n for n in running_trials(cfg.study.storage, with_attr=attrs.COMMAND) if n >= after]
+        numbers = [n for n in running_trials(cfg.study.storage, with_attr="command") if n >= after]
         if numbers:
             return numbers[0]
         time.sleep(0.05)
@@ -57,9 +57,9 @@ def test_sigterm_marks_the_trial_failed_restores_and_hints(make_config, port) ->
     assert f"Resume with: tune start --trials 4 --config {cfg.source}\n" in err
     study = optuna.load_study(study_name=cfg.study.name, storage=cfg.study.storage)
     trial = study.trials[number]
-    assert trial.state == TrialState.FAIL and trial.user_attrs[attrs.INTERRUPTED]
+    assert trial.state == TrialState.FAIL and record_of(trial).interrupted
     waiting = study.get_trials(states=(TrialState.WAITING,))
-    assert [t.user_attrs[attrs.RETRY_OF] for t in waiting] == [number]
+    assert [record_of(t).retry_of for t in waiting] == [number]
     assert not port_open(port), "on_exit = stop must leave no server behind"
 
 
@@ -75,12 +75,12 @@ def test_kill_9_then_start_again_reaches_the_total(make_config, port, tmp_path: 
     study = optuna.load_study(study_name=cfg.study.name, storage=cfg.study.storage)
     killed = study.trials[number]
     assert killed.state == TrialState.FAIL
-    assert "stale" in killed.user_attrs[attrs.INTERRUPTED]
-    retries = [t for t in study.trials if t.user_attrs.get(attrs.RETRY_OF) == number]
+    assert "stale" in record_of(killed).interrupted
+    retries = [t for t in study.trials if record_of(t).retry_of == number]
     assert len(retries) == 1 and retries[0].params == killed.params
     assert retries[0].state in (TrialState.COMPLETE, TrialState.PRUNED)
     assert counted_trials(study) == 3
-    reasons = [t.user_attrs.get(attrs.FAILURE_REASON, "") for t in study.trials]
+    reasons = [(record_of(t).failure_reason or "") for t in study.trials]
     assert not any("address already in use" in r.lower() for r in reasons), reasons
 
 
@@ -106,7 +106,7 @@ def test_a_stop_just_after_a_verdict_keeps_the_verdict(make_config) -> None:  # 
     # Trial #1 stands as measured: not marked FAIL, not queued again (before, the stop's own bookkeeping tried to
     # update the finished trial and the run ended on UpdateFinishedTrialError).
     assert states == [TrialState.COMPLETE, TrialState.COMPLETE], states
-    assert not any(attrs.INTERRUPTED in t.user_attrs for t in study.trials)
+    assert not any(record_of(t).interrupted is not None for t in study.trials)
 
 
 def test_ctrl_c_at_any_moment_after_ready_stops_cleanly(tmp_path: Path, port: int) -> None:

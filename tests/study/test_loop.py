@@ -8,8 +8,9 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tuner.study import FingerprintMismatch, best_trials, counted_trials, run_study
-from tuner.trials import attrs, recommended
+from tuner.study import run_study
+from tuner.study._storage import FingerprintMismatch
+from tuner.trials import best_trials, counted_trials, recommended, record_of
 
 OOM = {
     "algorithm": "DDTREE", "budget": 32, "topk": 10, "block_size": 8, "draft_window": 2048,
@@ -38,13 +39,13 @@ def test_short_study_completes_with_baseline_first(make_config, capsys) -> None:
     study = load(cfg)
     assert summary.counted == counted_trials(study) == 3
     first = study.trials[0]
-    assert first.user_attrs[attrs.BASELINE] is True
+    assert record_of(first).is_baseline is True
     assert first.params == cfg.baseline
     assert first.state == TrialState.COMPLETE
-    assert first.user_attrs[attrs.GATE] == "2/2" and first.user_attrs[attrs.CORRECT] is True
+    assert record_of(first).gate == "2/2" and record_of(first).correct is True
     assert first.user_attrs["c2.tok_s"] > 0 and first.user_attrs["c2.accept_length"] > 1
-    assert first.user_attrs[attrs.READY_S] > 0
-    assert "--speculative-ddtree-budget 12" in first.user_attrs[attrs.COMMAND]
+    assert record_of(first).ready_s > 0
+    assert "--speculative-ddtree-budget 12" in record_of(first).command
     assert best_trials(study)
     assert study.user_attrs["config_fingerprint"] == cfg.fingerprint()
     capsys.readouterr()
@@ -62,12 +63,12 @@ def test_failing_and_incorrect_configs_are_pruned_with_evidence(make_config) -> 
     study = load(cfg)
     oom, corrupt = study.trials[1], study.trials[2]
     assert oom.params == OOM and oom.state == TrialState.PRUNED
-    assert oom.user_attrs[attrs.FAILURE_PHASE] == "ready"
-    assert "out of memory" in oom.user_attrs[attrs.FAILURE_REASON].lower()
-    assert "Traceback" in oom.user_attrs[attrs.LOG_TAIL]
+    assert record_of(oom).failure_phase == "ready"
+    assert "out of memory" in record_of(oom).failure_reason.lower()
+    assert "Traceback" in record_of(oom).log_tail
     assert corrupt.params == CORRUPT and corrupt.state == TrialState.PRUNED
-    assert corrupt.user_attrs[attrs.FAILURE_PHASE] == "gate"
-    assert corrupt.user_attrs[attrs.CORRECT] is False
+    assert record_of(corrupt).failure_phase == "gate"
+    assert record_of(corrupt).correct is False
     assert corrupt.constraints["correctness"] > 0
     assert all(t.number not in (1, 2) for t in best_trials(study))
 
@@ -82,9 +83,9 @@ def test_resume_continues_to_the_total_and_skips_repeats(make_config) -> None:
     study = load(cfg)
     assert counted_trials(study) == 4
     repeat = study.trials[3]
-    assert repeat.params == OOM and repeat.user_attrs[attrs.DUPLICATE_OF] == 1
+    assert repeat.params == OOM and record_of(repeat).duplicate_of == 1
     assert repeat.state == TrialState.PRUNED  # a failed config is never run again
-    assert attrs.COMMAND not in repeat.user_attrs
+    assert record_of(repeat).command is None
     assert len(study.trials) == 5
 
 
@@ -99,9 +100,9 @@ def test_a_config_that_differs_only_in_knobs_its_server_ignores_is_not_run_again
     run_study(cfg, trials=3)
     study = load(cfg)
     first, again = study.trials[1], study.trials[2]
-    assert first.params == dflash and attrs.DUPLICATE_OF not in first.user_attrs
-    assert again.params["budget"] == 16 and again.user_attrs[attrs.DUPLICATE_OF] == first.number
-    assert attrs.COMMAND not in again.user_attrs  # no restart
+    assert first.params == dflash and record_of(first).duplicate_of is None
+    assert again.params["budget"] == 16 and record_of(again).duplicate_of == first.number
+    assert record_of(again).command is None  # no restart
     assert again.state == first.state and again.values == first.values
 
 
@@ -111,9 +112,9 @@ def test_constraint_violations_cost_no_restart_and_do_not_count(make_config) -> 
     run_study(cfg, trials=2)
     study = load(cfg)
     rejected = study.trials[1]
-    assert rejected.user_attrs[attrs.REJECTED] is True
-    assert "draft_window >= block_size" in rejected.user_attrs[attrs.FAILURE_REASON]
-    assert attrs.COMMAND not in rejected.user_attrs
+    assert record_of(rejected).rejected is True
+    assert "draft_window >= block_size" in record_of(rejected).failure_reason
+    assert record_of(rejected).command is None
     assert counted_trials(study) == 2
 
 
@@ -157,7 +158,7 @@ def test_sequential_repeats_stop_early_and_intermediates_are_on_the_objective_sc
         # scenario rightly takes all 6.
         if not t.user_attrs.get("c2.client_bound"):
             assert len(repeats) < 6 and t.user_attrs["c2.stopped"] in ("precise", "worse", "better", "behind")
-        assert t.user_attrs[attrs.STEPS] == ["c2"]
+        assert record_of(t).steps == ("c2",)
         point, score = t.user_attrs["c2.point"], t.user_attrs["c2.score"]
         assert 0 < score <= point and (len(repeats) == 1 or t.user_attrs["c2.half_width"] > 0)
     baseline = study.trials[0]

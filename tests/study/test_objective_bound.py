@@ -8,7 +8,7 @@ import pytest
 
 from tuner.config import BenchmarkSection, ObjectiveSection, Scenario
 from tuner.config._sections import precision_share
-from tuner.study import objective_bound
+from tuner.study._scoring import objective_bound
 
 
 def _section(*weights: float, precision: float = 0.02) -> BenchmarkSection:

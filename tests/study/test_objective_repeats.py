@@ -22,16 +22,11 @@ from tuner.endpoint import Endpoint
 from tuner.sim.inprocess import ModelBenchmark, ModelService, model_readiness, run_inprocess
 from tuner.spec import LaunchSpec
 from tuner.stats import EMPTY_POOL, Noise, Reference, SequentialPolicy
-from tuner.study import (
-    REFINE_STEP,
-    Refinement,
-    benchmark_server,
-    objective_bound,
-    objective_refinement,
-    refine_on_objective,
-)
+from tuner.study._objective import REFINE_STEP
+from tuner.study._scoring import objective_bound
+from tuner.study._steps import Refinement, benchmark_server, objective_refinement, refine_on_objective
 from tuner.target.services import Restarted
-from tuner.trials import attrs
+from tuner.trials import as_user_attrs, record_of
 
 REPO = Path(__file__).resolve().parents[2]
 FLAGS = ["--host", "127.0.0.1", "--enable-metrics", "--speculative-algorithm", "DDTREE",
@@ -148,27 +143,27 @@ def test_a_study_decides_repeats_on_the_objective_and_records_why(tmp_path: Path
     run = run_inprocess(config, storage=f"sqlite:///{tmp_path}/study.db", trials=24, noise=0.02, seed=6)
     study = optuna.load_study(study_name=run.study_name, storage=run.storage)
     names = [s.name for s in config.benchmark.scenarios]
-    decided = [t for t in study.trials if t.user_attrs.get(attrs.REPEATS_DECIDED)]
-    assert len(decided) >= 3, [t.user_attrs.get(attrs.REPEATS_DECIDED) for t in study.trials]
+    decided = [t for t in study.trials if record_of(t).repeats_decided]
+    assert len(decided) >= 3, [record_of(t).repeats_decided for t in study.trials]
     cheap = extra = 0
     for t in decided:
-        verdict = t.user_attrs[attrs.REPEATS_DECIDED].split(":")[0].removeprefix("objective ")
+        verdict = record_of(t).repeats_decided.split(":")[0].removeprefix("objective ")
         assert verdict in ("precise", "behind", "better", "max_repeats")
-        repeats = {n: len(t.user_attrs[attrs.scenario_key(n, "repeats")]) for n in names}
+        repeats = {n: len(record_of(t).figure(n, "repeats")) for n in names}
         assert all(1 <= k <= config.benchmark.max_repeats for k in repeats.values())
-        assert {t.user_attrs[attrs.scenario_key(n, "stopped")] for n in names} == {verdict}
+        assert {record_of(t).figure(n, "stopped") for n in names} == {verdict}
         cheap += verdict in ("behind", "better") and set(repeats.values()) == {1}
         # The stored value is the objective of the stored figures, extra repeats included.
-        points = {n: t.user_attrs[attrs.scenario_key(n, "point")] for n in names}
-        scores = {n: t.user_attrs[attrs.scenario_key(n, "score")] for n in names}
+        points = {n: record_of(t).figure(n, "point") for n in names}
+        scores = {n: record_of(t).figure(n, "score") for n in names}
         assert t.state == TrialState.COMPLETE
         assert t.values[0] == pytest.approx(objective_bound(points, scores, config.benchmark), rel=1e-6)
         # The last intermediate value is the trial's objective: the extra repeats are one more step.
         assert t.intermediate_values[max(t.intermediate_values)] == pytest.approx(t.values[0], rel=1e-6)
         added = sum(repeats.values()) > len(names)
         extra += added
-        assert (t.user_attrs[attrs.STEPS][-1] == REFINE_STEP) == added, t.user_attrs[attrs.STEPS]
-        assert ("(" in t.user_attrs[attrs.REPEATS_DECIDED]) == added  # "... (c1-agent +1)"
+        assert (record_of(t).steps[-1] == REFINE_STEP) == added, record_of(t).steps
+        assert ("(" in record_of(t).repeats_decided) == added  # "... (c1-agent +1)"
     assert cheap >= 1, "a config clearly behind or ahead settles on one repeat of each scenario"
     assert extra >= 1, "a tie with the last finalist gets more repeats"
 
@@ -181,7 +176,7 @@ def test_the_dashboard_note_says_what_decided_the_repeats() -> None:
     decided = "objective behind: -2.8% against #20, confidently, after 3 repeats"
     t = optuna.trial.create_trial(
         values=[100.0], params={"budget": 8}, distributions={"budget": IntDistribution(4, 32)},
-        user_attrs={attrs.GATE_DEFERRED: True, attrs.REPEATS_DECIDED: decided},
+        user_attrs=as_user_attrs(gate_deferred=True, repeats_decided=decided),
     )  # fmt: skip
     note = trial_note_text(t)
     assert note is not None and "not gated yet" in note and f"Repeats beyond the first pass: {decided}." in note

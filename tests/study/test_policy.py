@@ -8,7 +8,7 @@ from optuna.trial import TrialState
 
 from tuner.errors import EnvironmentFault, GateFailed, NotReady, StartFailed
 from tuner.study._policy import CONFIG, ENVIRONMENT, FailurePolicy, ask_next, classify, ensure_baseline, signature
-from tuner.trials import attrs
+from tuner.trials import record_of
 
 
 @pytest.mark.parametrize(
@@ -61,7 +61,7 @@ def test_three_identical_failures_on_different_params_stop_as_environment() -> N
     with pytest.raises(EnvironmentFault, match=r"3 trials in a row .* failed the same way"):
         _fail(study, policy, 3, "server process exited with status 1: NCCL error 3")
     trials = study.get_trials(states=(TrialState.FAIL,))
-    assert len(trials) == 3 and all(t.user_attrs[attrs.FAILURE_KIND] == ENVIRONMENT for t in trials)
+    assert len(trials) == 3 and all(record_of(t).failure_kind == ENVIRONMENT for t in trials)
     assert len(study.get_trials(states=(TrialState.WAITING,))) == 3  # their params run again
 
 
@@ -80,11 +80,11 @@ def test_a_failed_baseline_is_enqueued_again_and_taken_first() -> None:
     ensure_baseline(study, {"x": 5})
     study.enqueue_trial({"x": 9})
     trial = ask_next(study)
-    assert trial.user_attrs[attrs.BASELINE]
+    assert record_of(trial).is_baseline
     policy = FailurePolicy(study=study)
     with pytest.raises(EnvironmentFault, match="the unmodified base command fails"):
         policy.failed(trial, StartFailed("server process exited with status 2"), baseline=True)
     assert study.trials[0].state == TrialState.FAIL
     ensure_baseline(study, {"x": 5})
     again = ask_next(study)  # the new baseline is younger than the waiting x=9, and still goes first
-    assert again.user_attrs[attrs.BASELINE] and again.number == 2
+    assert record_of(again).is_baseline and again.number == 2

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fixtures_demo import MakeConfig, make_config
 
-from tuner.trials import MISSES_SLO, attrs, feasible, outcome, outcome_text
+from tuner.trials import MISSES_SLO, feasible, outcome, outcome_text, record_of
 
 __all__ = ["make_config"]
 
@@ -40,10 +40,11 @@ def test_a_promise_no_config_keeps_makes_every_trial_infeasible(make_config: Mak
     assert done, "the trials ran their open-loop scenario"
     for t in done:
         assert t.constraints["slo"] > 0
-        assert t.user_attrs[attrs.SLO_MISSED].startswith("misses the SLO in chat-4rps: 0% of requests within TTFT 1 ms")
+        missed = record_of(t).slo_missed or ""
+        assert missed.startswith("misses the SLO in chat-4rps: 0% of requests within TTFT 1 ms")
         assert t.user_attrs["chat-4rps.attainment"] == 0.0
         assert outcome(t) == MISSES_SLO  # every view says why, in one line
-        assert outcome_text(t) == "infeasible: " + t.user_attrs[attrs.SLO_MISSED]
+        assert outcome_text(t) == "infeasible: " + missed
     study = optuna.load_study(study_name="tight", storage=cfg.study.storage)
     assert feasible(study) == []
 
@@ -56,6 +57,6 @@ def test_a_promise_every_config_keeps_leaves_the_study_as_it_was(make_config: Ma
     done = _complete("loose", cfg.study.storage)
     assert done
     for t in done:
-        assert t.constraints["slo"] <= 0 and attrs.SLO_MISSED not in t.user_attrs
+        assert t.constraints["slo"] <= 0 and record_of(t).slo_missed is None
         assert t.user_attrs["chat-4rps.attainment"] == 1.0
         assert t.user_attrs["chat-4rps.offered_rps"] > 0 and t.user_attrs["chat-4rps.ttft_p99_s"] > 0

@@ -20,8 +20,9 @@ from tuner.config import StudyConfig, load_config
 from tuner.errors import ConfigError, TuneError
 from tuner.report import build_report
 from tuner.sim.inprocess import run_inprocess
-from tuner.study import Console, NoSuchStudy, map_config, prior_scale, read_warm_start, warm_prior
-from tuner.trials import attrs, counted_trials, is_counted, recommended, warm_start_of
+from tuner.study import Console, NoSuchStudy, read_warm_start
+from tuner.study._warm import map_config, prior_scale, warm_prior
+from tuner.trials import counted_trials, is_counted, recommended, record_of, warm_start_of
 
 Make = Callable[..., StudyConfig]
 
@@ -94,11 +95,11 @@ def test_a_warm_started_study_runs_the_other_s_top_first_and_never_counts_its_tr
     skipped = {int(s.partition(":")[0].removeprefix("#")) for s in warm.skipped}
     assert {t.number for t in warm.trials} == {t.number for t in other.trials if is_counted(t)} - skipped
     # Its top configs (its recommendation first) run right after the baseline, as this study's own trials.
-    assert study.trials[0].user_attrs[attrs.BASELINE] is True
+    assert record_of(study.trials[0]).is_baseline is True
     rec = recommended(other)
     assert rec is not None and warm.top[0].number == rec.trial.number
     firsts = study.trials[1 : 1 + len(warm.top)]
-    assert [t.user_attrs[attrs.SEED] for t in firsts] == [f"source#{t.number}" for t in warm.top]
+    assert [record_of(t).warm_origin for t in firsts] == [f"source#{t.number}" for t in warm.top]
     assert [t.params for t in firsts] == [t.params for t in warm.top]
 
     # Nothing carried over is a trial of this study: 4 counted, all measured here, one of them recommended.
@@ -129,7 +130,7 @@ def _the_prior_is_the_other_study_on_this_study_s_scale(target: StudyConfig, stu
     baseline = next(t for t in warm.trials if t.baseline)
     pairs = [(study.trials[0].values[0], baseline.values[0])]  # type: ignore[index]
     for t in study.trials[1 : 1 + len(warm.top)]:
-        number = int(t.user_attrs[attrs.SEED].removeprefix("source#"))
+        number = int(record_of(t).warm_origin.removeprefix("source#"))
         if t.state == TrialState.COMPLETE and theirs[number].values:
             pairs.append((t.values[0], theirs[number].values[0]))  # type: ignore[index]
     scale = math.exp(sum(math.log(a / b) for a, b in pairs) / len(pairs))
@@ -158,7 +159,7 @@ def test_by_default_a_warm_start_runs_the_top_configs_and_the_sampler_sees_only_
     assert warm.text().startswith(f"warm start from study source ({target.study.storage}); its top ")
     assert "prior" not in warm.text()
     assert warm_prior(target)(study) == []  # shown nothing, though both baselines are measured
-    assert [t.user_attrs.get(attrs.SEED) for t in study.trials[1 : 1 + len(warm.top)]] == [
+    assert [record_of(t).warm_origin for t in study.trials[1 : 1 + len(warm.top)]] == [
         f"source#{t.number}" for t in warm.top
     ]
     with pytest.raises(ConfigError, match=r"warm_start_top: expected >= 1, or warm_start_prior = true"):

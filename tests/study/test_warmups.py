@@ -8,8 +8,8 @@ import pytest
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from tuner.bench import WarmupPolicy
+from tuner.metrics import scenario_key
 from tuner.study._warmups import first_passes
-from tuner.trials import attrs
 
 SC = "c1-short"
 AUTO = WarmupPolicy(mode="auto", tolerance=0.033)
@@ -17,11 +17,11 @@ AUTO = WarmupPolicy(mode="auto", tolerance=0.033)
 
 def _trial(warmup: str, repeats: list[float], probe: float | None = None) -> FrozenTrial:
     user_attrs: dict[str, object] = {
-        attrs.scenario_key(SC, "warmup"): warmup,
-        attrs.scenario_key(SC, "repeats"): repeats,
+        scenario_key(SC, "warmup"): warmup,
+        scenario_key(SC, "repeats"): repeats,
     }
     if probe is not None:
-        user_attrs[attrs.scenario_key(SC, "first_pass_tok_s")] = probe
+        user_attrs[scenario_key(SC, "first_pass_tok_s")] = probe
     return create_trial(state=TrialState.COMPLETE, value=1.0, user_attrs=user_attrs)
 
 

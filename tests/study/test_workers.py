@@ -18,9 +18,9 @@ from fixtures_study import running_study_trials, study_toml
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.sim.testing import free_port
-from tuner.study import counted_trials, is_counted, make_storage
+from tuner.study import make_storage
 from tuner.study._fleet import Claims, Slots, WorkerId
-from tuner.trials import attrs
+from tuner.trials import counted_trials, is_counted, record_of
 
 # Fast heartbeats; a generous stale limit, so a loaded machine never makes a live worker look dead (a killed
 # worker on this host is recognised by its PID at once).
@@ -65,7 +65,7 @@ def duplicate_restarts(trials: list[FrozenTrial]) -> int:
     seen: set[str] = set()
     repeats = 0
     for t in sorted(trials, key=lambda t: t.number):
-        if attrs.COMMAND not in t.user_attrs or t.user_attrs.get(attrs.RETRY_OF) is not None:
+        if record_of(t).command is None or record_of(t).retry_of is not None:
             continue
         key = repr(sorted(t.params.items()))
         repeats += key in seen
@@ -76,13 +76,13 @@ def duplicate_restarts(trials: list[FrozenTrial]) -> int:
 def assert_exact(study: optuna.Study, total: int) -> None:
     assert counted_trials(study) == total
     assert not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))
-    baselines = [t for t in study.trials if t.user_attrs.get(attrs.BASELINE) and is_counted(t)]
+    baselines = [t for t in study.trials if record_of(t).is_baseline and is_counted(t)]
     assert len(baselines) == 1, "the baseline is measured exactly once"
     assert duplicate_restarts(study.trials) == 0
-    slots = sorted(t.user_attrs[attrs.SLOT] for t in study.trials if is_counted(t))
+    slots = sorted(record_of(t).slot for t in study.trials if is_counted(t))
     story = [
-        (t.number, t.state.name, t.user_attrs.get(attrs.SLOT), t.user_attrs.get(attrs.WORKER_NAME),
-         t.user_attrs.get(attrs.FAILURE_REASON), t.datetime_start, t.datetime_complete)
+        (t.number, t.state.name, record_of(t).slot, record_of(t).worker_name,
+         record_of(t).failure_reason, t.datetime_start, t.datetime_complete)
         for t in study.trials
     ]  # fmt: skip
     assert slots == list(range(total)), story
@@ -105,8 +105,8 @@ def test_workers_share_a_study_and_stop_at_exactly_the_total(
         assert proc.returncode == 0, err
     study = optuna.load_study(study_name=study_name, storage=storage)
     assert_exact(study, total)
-    assert len({t.user_attrs[attrs.WORKER] for t in study.trials if attrs.WORKER in t.user_attrs}) >= 2
-    ran = {t.user_attrs[attrs.WORKER_NAME] for t in study.trials if attrs.WORKER_NAME in t.user_attrs}
+    assert len({record_of(t).worker for t in study.trials if record_of(t).worker is not None}) >= 2
+    ran = {record_of(t).worker_name for t in study.trials if record_of(t).worker_name is not None}
     assert 2 <= len(ran) <= workers
 
 
@@ -156,7 +156,7 @@ def wait_for_trial_of(study_name: str, storage: str, pid: int, proc: subprocess.
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
         for t in running_study_trials(storage, study_name):
-            if t.user_attrs.get(attrs.WORKER, "").endswith(f":{pid}") and attrs.HEARTBEAT in t.user_attrs:
+            if (record_of(t).worker or "").endswith(f":{pid}") and record_of(t).heartbeat is not None:
                 return t.number
         time.sleep(0.05)
     raise AssertionError("the worker never started a trial")
@@ -178,10 +178,10 @@ def test_sigkilled_worker_is_failed_over_and_the_total_stays_exact(
     _, err = survivor.communicate(timeout=300)
     assert survivor.returncode == 0, err
     study = optuna.load_study(study_name=study_name, storage=storage)
-    killed = [t for t in study.trials if t.user_attrs.get(attrs.WORKER) == f"{socket.gethostname()}:{victim.pid}"]
+    killed = [t for t in study.trials if record_of(t).worker == f"{socket.gethostname()}:{victim.pid}"]
     killed = [t for t in killed if t.state == TrialState.FAIL]
-    assert len(killed) == 1 and "stale" in killed[0].user_attrs[attrs.INTERRUPTED]
-    retries = [t for t in study.trials if t.user_attrs.get(attrs.RETRY_OF) == killed[0].number]
+    assert len(killed) == 1 and "stale" in record_of(killed[0]).interrupted
+    retries = [t for t in study.trials if record_of(t).retry_of == killed[0].number]
     assert len(retries) == 1 and retries[0].params == killed[0].params and is_counted(retries[0])
     assert "re-enqueued" in err  # the survivor noticed (while starting, or between its trials)
     assert_exact(study, total)
@@ -203,7 +203,7 @@ def test_a_worker_on_a_different_target_is_refused_unless_mixing_is_allowed(tmp_
     _, err = mixed.communicate(timeout=120)
     assert mixed.returncode == 0, err
     study = optuna.load_study(study_name=name, storage=storage)
-    targets = [t.user_attrs[attrs.TARGET_FINGERPRINT] for t in study.trials if is_counted(t)]
+    targets = [record_of(t).target_fingerprint for t in study.trials if is_counted(t)]
     assert targets == ["model-path /models/a", "model-path /models/b"]
 
 
@@ -220,10 +220,9 @@ def fresh_database(url: str, name: str) -> str:
 def _inprocess_worker(config_path: str, storage: str, study_name: str, total: int, index: int, barrier: Any) -> None:
     import functools
 
-    from tuner.config import load_config
+    from tuner.config import base_spec, load_config
     from tuner.sim.inprocess import ModelService, model_parts, model_target
     from tuner.study import Console, run_study
-    from tuner.target import base_spec
 
     config = load_config(config_path)
     service = ModelService(base=base_spec(config.target))

@@ -16,8 +16,9 @@ from tuner.config import ReadinessSection
 from tuner.endpoint import Endpoint
 from tuner.errors import ConfigNotApplied, Phase, StartFailed, TrialFailure
 from tuner.sim.testing import READY_MARKER
+from tuner.spec import LaunchSpec, spec_matches
 from tuner.target import Target
-from tuner.target.services import BaseService, LaunchSpec, ProcessService, spec_matches
+from tuner.target.services import BaseService, ProcessService
 
 SIM = (sys.executable, "-u", "-m", "tuner.sim")
 # The readiness wait is far longer than any test: a failure must come from a verify step, never a timeout.

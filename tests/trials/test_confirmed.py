@@ -8,15 +8,11 @@ import optuna
 from optuna.distributions import IntDistribution
 from optuna.trial import TrialState, create_trial
 
+from tuner.trials import CONFIRMATION, confirmation_text, current_confirmation, outcome_text, recommended
 from tuner.trials import (
-    CONFIRMATION,
-    GATE_PENDING,
-    attrs,
-    confirmation_text,
-    current_confirmation,
-    outcome_text,
-    recommended,
+    _attrs as attrs,
 )
+from tuner.trials._recommend import GATE_PENDING
 
 
 def _study(record: dict[str, Any]) -> optuna.Study:

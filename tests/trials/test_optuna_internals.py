@@ -9,7 +9,8 @@ import pytest
 from optuna.trial import TrialState
 
 from tuner.study import make_storage
-from tuner.trials import claims_table, current_trial, pop_waiting, set_trial_attr, storage_of, study_id, trial_id
+from tuner.trials import claims_table, current_trial, pop_waiting, storage_of, study_id, trial_id
+from tuner.trials._optuna import set_trial_attr
 
 
 def test_a_running_trial_can_be_annotated_by_number_and_read_back(tmp_path: Path) -> None:

@@ -3,7 +3,8 @@
 httpx spends most of a one-token event's client CPU in its per-chunk HTTP/1.1 layers (httpcore, h11, the
 response stream wrappers); aiohttp parses HTTP in C and hands the body over as it arrives, at less than half the
 CPU per token (REFERENCE.md, "Load-generator cost"; ``scripts/bench_client.py --side-by-side``). Only sending
-and the mapping of the library's exceptions differ from the httpx path: events go through the same
+and which of the library's exceptions are which (:class:`~tuner.bench._request.ClientErrors`) differ from the
+httpx path: events go through the same
 :class:`~tuner.bench._request.StreamEvents`, the deadline and failure handling through the same
 :func:`~tuner.bench._request.timed_stream`.
 
@@ -12,12 +13,18 @@ aiohttp is imported lazily: the httpx path must not pay for it.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from tuner.bench._request import RequestRecord, StreamError, StreamEvents, resend_unanswered, timed_stream
+from tuner.bench._request import (
+    ClientErrors,
+    RequestRecord,
+    StreamError,
+    StreamEvents,
+    resend_unanswered,
+    timed_stream,
+)
 
 if TYPE_CHECKING:
     import aiohttp
@@ -47,25 +54,18 @@ def make_session(*, timeout_s: float, ssl_context: Any) -> aiohttp.ClientSession
     )
 
 
-def _classify(exc: BaseException) -> tuple[str, str]:
-    """aiohttp's exceptions in the kinds :func:`tuner.bench._request._classify` gives httpx's."""
+def _aiohttp_errors() -> ClientErrors:
     import aiohttp
 
-    detail = f"{type(exc).__name__}: {exc}".strip()
-    if isinstance(exc, StreamError):
-        return exc.kind, exc.detail
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        refused = isinstance(exc.os_error, ConnectionRefusedError) or "refused" in str(exc).lower()
-        return ("connection refused" if refused else "connect error"), detail
-    if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
-        return "timeout", detail or "timed out"
-    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
-        return "connection closed mid-stream", detail
-    if isinstance(exc, aiohttp.ClientOSError | ConnectionError):
-        return "connection reset", detail
-    if isinstance(exc, aiohttp.ClientError):
-        return type(exc).__name__, detail
-    return "client error", detail
+    return ClientErrors(
+        connect=(aiohttp.ClientConnectorError,),
+        timeout=(aiohttp.ServerTimeoutError,),
+        closed_mid_stream=(aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError),
+        reset=(aiohttp.ClientOSError,),
+        other=(aiohttp.ClientError,),
+        # "Can not write request body", "Server disconnected": the connection was closed already.
+        stale=(aiohttp.ServerDisconnectedError, aiohttp.ClientOSError),
+    )
 
 
 async def stream_request_aiohttp(
@@ -98,17 +98,9 @@ async def stream_request_aiohttp(
                 feed(chunk, clock())
             events.close()
 
+    errors = _aiohttp_errors()
+
     async def exchange() -> None:
-        await resend_unanswered(send, answered=lambda: answered, stale=_stale_connection)
+        await resend_unanswered(send, answered=lambda: answered, errors=errors)
 
-    return await timed_stream(rec, events, exchange, timeout_s=timeout_s, classify=_classify)
-
-
-def _stale_connection(exc: BaseException) -> bool:
-    """Whether aiohttp failed on a connection that was already closed ("Can not write request body", "Server
-    disconnected"), not on connecting (a server that is down)."""
-    import aiohttp
-
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return False
-    return isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError)
+    return await timed_stream(rec, events, exchange, timeout_s=timeout_s, errors=errors)

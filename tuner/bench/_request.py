@@ -48,13 +48,16 @@ from orjson import loads as _loads
 from tuner.bench._sse import SSEDecoder
 
 __all__ = [
+    "ClientErrors",
     "RequestRecord",
     "RequestSpec",
     "StreamError",
     "StreamEvents",
     "build_body",
+    "classify",
     "recount",
     "resend_unanswered",
+    "stale_connection",
     "stream_request",
     "timed_stream",
 ]
@@ -205,24 +208,72 @@ def build_body(
 RESENDS = 1
 
 
-def _classify(exc: BaseException) -> tuple[str, str]:
+Errors = tuple[type[BaseException], ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientErrors:
+    """One HTTP client library's exceptions, sorted into the failure kinds :func:`classify` names: all a client
+    path supplies; the kinds, their order and their words are :func:`classify`'s, one rule for every library."""
+
+    connect: Errors
+    """Failed to connect (``connection refused`` when the OS refused, else ``connect error``)."""
+    timeout: Errors
+    closed_mid_stream: Errors
+    """The server closed the connection before the body was complete."""
+    reset: Errors
+    other: Errors
+    """The library's base error: the kind is its type's name."""
+    stale: Errors
+    """Failed on a connection the server had already closed, before any answer (safe to send again)."""
+
+
+def _refused(exc: BaseException) -> bool:
+    """The OS refused the connection: a ``ConnectionRefusedError`` in the chain (aiohttp keeps it as ``os_error``)
+    or, when the library kept only its words, "refused" in the message (httpx)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        os_error = getattr(seen, "os_error", None)
+        if isinstance(seen, ConnectionRefusedError) or isinstance(os_error, ConnectionRefusedError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return "refused" in str(exc).lower()
+
+
+def classify(exc: BaseException, errors: ClientErrors) -> tuple[str, str]:
     """A short kind (for "12/32 requests failed (connection reset)") and a detail line."""
     detail = f"{type(exc).__name__}: {exc}".strip()
     if isinstance(exc, StreamError):
         return exc.kind, exc.detail
-    if isinstance(exc, httpx.ConnectError):
-        text = str(exc).lower()
-        return ("connection refused" if "refused" in text else "connect error"), detail
-    if isinstance(exc, httpx.TimeoutException | TimeoutError):
+    if isinstance(exc, errors.connect):
+        return ("connection refused" if _refused(exc) else "connect error"), detail
+    if isinstance(exc, (*errors.timeout, TimeoutError)):
         return "timeout", detail or "timed out"
-    if isinstance(exc, httpx.RemoteProtocolError):
-        # httpx's wording for a body cut short: "peer closed connection without sending complete message".
+    if isinstance(exc, errors.closed_mid_stream):
         return "connection closed mid-stream", detail
-    if isinstance(exc, httpx.ReadError | httpx.WriteError | ConnectionError):
+    if isinstance(exc, (*errors.reset, ConnectionError)):
         return "connection reset", detail
-    if isinstance(exc, httpx.HTTPError):
+    if isinstance(exc, errors.other):
         return type(exc).__name__, detail
     return "client error", detail
+
+
+def stale_connection(exc: BaseException, errors: ClientErrors) -> bool:
+    """Whether the request failed on a connection that was already closed, not on connecting (a server that is
+    down): such a request was never read, and :func:`resend_unanswered` may send it again."""
+    return isinstance(exc, errors.stale) and not isinstance(exc, errors.connect)
+
+
+def _httpx_errors() -> ClientErrors:
+    return ClientErrors(
+        connect=(httpx.ConnectError,),
+        timeout=(httpx.TimeoutException,),
+        # httpx's wording for a body cut short: "peer closed connection without sending complete message".
+        closed_mid_stream=(httpx.RemoteProtocolError,),
+        reset=(httpx.ReadError, httpx.WriteError),
+        other=(httpx.HTTPError,),
+        stale=(httpx.RemoteProtocolError, httpx.WriteError, httpx.ReadError),
+    )
 
 
 async def stream_request(
@@ -262,22 +313,19 @@ async def stream_request(
                 feed(chunk, clock())
             events.close()
 
+    errors = _httpx_errors()
+
     async def exchange() -> None:
-        await resend_unanswered(send, answered=lambda: answered, stale=_stale_connection)
+        await resend_unanswered(send, answered=lambda: answered, errors=errors)
 
-    return await timed_stream(rec, events, exchange, timeout_s=timeout_s, classify=_classify)
-
-
-def _stale_connection(exc: BaseException) -> bool:
-    """Whether httpx failed on a connection that was already closed (not on connecting: the server is down)."""
-    return isinstance(exc, httpx.RemoteProtocolError | httpx.WriteError | httpx.ReadError)
+    return await timed_stream(rec, events, exchange, timeout_s=timeout_s, errors=errors)
 
 
 async def resend_unanswered(
     send: Callable[[], Awaitable[None]],
     *,
     answered: Callable[[], bool],
-    stale: Callable[[BaseException], bool],
+    errors: ClientErrors,
 ) -> None:
     """Run ``send``; run it again, on a new connection, if it failed on a dead connection before any answer.
 
@@ -292,7 +340,7 @@ async def resend_unanswered(
             await send()
             return
         except Exception as exc:
-            if attempt == RESENDS or answered() or not stale(exc):
+            if attempt == RESENDS or answered() or not stale_connection(exc, errors):
                 raise
 
 
@@ -302,11 +350,11 @@ async def timed_stream(
     exchange: Callable[[], Awaitable[None]],
     *,
     timeout_s: float,
-    classify: Callable[[BaseException], tuple[str, str]],
+    errors: ClientErrors,
 ) -> RequestRecord:
     """Run ``exchange`` (send, read every chunk into ``events``) under the deadline; fill or fail ``rec``.
 
-    Shared by every HTTP client library: only sending and the mapping of its exceptions differ.
+    Shared by every HTTP client library: only sending and which of its exceptions are which (``errors``) differ.
     """
     clock = time.monotonic
     try:
@@ -319,7 +367,7 @@ async def timed_stream(
         raise
     except Exception as exc:
         rec.t_end = clock()
-        rec.error_kind, rec.error = classify(exc)
+        rec.error_kind, rec.error = classify(exc, errors)
         events.fill(rec)  # what the stream delivered before it failed: the evidence counts it
         return rec
     rec.t_end = clock()

@@ -53,16 +53,17 @@ def summary(config: StudyConfig, *, study: str, storage: str, end: Ending, run: 
 def _study_facts(config: StudyConfig, *, study: str, storage: str) -> dict[str, Any]:
     from tuner.report import figure_text, launch_text, speedup_clause, study_speedup, tune_command
     from tuner.study import load_existing
-    from tuner.trials import attrs, counted_trials, recommended
+    from tuner.trials import counted_trials, recommended, record_of, study_record
 
     loaded = load_existing(storage, study)
-    target = loaded.user_attrs.get(attrs.TARGET_TRIALS, config.study.trials)
+    target = study_record(loaded).target_trials
+    target = target if target is not None else config.study.trials
     facts: dict[str, Any] = {"trials": {"counted": counted_trials(loaded), "target": target}}
     rec = recommended(loaded)
     if rec is None:
         return facts
     t = rec.trial
-    speedup = None if t.user_attrs.get(attrs.BASELINE) else study_speedup(loaded, config, t)
+    speedup = None if record_of(t).is_baseline else study_speedup(loaded, config, t)
     facts["recommended"] = {
         "trial": t.number,
         "params": t.params,
@@ -71,7 +72,7 @@ def _study_facts(config: StudyConfig, *, study: str, storage: str) -> dict[str, 
         "speedup": round(speedup.ratio, 4) if speedup is not None else None,
         "speedup_text": speedup_clause(speedup) if speedup is not None else None,
         "speedup_detail": speedup.as_json() if speedup is not None else None,
-        "baseline": bool(t.user_attrs.get(attrs.BASELINE)),
+        "baseline": record_of(t).is_baseline,
         "confirmed": rec.confirmed,
         "gate": rec.gate,
         "verified": not rec.missing(),

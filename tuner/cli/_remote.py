@@ -123,12 +123,12 @@ def _tiny_benchmark(config: StudyConfig, endpoint: Endpoint) -> None:
 
 def _cycle(config: StudyConfig) -> str | None:
     """One apply -> restart -> ready -> benchmark -> restore; the failure, if any, to print last."""
-    from tuner.space import render
+    from tuner.config import spec_for
 
     problems: list[str] = []
 
     def act(target: Target) -> None:
-        spec = render(config.space, target.base, config.baseline)
+        spec = spec_for(config, config.baseline)
         was_running = target.service.state().running
         try:
             _bring_up(target, spec, "check-cycle", config=config)
@@ -147,7 +147,8 @@ def _cycle(config: StudyConfig) -> str | None:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    from tuner.report import launch_spec, launch_text, recommendation_lines, tune_command
+    from tuner.config import launch_spec
+    from tuner.report import launch_text, recommendation_lines, tune_command
     from tuner.study import load_existing
     from tuner.trials import outcome_text, recommended
 

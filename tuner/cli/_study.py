@@ -10,11 +10,17 @@ import argparse
 import json
 import shutil
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.cli._common import add_study_args, config_from_args, study_location
 from tuner.cli._dryrun import add_dry_run_arg, dry_run
 from tuner.cli._run import add_detach_args
+
+if TYPE_CHECKING:
+    import optuna
+
+    from tuner.config import StudyConfig
+    from tuner.trials import StudyRecord
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -212,10 +218,10 @@ def _resume(args: argparse.Namespace) -> int:
 def _started_with(storage: str, name: str) -> int | None:
     """The trial target the study was last run to (None: none recorded, or a run to a deadline)."""
     from tuner.study import UNTIL_DEADLINE, load_existing
-    from tuner.trials import attrs
+    from tuner.trials import study_record
 
-    target = load_existing(storage, name).user_attrs.get(attrs.TARGET_TRIALS)
-    return target if isinstance(target, int) and 0 < target < UNTIL_DEADLINE else None
+    target = study_record(load_existing(storage, name)).target_trials
+    return target if target is not None and 0 < target < UNTIL_DEADLINE else None
 
 
 def _finish(args: argparse.Namespace) -> int:
@@ -264,11 +270,12 @@ def _print_end(config: Any, summary: Any, *, more: bool = True) -> None:
     more: ``more``), the recommendation, its launch command, how to deploy."""
     from tuner.report import launch_text, recommendation_lines, tune_command
     from tuner.study import UNTIL_DEADLINE, load_existing
-    from tuner.trials import attrs, recommended
+    from tuner.trials import recommended, study_record
 
     study = load_existing(summary.storage, summary.study_name)
     # `tune finish` runs to no new trial (a target of 0): the study's own target is the one to show.
-    target = summary.target or study.user_attrs.get(attrs.TARGET_TRIALS, UNTIL_DEADLINE)
+    stored = study_record(study).target_trials
+    target = summary.target or (UNTIL_DEADLINE if stored is None else stored)
     of = f"/{target}" if target != UNTIL_DEADLINE else ""
     space = f"; all {summary.space_size} configs of the space were measured" if summary.exhausted else ""
     ran = f"{summary.ran} run now, {summary.seconds:.0f} s"
@@ -379,7 +386,7 @@ def _status(args: argparse.Namespace) -> int:
     from tuner.report import recommendation_lines, trial_row, tune_command
     from tuner.space import format_value
     from tuner.study import describe_warmups
-    from tuner.trials import attrs, counted_trials, recommended, study_trials, warm_start_of
+    from tuner.trials import recommended, study_record, study_trials
 
     config, study, storage = _load(args)
     rows = [trial_row(t, config) for t in study_trials(study)]
@@ -390,10 +397,8 @@ def _status(args: argparse.Namespace) -> int:
         json.dump(rows, sys.stdout, indent=2, default=str)
         print()
         return 0
-    saved = study.user_attrs.get(attrs.PRUNING_SAVED_S)
-    saved_text = f"; pruning slower configs early saved {saved:.0f} s of benchmark" if saved else ""
-    target = study.user_attrs.get(attrs.TARGET_TRIALS, config.study.trials)
-    print(f"study {study.study_name}: {counted_trials(study)}/{target} counted trials{saved_text}")
+    facts = study_record(study)
+    print(_status_head(study, config, facts))
     for line in run_lines(config, study=study.study_name, storage=storage):
         print(line)
     if rec is not None:
@@ -407,7 +412,7 @@ def _status(args: argparse.Namespace) -> int:
         print("running now: " + ", ".join(running))
     if warmups := describe_warmups(study, config):
         print(warmups)
-    for line in warm.lines() if (warm := warm_start_of(study)) is not None else ():
+    for line in facts.warm_start.lines() if facts.warm_start is not None else ():
         print(line)
     scenarios = [s.name for s in config.benchmark.scenarios]
     cells = [[_scenario_cell(r["scenarios"][s]) for s in scenarios] for r in rows]
@@ -436,6 +441,16 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _status_head(study: optuna.Study, config: StudyConfig, facts: StudyRecord) -> str:
+    """``study NAME: 12/30 counted trials; pruning slower configs early saved 340 s of benchmark``"""
+    from tuner.trials import counted_trials
+
+    saved = facts.pruning_saved_s
+    saved_text = f"; pruning slower configs early saved {saved:.0f} s of benchmark" if saved else ""
+    target = config.study.trials if facts.target_trials is None else facts.target_trials
+    return f"study {study.study_name}: {counted_trials(study)}/{target} counted trials{saved_text}"
+
+
 def _terminal_width() -> int | None:
     """The terminal's width (``COLUMNS`` first); None when the output is a file or a pipe: nothing to fit."""
     import os
@@ -455,13 +470,13 @@ def _fit(line: str, width: int | None) -> str:
 def _best_row(study: Any, config: Any, rec: Any, t: Any) -> dict[str, Any]:
     """``tune best --json``'s object for one trial: its row, launch line, verdicts and speed-up."""
     from tuner.report import launch_text, study_speedup, trial_row
-    from tuner.trials import attrs
+    from tuner.trials import record_of
 
     row = trial_row(t, config)
     row["launch"] = launch_text(config, t)
     row["recommended"] = t.number == rec.trial.number
     row["not_verified"] = rec.missing() if t.number == rec.trial.number else None
-    speedup = None if t.user_attrs.get(attrs.BASELINE) else study_speedup(study, config, t)
+    speedup = None if record_of(t).is_baseline else study_speedup(study, config, t)
     row["speedup"] = speedup.as_json() if speedup is not None else None
     return row
 

@@ -1,12 +1,10 @@
 """Study configuration: TOML files validated into typed, frozen objects."""
 
-from tuner.config._fleet import FleetHost
 from tuner.config._gate import GateSection
+from tuner.config._launch import base_spec, launch_spec, spec_for
 from tuner.config._load import StudyConfig, load_config, parse_config
 from tuner.config._member import fleet_member
-from tuner.config._search import SearchSection
 from tuner.config._sections import (
-    ARRIVALS,
     WARMUPS,
     BenchmarkSection,
     GpuWaitSection,
@@ -14,40 +12,37 @@ from tuner.config._sections import (
     ReadinessSection,
     Scenario,
     SSHSection,
-    StudySection,
     SystemdSection,
     TargetSection,
     default_storage,
 )
 from tuner.config._slo import Slo
-from tuner.config._traces import TraceRequest, load_trace
+from tuner.config._traces import load_trace
 from tuner.config._workloads import chat_text, load_chats, sample_chat, tag_chat
 
 __all__ = [
-    "ARRIVALS",
     "WARMUPS",
     "BenchmarkSection",
-    "FleetHost",
     "GateSection",
     "GpuWaitSection",
     "ObjectiveSection",
     "ReadinessSection",
     "SSHSection",
     "Scenario",
-    "SearchSection",
     "Slo",
     "StudyConfig",
-    "StudySection",
     "SystemdSection",
     "TargetSection",
-    "TraceRequest",
+    "base_spec",
     "chat_text",
     "default_storage",
     "fleet_member",
+    "launch_spec",
     "load_chats",
     "load_config",
     "load_trace",
     "parse_config",
     "sample_chat",
+    "spec_for",
     "tag_chat",
 ]

@@ -11,16 +11,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tuner.dialects._base import BaseServerDialect
-from tuner.dialects._flagtable import FlagOption, FlagTable, known_tables, server_argv, sglang_table
+from tuner.dialects._flagtable import FlagOption, FlagTable, sglang_table
 from tuner.dialects._generic import GenericDialect
 from tuner.dialects._llamacpp import LlamaCppDialect
 from tuner.dialects._llamaserver import LlamaServerDialect, spec_types
-from tuner.dialects._sglang import SGLangDialect, replace_version
+from tuner.dialects._sglang import SGLangDialect
 from tuner.dialects._sglang_check import Verdict, check_command, flag_spellings, metrics_verdict, spelling_verdict
 from tuner.dialects._sglang_versions import (
     DDTREE_BRANCH,
     KNOWN_VERSIONS,
-    LEGACY,
     MAINLINE,
     SGLangVersion,
     probe_command,
@@ -36,13 +35,11 @@ __all__ = [
     "DDTREE_BRANCH",
     "DIALECTS",
     "KNOWN_VERSIONS",
-    "LEGACY",
     "MAINLINE",
     "SERVER_CHOICES",
     "BaseServerDialect",
     "FlagOption",
     "FlagTable",
-    "GenericDialect",
     "LlamaCppDialect",
     "LlamaServerDialect",
     "SGLangDialect",
@@ -53,13 +50,10 @@ __all__ = [
     "detect_dialect",
     "flag_spellings",
     "get_dialect",
-    "known_tables",
     "metrics_verdict",
     "probe_command",
     "renamed_flags",
     "renamed_in",
-    "replace_version",
-    "server_argv",
     "sglang_table",
     "sglang_version",
     "spec_types",

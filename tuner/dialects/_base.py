@@ -5,7 +5,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from tuner.space import SearchSpace, bool_argv
+from tuner.space import Param, SearchSpace, bool_argv
 
 __all__ = ["BaseServerDialect"]
 
@@ -58,6 +58,9 @@ class BaseServerDialect(abc.ABC):
     a tuple of values: with one of them in the flag's comma-separated list)."""
     tunable_constraints: ClassVar[tuple[tuple[str, str, str], ...]] = ()
     """``(left, op, right)`` between :attr:`tunable` knobs, written by `tune init` when both are suggested."""
+    map_axes: ClassVar[tuple[str, str] | None] = None
+    """Two knobs (each a flag or an env var) that read best together on the report's score map, whatever the
+    importances say (SGLang: DDTree's budget x top-k); None: the map takes the two most important."""
 
     def __init__(self, *, reason: str = "") -> None:
         self.reason = reason
@@ -73,6 +76,14 @@ class BaseServerDialect(abc.ABC):
     ) -> tuple[dict[str, Any], ...]:
         """The :attr:`tunable` entries for this launch command (a dialect may adapt them to it)."""
         return self.tunable
+
+    def map_axes_for(self, params: Sequence[Param]) -> tuple[str, str] | None:
+        """The names of the space's two :attr:`map_axes` parameters among ``params`` (None: not both there)."""
+        if self.map_axes is None:
+            return None
+        by_key = {k: p.name for p in params for k in (p.flag, p.env) if k}
+        x, y = self.map_axes
+        return (by_key[x], by_key[y]) if x in by_key and y in by_key else None
 
     def constraints_for(self, names: Sequence[str]) -> list[tuple[str, str, str]]:
         """The :attr:`tunable_constraints` between knobs that are all among the suggested ``names`` (``tune init``)."""

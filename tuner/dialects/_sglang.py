@@ -49,6 +49,7 @@ class SGLangDialect(BaseServerDialect):
     flag_separator = "-"
     default_port = 30000
     tunable_constraints = DFLASH_CONSTRAINTS
+    map_axes = ("--speculative-ddtree-budget", "SGLANG_DDTREE_MAX_TOPK")  # DDTree's two tree-shape knobs
     tunable = (
         {
             "name": "budget",

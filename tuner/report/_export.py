@@ -8,14 +8,11 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
-from tuner.config import StudyConfig
+from tuner.config import StudyConfig, base_spec, launch_spec
 from tuner.errors import TuneError
-from tuner.metrics import METRICS, scenario_key
+from tuner.metrics import METRICS
 from tuner.report._facts import baseline_trial, compare_scenarios, figure_text, study_speedup
-from tuner.space import render
-from tuner.spec import LaunchSpec
-from tuner.target import base_spec
-from tuner.trials import FEASIBLE, attrs, is_counted, outcome, outcome_text, recommended, study_trials
+from tuner.trials import FEASIBLE, is_counted, outcome, outcome_text, recommended, record_of, study_trials
 
 __all__ = [
     "FORMATS",
@@ -23,7 +20,6 @@ __all__ = [
     "export_dropin",
     "export_json",
     "export_text",
-    "launch_spec",
     "launch_text",
     "secrets_note",
 ]
@@ -49,12 +45,6 @@ def choose_trial(study: optuna.Study, number: int | None = None) -> FrozenTrial:
     if not t.params:
         raise TuneError(f"trial #{number} has no parameters ({t.state.name}): nothing to export")
     return t
-
-
-def launch_spec(config: StudyConfig, t: FrozenTrial) -> LaunchSpec:
-    """What the trial ran: the base command itself for the baseline, else the base with the params applied."""
-    base = base_spec(config.target)
-    return base if t.user_attrs.get(attrs.BASELINE) else render(config.space, base, t.params)
 
 
 def launch_text(config: StudyConfig, t: FrozenTrial) -> str:
@@ -119,8 +109,9 @@ def export_json(study: optuna.Study, config: StudyConfig, t: FrozenTrial) -> dic
     baseline = baseline_trial(study)
     names = [s.name for s in config.benchmark.scenarios]
     scenarios: dict[str, Any] = {}
+    record = record_of(t)
     for c in compare_scenarios(t, baseline, names):
-        figures = {m.key: t.user_attrs.get(scenario_key(c.scenario, m.key)) for m in METRICS}
+        figures = {m.key: record.figure(c.scenario, m.key) for m in METRICS}
         figures["speedup_vs_baseline"] = round(c.speedup.ratio, 4) if c.speedup is not None else None
         scenarios[c.scenario] = figures
     rec = recommended(study)
@@ -132,7 +123,7 @@ def export_json(study: optuna.Study, config: StudyConfig, t: FrozenTrial) -> dic
         "state": t.state.name,
         "feasible": outcome(t) == FEASIBLE and is_counted(t),
         "verdict": outcome_text(t),
-        "baseline": bool(t.user_attrs.get(attrs.BASELINE)),
+        "baseline": record.is_baseline,
         "baseline_trial": baseline.number if baseline is not None else None,
         "metric_names": study.metric_names,
         "values": t.values,
@@ -142,7 +133,7 @@ def export_json(study: optuna.Study, config: StudyConfig, t: FrozenTrial) -> dic
         "recommended": is_rec,
         "not_verified": rec.missing() if rec is not None and is_rec else None,
         "params": t.params,
-        "gate": t.user_attrs.get(attrs.GATE),
+        "gate": record.gate,
         "launch": {"argv": list(spec.argv), "env": dict(spec.env), "shell": spec.shell_text()},
         "supply": config.secrets.names(launch_spec(config, t)),
         "scenarios": scenarios,

@@ -33,13 +33,13 @@ from tuner.trials import (
     SLOWER,
     WRONG,
     Recommendation,
-    attrs,
     client_bound_scenarios,
     current_confirmation,
     feasible,
     is_counted,
     outcome,
     outcome_text,
+    record_of,
     study_trials,
 )
 
@@ -92,13 +92,8 @@ class Figure:
         return f"{self.score:.1f} ({self.point:.1f} ± {hw:.1f})"
 
 
-def _number(value: Any) -> float | None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    return float(value) if ok else None
-
-
 def scenario_figure(t: FrozenTrial, scenario: str, field: str) -> float | None:
-    return _number(t.user_attrs.get(attrs.scenario_key(scenario, field)))
+    return record_of(t).number_figure(scenario, field)
 
 
 def scenario_text(t: FrozenTrial, scenario: str) -> str:
@@ -161,7 +156,7 @@ def baseline_trial(study: optuna.Study) -> FrozenTrial | None:
     candidates = [
         t
         for t in study_trials(study)
-        if t.user_attrs.get(attrs.BASELINE) and t.state in (TrialState.COMPLETE, TrialState.PRUNED)
+        if record_of(t).is_baseline and t.state in (TrialState.COMPLETE, TrialState.PRUNED)
     ]
     complete = [t for t in candidates if t.state == TrialState.COMPLETE]
     pool = complete or candidates
@@ -393,13 +388,14 @@ def recommendation_lines(
     t = rec.trial
     confirmed = f", confirmed {rec.confirmed_value:.1f} on re-measurement" if rec.confirmed_value is not None else ""
     speedup = study_speedup(study, config, t)
-    if t.user_attrs.get(attrs.BASELINE):
+    record = record_of(t)
+    if record.is_baseline:
         vs = "; it is the baseline: no tried change beat it"
     elif speedup is not None:
         vs = f"; {speedup_clause(speedup)}"
     else:
         vs = ""
-    gate = {"passed": f"gate {t.user_attrs.get(attrs.GATE)}", "pending": "gate not run yet", "none": "no gate"}
+    gate = {"passed": f"gate {record.gate}", "pending": "gate not run yet", "none": "no gate"}
     basis = "confirmed winner" if rec.confirmed else "best by its own measurement"
     if rec.front:
         basis = f"Pareto front of {len(rec.front)}, highest geometric mean"
@@ -439,14 +435,14 @@ def failure_groups(study: optuna.Study) -> list[FailureGroup]:
         kind = outcome(t)
         if not is_counted(t) or kind == SLOWER or (t.state == TrialState.COMPLETE and kind not in (WRONG, MISSES_SLO)):
             continue
-        reason = str(t.user_attrs.get(attrs.FAILURE_REASON) or outcome_text(t))
+        reason = record_of(t).failure_reason or outcome_text(t)
         groups.setdefault((kind, _reason_key(reason)), []).append(t)
     out = [
         FailureGroup(
             phase=kind,
             reason=key,
             trials=tuple(t.number for t in ts),
-            example=str(ts[0].user_attrs.get(attrs.FAILURE_REASON) or outcome_text(ts[0]))[:400],
+            example=(record_of(ts[0]).failure_reason or outcome_text(ts[0]))[:400],
         )
         for (kind, key), ts in groups.items()
     ]
@@ -461,6 +457,7 @@ def trial_row(t: FrozenTrial, config: StudyConfig) -> dict[str, Any]:
     """A trial as ``tune status --json`` / ``tune best --json`` give it (the text views print these fields)."""
     scenarios = [s.name for s in config.benchmark.scenarios]
     figure = trial_figure(t, config)
+    r = record_of(t)
     return {
         "number": t.number,
         "state": t.state.name,
@@ -470,32 +467,32 @@ def trial_row(t: FrozenTrial, config: StudyConfig) -> dict[str, Any]:
         "score": figure_text(t, config),
         "point": round(figure.point, 3) if figure is not None and figure.point is not None else None,
         "params": t.params,
-        "baseline": bool(t.user_attrs.get(attrs.BASELINE)),
-        "seed": t.user_attrs.get(attrs.SEED),
-        "branch": t.user_attrs.get(attrs.BRANCH),
-        "correct": t.user_attrs.get(attrs.CORRECT),
-        "gate": t.user_attrs.get(attrs.GATE),
+        "baseline": r.is_baseline,
+        "seed": r.warm_origin if r.warm_origin is not None else r.seed,
+        "branch": r.branch,
+        "correct": r.correct,
+        "gate": r.gate,
         "scenarios": {
             s: {
                 "tok_s": scenario_figure(t, s, "point") or scenario_figure(t, s, "tok_s"),
                 "half_width": scenario_figure(t, s, "half_width"),
                 "score": scenario_figure(t, s, "score"),
-                "repeats": len(t.user_attrs.get(attrs.scenario_key(s, "repeats")) or ()),
-                "stopped": t.user_attrs.get(attrs.scenario_key(s, "stopped")),
-                "warmup": t.user_attrs.get(attrs.scenario_key(s, "warmup")),
+                "repeats": len(r.figure(s, "repeats") or ()),
+                "stopped": r.figure(s, "stopped"),
+                "warmup": r.figure(s, "warmup"),
                 "accept_length": scenario_figure(t, s, "accept_length"),
             }
             for s in scenarios
         },
         # Scenarios measured while the load generator was the bottleneck: their figures understate the server.
-        "client_bound": client_bound_scenarios(t),
-        "failure_phase": t.user_attrs.get(attrs.FAILURE_PHASE),
-        "failure_reason": t.user_attrs.get(attrs.FAILURE_REASON),
-        "failure_kind": t.user_attrs.get(attrs.FAILURE_KIND),
-        "duplicate_of": t.user_attrs.get(attrs.DUPLICATE_OF),
-        "rejected": bool(t.user_attrs.get(attrs.REJECTED)),
-        "command": t.user_attrs.get(attrs.COMMAND),
-        "env": t.user_attrs.get(attrs.ENV),
-        "worker": t.user_attrs.get(attrs.WORKER_NAME),
-        "target": t.user_attrs.get(attrs.TARGET_FINGERPRINT),
+        "client_bound": r.client_bound_scenarios(),
+        "failure_phase": r.failure_phase,
+        "failure_reason": r.failure_reason,
+        "failure_kind": r.failure_kind,
+        "duplicate_of": r.duplicate_of,
+        "rejected": r.rejected,
+        "command": r.command,
+        "env": r.env,
+        "worker": r.worker_name,
+        "target": r.target_fingerprint,
     }

@@ -19,11 +19,6 @@ from tuner.trials import is_counted
 
 __all__ = ["MapView", "map_view"]
 
-# DDTree's two tree-shape knobs read best together, whatever the importances say.
-_BUDGET_FLAG = "--speculative-ddtree-budget"
-_TOPK_ENV = "SGLANG_DDTREE_MAX_TOPK"
-
-
 @dataclass(frozen=True, kw_only=True)
 class MapView:
     x: str
@@ -59,10 +54,8 @@ def map_view(
     branch = {p.name: best.params[p.name] for p in space.branch_params() if best is not None and p.name in best.params}
     numeric = [p for p in space.params if _numeric(p) and (best is None or p.name in best.params)]
     names = [p.name for p in numeric]
-    by_flag = {p.flag: p.name for p in numeric if p.flag}
-    by_env = {p.env: p.name for p in numeric if p.env}
-    if _BUDGET_FLAG in by_flag and _TOPK_ENV in by_env:
-        x, y = by_flag[_BUDGET_FLAG], by_env[_TOPK_ENV]
+    if (axes := config.dialect.map_axes_for(numeric)) is not None:
+        x, y = axes
     elif len(names) >= 2:
         x, y = sorted(names, key=lambda n: (-ranking.get(n, -1.0), names.index(n)))[:2]
     else:

@@ -14,11 +14,10 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.config import StudyConfig
+from tuner.config import StudyConfig, base_spec
 from tuner.report._facts import Speedup, figure_text, speedup_clause, study_speedup
 from tuner.report._importance import LABEL
 from tuner.space import Param, format_value
-from tuner.target import base_spec
 from tuner.trials import (
     DIED,
     MISSES_SLO,
@@ -29,7 +28,6 @@ from tuner.trials import (
     SLOWER,
     WRONG,
     Recommendation,
-    attrs,
     client_bound_scenarios,
     current_confirmation,
     current_trial,
@@ -37,14 +35,15 @@ from tuner.trials import (
     outcome,
     outcome_text,
     recommended,
+    record_of,
     storage_of,
     study_id,
     study_trials,
     trial_id,
+    write,
 )
 
 __all__ = [
-    "FEASIBLE_ATTR",
     "annotate_trials",
     "mark_feasibility",
     "study_note_text",
@@ -52,7 +51,6 @@ __all__ = [
     "write_study_note",
 ]
 
-FEASIBLE_ATTR = "feasible"
 _OWNED = "tune:note:"
 """Study system attr ``tune:note:<trial id or "study">``: a digest of the note body tune last wrote there. A note
 whose body no longer matches was edited by someone in the dashboard: theirs wins, tune stops updating it."""
@@ -67,9 +65,9 @@ def mark_feasibility(trial: optuna.Trial) -> str:
     the reason in the column rather than a bare False.
     """
     frozen = current_trial(trial)
-    why = infeasibility(frozen.constraints, frozen.user_attrs)
+    why = infeasibility(frozen)
     label = "yes" if why is None else f"no: wrong answers ({why})"
-    trial.set_user_attr(FEASIBLE_ATTR, label)
+    write(trial, dashboard_feasible=label)
     return label
 
 
@@ -237,7 +235,7 @@ def _recommended_note(rec: Recommendation, config: StudyConfig | None, speedup: 
         lines.append(f"Confirmed {rec.confirmed_value:.1f} when the top configs were re-measured at the end.")
     if speedup is not None:
         lines.append(f"Speed-up: {speedup_clause(speedup)}.")
-    if gate := t.user_attrs.get(attrs.GATE):
+    if gate := record_of(t).gate:
         lines.append(f"Correctness gate: {gate}.")
     missing = rec.missing()
     if missing:
@@ -248,7 +246,7 @@ def _recommended_note(rec: Recommendation, config: StudyConfig | None, speedup: 
 def _verdict_note(t: FrozenTrial, confirmation: Any) -> tuple[str | None, list[str]]:
     """The note's head and body for a trial that is not the recommendation (head None: nothing to flag)."""
     kind, words = outcome(t), outcome_text(t)
-    user = t.user_attrs
+    record = record_of(t)
     if t.state == TrialState.COMPLETE and kind == WRONG:
         return f"**{words}**: fast or not, it is wrong; never recommended.", []
     if kind == MISSES_SLO:
@@ -266,13 +264,13 @@ def _verdict_note(t: FrozenTrial, confirmation: Any) -> tuple[str | None, list[s
                 [],
             )
         return None, []
-    if t.state != TrialState.PRUNED or user.get(attrs.REJECTED) or user.get(attrs.DUPLICATE_OF) is not None:
+    if t.state != TrialState.PRUNED or record.rejected or record.duplicate_of is not None:
         return (f"{words[0].upper()}{words[1:]}." if t.state in (TrialState.PRUNED, TrialState.FAIL) else None), []
-    reason = user.get(attrs.FAILURE_REASON, "(no reason recorded)")
+    reason = record.failure_reason if record.failure_reason is not None else "(no reason recorded)"
     if kind == SLOWER:
         return f"**{words}**: {reason}", []  # a healthy server that was slower: its log proves nothing
-    head = f"**{words}** (phase `{user.get(attrs.FAILURE_PHASE, '?')}`): {reason}"
-    tail = str(user.get(attrs.LOG_TAIL) or "").splitlines()[-12:]
+    head = f"**{words}** (phase `{record.failure_phase if record.failure_phase is not None else '?'}`): {reason}"
+    tail = (record.log_tail or "").splitlines()[-12:]
     if kind in (NOT_STARTED, DIED, OTHER) and tail:
         return head, ["", "Server log (last lines; full log in the artifacts):", "", "```", *tail, "```"]
     return head, []
@@ -302,7 +300,7 @@ def trial_note_text(
         head = mark if head is None else f"{head}\n\n{mark}"
     if head is None:
         return None
-    if decided := t.user_attrs.get(attrs.REPEATS_DECIDED):
+    if decided := record_of(t).repeats_decided:
         body = ["", f"Repeats beyond the first pass: {decided}.", *body]
     return "\n".join([head, *body]) + "\n"
 
@@ -312,7 +310,7 @@ def annotate_trials(study: optuna.Study, *, config: StudyConfig | None = None) -
     rec = recommended(study)
     confirmation = current_confirmation(study)
     speedup = None
-    if rec is not None and config is not None and not rec.trial.user_attrs.get(attrs.BASELINE):
+    if rec is not None and config is not None and not record_of(rec.trial).is_baseline:
         speedup = study_speedup(study, config, rec.trial)
     changed = 0
     for t in study_trials(study):

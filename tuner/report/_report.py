@@ -41,7 +41,6 @@ from tuner.trials import (
     SLOWER,
     WRONG,
     Recommendation,
-    attrs,
     client_bound_scenarios,
     confirmation_text,
     counted_trials,
@@ -51,6 +50,8 @@ from tuner.trials import (
     outcome_text,
     rank_value,
     recommended,
+    record_of,
+    study_record,
     study_trials,
     warm_start_of,
 )
@@ -70,6 +71,11 @@ class Report:
 
 def _fmt(v: float | None, digits: int = 1) -> str:
     return "-" if v is None or not math.isfinite(v) else f"{v:.{digits}f}"
+
+
+def _target_of(t: FrozenTrial) -> str:
+    fingerprint = record_of(t).target_fingerprint
+    return fingerprint if fingerprint is not None else "(not recorded)"
 
 
 def _md_cell(text: Any) -> str:
@@ -142,15 +148,17 @@ class _ReportWriter:
     def header(self) -> None:
         trials, study = self.trials, self.study
         states = Counter(t.state.name for t in trials)
-        rejected = sum(1 for t in trials if t.user_attrs.get(attrs.REJECTED))
-        repeats = sum(1 for t in trials if t.user_attrs.get(attrs.DUPLICATE_OF) is not None)
+        records = [record_of(t) for t in trials]
+        rejected = sum(1 for r in records if r.rejected)
+        repeats = sum(1 for r in records if r.duplicate_of is not None)
         outcomes = Counter(outcome(t) for t in trials if is_counted(t))
         always = (FEASIBLE, WRONG, SLOWER)
         counts = ", ".join(f"{outcomes[o]} {o}" for o in OUTCOMES if outcomes[o] or o in always)
         starts = [t.datetime_start for t in trials if t.datetime_start]
         ends = [t.datetime_complete for t in trials if t.datetime_complete]
         span = f"{min(starts):%Y-%m-%d %H:%M} → {max(ends):%Y-%m-%d %H:%M}" if starts and ends else "-"
-        target = study.user_attrs.get(attrs.TARGET_TRIALS, self.config.study.trials)
+        facts = study_record(study)
+        target = facts.target_trials if facts.target_trials is not None else self.config.study.trials
         self.md += [
             f"# Tuning report: study `{study.study_name}`",
             "",
@@ -163,7 +171,7 @@ class _ReportWriter:
             f"end of the objective's {self.config.benchmark.confidence:.0%} interval, shown as "
             "`score (point ± half-width)`.",
         ]
-        if isinstance(warmups := study.user_attrs.get(attrs.WARMUPS), str):
+        if (warmups := facts.warmups) is not None:
             self.md.append(f"- {warmups[0].upper()}{warmups[1:]}.")
         if (warm := warm_start_of(study)) is not None:
             self.md += [f"- {line[0].upper()}{line[1:]}." for line in warm.lines()]
@@ -282,20 +290,21 @@ class _ReportWriter:
         toks = " | ".join(scenario_text(t, s) for s in self.scenarios)
         accepts = [a for s in self.scenarios if (a := scenario_figure(t, s, "accept_length")) is not None]
         accept = _fmt(sum(accepts) / len(accepts), 2) if accepts else "-"
-        tag = " (baseline)" if t.user_attrs.get(attrs.BASELINE) else ""
+        record = record_of(t)
+        tag = " (baseline)" if record.is_baseline else ""
         if self.best is not None and t.number == self.best.number:
             tag += " **recommended**"
         if client_bound_scenarios(t):
             tag += " CLIENT-BOUND"
         return (
             f"| {rank} | #{t.number}{tag} | {figure_text(t, self.config)} | {toks} | {accept} "
-            f"| {t.user_attrs.get(attrs.GATE, '-')} | {_md_cell(params_text(t.params))} |"
+            f"| {record.gate if record.gate is not None else '-'} | {_md_cell(params_text(t.params))} |"
         )
 
     def by_target(self) -> None:
         """A study run with --allow-mixed-targets: scores from different servers are shown apart."""
         counted = [t for t in self.trials if is_counted(t)]
-        targets = sorted({str(t.user_attrs.get(attrs.TARGET_FINGERPRINT, "(not recorded)")) for t in counted})
+        targets = sorted({_target_of(t) for t in counted})
         if len(targets) < 2:
             return
         self.md += [
@@ -306,7 +315,7 @@ class _ReportWriter:
         ]
         ranked = feasible(self.study)
         for target in targets:
-            mine = [t for t in counted if str(t.user_attrs.get(attrs.TARGET_FINGERPRINT, "(not recorded)")) == target]
+            mine = [t for t in counted if _target_of(t) == target]
             good = [t for t in ranked if t in mine]
             best = f"#{good[0].number} | {figure_text(good[0], self.config)}" if good else "- | -"
             self.md.append(f"| {_md_cell(target)} | {len(mine)} | {len(good)} | {best} |")
@@ -332,7 +341,7 @@ class _ReportWriter:
                 self.md.append(f"| {g.phase} | {_md_cell(g.example[:200])} | {len(g.trials)} | {shown} |")
             self.md.append("")
         slower = sum(1 for t in self.trials if is_counted(t) and outcome(t) == SLOWER)
-        saved = sum(float(t.user_attrs.get(attrs.PRUNING_SAVED_S) or 0) for t in self.trials)
+        saved = sum(record_of(t).pruning_saved_s or 0.0 for t in self.trials)
         if slower:
             self.md += [
                 f"{slower} configs were pruned for being confidently slower than the best (not failures: they "

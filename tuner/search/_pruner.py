@@ -14,7 +14,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.stats import EMPTY_POOL, Noise, Reference, ReferenceLookup, is_slower, objective_slower, pooled_noise
-from tuner.trials import attrs, best_trials, is_feasible, scenario_repeats, study_trials
+from tuner.trials import best_trials, is_feasible, record_of, scenario_repeats, study_trials
 
 __all__ = ["RegressionPruner", "pruning_savings"]
 
@@ -83,7 +83,7 @@ class RegressionPruner(optuna.pruners.BasePruner):
         if step is None or not 0 <= step < len(self._scenarios) - 1:
             return False
         scenario = self._scenarios[step]
-        if trial.user_attrs.get(_stopped_key(scenario)) == "worse":
+        if record_of(trial).figure(scenario, "stopped") == "worse":
             return True  # the benchmark already ran this test after each repeat (see reference_lookup)
         lookup = self.reference_lookup(study, exclude=trial.number)
         reference = lookup(scenario)
@@ -154,15 +154,11 @@ class RegressionPruner(optuna.pruners.BasePruner):
         """The trial a candidate is compared with (None: nothing to compare with yet)."""
         if self._reference == "baseline":
             for t in study_trials(study, states=(TrialState.COMPLETE,)):
-                if t.user_attrs.get(attrs.BASELINE) and t.number != exclude and is_feasible(t):
+                if record_of(t).is_baseline and t.number != exclude and is_feasible(t):
                     return t
             return None
         best = [t for t in best_trials(study) if t.number != exclude]
         return best[0] if best else None
-
-
-def _stopped_key(scenario: str) -> str:
-    return attrs.scenario_key(scenario, "stopped")
 
 
 def pruning_savings(study: optuna.Study) -> float:
@@ -171,9 +167,4 @@ def pruning_savings(study: optuna.Study) -> float:
     Each pruned trial's saving is estimated by the objective from the baseline's timings of the scenarios it
     skipped, so it is in the same seconds as the benchmark (modelled seconds for the in-process model).
     """
-    total = 0.0
-    for t in study.get_trials(deepcopy=False):
-        saved = t.user_attrs.get(attrs.PRUNING_SAVED_S)
-        if isinstance(saved, int | float):
-            total += float(saved)
-    return round(total, 3)
+    return round(sum(record_of(t).pruning_saved_s or 0.0 for t in study.get_trials(deepcopy=False)), 3)

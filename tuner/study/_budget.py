@@ -22,7 +22,7 @@ from optuna.trial import TrialState
 
 from tuner.config import StudyConfig
 from tuner.space import Value
-from tuner.trials import attrs
+from tuner.trials import write
 
 __all__ = ["UNTIL_DEADLINE", "DeadlineReached", "TimeBudget", "parse_until"]
 
@@ -87,7 +87,7 @@ class TimeBudget:
 
         if self.fits(params):
             return
-        trial.set_user_attr(attrs.INTERRUPTED, "deadline: would end after it")
+        write(trial, interrupted="deadline: would end after it")
         study.tell(trial, state=TrialState.FAIL)
         requeue(study, study.trials[trial.number])  # a later run starts with it
         confirmation = f" and the confirmation ~{_duration(self.reserved_s())}" if self.reserved_s() else ""

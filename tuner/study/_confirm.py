@@ -47,11 +47,10 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from tuner.bench import ScenarioResult, WarmupLookup
-from tuner.config import StudyConfig
+from tuner.config import StudyConfig, launch_spec
 from tuner.endpoint import Endpoint
 from tuner.errors import TrialFailure
 from tuner.report import baseline_trial
-from tuner.space import render
 from tuner.spec import LaunchSpec
 from tuner.stats import EMPTY_POOL, Noise, Reference, SequentialPolicy, objective_slower, pooled_noise
 from tuner.study._objective import TrialParts
@@ -61,7 +60,6 @@ from tuner.study._warmups import first_passes_lookup
 from tuner.trials import (
     CONFIRMATION,
     GateVerdict,
-    attrs,
     best_trials,
     candidates,
     confirmation_text,
@@ -69,7 +67,9 @@ from tuner.trials import (
     gate_pending,
     is_counted,
     record_gate_verdict,
+    record_of,
     scenario_repeats,
+    write_study,
 )
 
 __all__ = ["CONFIRMATION", "Confirmation", "confirm_top", "settle_final_gate"]
@@ -318,7 +318,7 @@ def _measure(
     None when ``check`` (the end-of-study gate) fails the config: it is not benchmarked.
     """
     target = parts.target
-    up = target.bring_up(_spec(config, parts, t), label=label)
+    up = target.bring_up(bring_up_spec(config, t), label=label)
     endpoint = up.ready.endpoint or target.endpoint
     if check is not None and not check(endpoint):
         return None
@@ -334,9 +334,10 @@ def _measure(
     return outcome.results
 
 
-def _spec(config: StudyConfig, parts: TrialParts, t: FrozenTrial) -> LaunchSpec | None:
-    """Trial ``t``'s launch spec (None: the baseline, the unmodified base command)."""
-    return None if t.user_attrs.get(attrs.BASELINE) else render(config.space, parts.target.base, t.params)
+def bring_up_spec(config: StudyConfig, t: FrozenTrial) -> LaunchSpec | None:
+    """What to bring up to run trial ``t`` again: its launch spec, or None for the baseline (every change
+    dropped, rather than the base applied as one)."""
+    return None if record_of(t).is_baseline else launch_spec(config, t)
 
 
 def _finalist_check(
@@ -389,7 +390,7 @@ def settle_final_gate(
         say(f"gating #{t.number} at the end of the study (a finalist)")
         target = parts.target
         try:
-            up = target.bring_up(_spec(config, parts, t), label=f"gate-{t.number:04d}")
+            up = target.bring_up(bring_up_spec(config, t), label=f"gate-{t.number:04d}")
         except TrialFailure as failure:
             say(f"  #{t.number} did not start again, so it has no gate verdict: [{failure.phase}] {failure.reason}")
             return
@@ -463,9 +464,9 @@ def _record(study: optuna.Study, race: _Race, values: dict[int, float], say: Any
         held=ranked[0] == top[0].number,
     )
     measured = [n for n in race.visits if n not in race.errors]
-    study.set_user_attr(
-        CONFIRMATION,
-        {
+    write_study(
+        study,
+        confirmation={
             "trials": list(result.trials),
             "values": {str(n): round(v, 3) for n, v in values.items()},
             "ranks": {str(n): rank for rank, n in enumerate(ranked, start=1)},

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 import optuna
 from optuna.trial import TrialState
 
-from tuner.config import StudyConfig
+from tuner.config import StudyConfig, launch_spec
 from tuner.errors import HostError, RegressionPruned, TrialFailure, TuneError
-from tuner.space import Value, count_configs, render, suggest
-from tuner.spec import LaunchSpec
+from tuner.space import Value, count_configs, suggest
 from tuner.study import _fleet
 from tuner.study._budget import UNTIL_DEADLINE, DeadlineReached, TimeBudget
 from tuner.study._console import Console, describe_params, fmt_duration, fmt_values
@@ -28,13 +27,14 @@ from tuner.study._recovery import Heartbeat, recover_stale_trials, requeue
 from tuner.study._scoring import references_for
 from tuner.study._starts import enqueue_unmeasured, find_duplicate, retry_branch
 from tuner.trials import (
-    attrs,
     best_trials,
     current_trial,
     failure_outcome,
     is_counted,
     outcome_words,
-    set_trial_attr,
+    record_of,
+    write,
+    write_stored,
 )
 
 __all__ = [
@@ -61,7 +61,6 @@ class Loop:
     study: optuna.Study
     config: StudyConfig
     runner: TrialRunner
-    base: LaunchSpec
     console: Console
     goal: int
     fleet: _fleet.Fleet
@@ -158,7 +157,7 @@ def _interrupted(loop: Loop, trial: optuna.Trial) -> bool:
     stored = current_trial(trial)
     if stored.state.is_finished():  # the stop came just after the verdict was stored: the verdict stands
         return is_counted(stored)
-    set_trial_attr(loop.study, trial, attrs.INTERRUPTED, "Ctrl-C or SIGTERM")
+    write_stored(loop.study, trial, interrupted="Ctrl-C or SIGTERM")
     loop.study.tell(trial, state=TrialState.FAIL)
     requeue(loop.study, loop.study.trials[trial.number])
     return False
@@ -175,9 +174,9 @@ def _host_error(loop: Loop, trial: optuna.Trial, exc: HostError, *, in_a_row: in
     """The host, not the config, failed (SSH dropped, a command timed out): FAIL keeps the sampler from learning
     anything from it, and the params are retried once the host is back."""
     study = loop.study
-    set_trial_attr(study, trial, attrs.FAILURE_PHASE, "host")
-    set_trial_attr(study, trial, attrs.FAILURE_KIND, ENVIRONMENT)
-    set_trial_attr(study, trial, attrs.FAILURE_REASON, str(exc)[:1000])
+    write_stored(study, trial, failure_phase="host")
+    write_stored(study, trial, failure_kind=ENVIRONMENT)
+    write_stored(study, trial, failure_reason=str(exc)[:1000])
     study.tell(trial, state=TrialState.FAIL)
     requeue(study, study.trials[trial.number])
     loop.console.line(f"  host error (trial will be retried): {exc}")
@@ -202,14 +201,14 @@ def _bind(loop: Loop, trial: optuna.Trial, slot: _fleet.Slot) -> _fleet.Slot:
         raise _TakenElsewhere
     bound = fleet.slots.bind(slot, trial.number)
     if bound is None:
-        trial.set_user_attr(attrs.FAILURE_REASON, "this worker's trial slot was reaped before the trial started")
+        write(trial, failure_reason="this worker's trial slot was reaped before the trial started")
         loop.study.tell(trial, state=TrialState.FAIL)
         requeue(loop.study, loop.study.trials[trial.number])
         raise _LostSlot
-    trial.set_user_attr(attrs.WORKER, fleet.worker.process)
-    trial.set_user_attr(attrs.WORKER_NAME, fleet.worker.name)
-    trial.set_user_attr(attrs.SLOT, slot.index)
-    trial.set_user_attr(attrs.TARGET_FINGERPRINT, _fleet.describe_fingerprint(fleet.target))
+    write(trial, worker=fleet.worker.process)
+    write(trial, worker_name=fleet.worker.name)
+    write(trial, slot=slot.index)
+    write(trial, target_fingerprint=_fleet.describe_fingerprint(fleet.target))
     return bound
 
 
@@ -221,8 +220,8 @@ def _run_one(loop: Loop, trial: optuna.Trial, done: int) -> bool:
     params = suggest(trial, config.space)
     if _rejected(loop, trial, params) or _repeat(study, config, trial):
         return False
-    is_baseline = bool(trial.user_attrs.get(attrs.BASELINE))
-    spec = loop.base if is_baseline else render(config.space, loop.base, params)
+    is_baseline = bool(record_of(trial).is_baseline)
+    spec = launch_spec(config, trial)
     loop.budget.check(study, trial, params)
     console.line(_announcement(loop, trial, params, done, baseline=is_baseline))
     references = references_for(study, config, trial_number=trial.number)
@@ -249,7 +248,7 @@ def _announcement(loop: Loop, trial: optuna.Trial, params: dict[str, Value], don
     mean = loop.budget.expected()
     eta = f", ETA {fmt_duration(mean * (goal - done))}" if mean is not None and goal != UNTIL_DEADLINE else ""
     of = f"/{goal}" if goal != UNTIL_DEADLINE else ""
-    seed = trial.user_attrs.get(attrs.SEED)
+    seed = record_of(trial).warm_origin
     label = "baseline" if baseline else f"warm start {seed}" if isinstance(seed, str) else "trial"
     return f"[{done + 1}{of}{eta}{loop.budget.describe()}] trial #{trial.number} ({label}): {describe_params(params)}"
 
@@ -267,9 +266,9 @@ def _rejected(loop: Loop, trial: optuna.Trial, params: dict[str, Value]) -> bool
     violations = loop.config.space.violations(params)
     if not violations:
         return False
-    trial.set_user_attr(attrs.REJECTED, True)
-    trial.set_user_attr(attrs.FAILURE_PHASE, "sample")
-    trial.set_user_attr(attrs.FAILURE_REASON, "violates " + ", ".join(str(c) for c in violations))
+    write(trial, rejected=True)
+    write(trial, failure_phase="sample")
+    write(trial, failure_reason="violates " + ", ".join(str(c) for c in violations))
     loop.study.tell(trial, state=TrialState.PRUNED)
     retry_branch(loop.study, trial)
     return True
@@ -280,11 +279,11 @@ def _repeat(study: optuna.Study, config: StudyConfig, trial: optuna.Trial) -> bo
     from tuner.report import mark_feasibility
 
     duplicate = find_duplicate(study, config, dict(trial.params), trial.number)
-    if duplicate is not None and trial.user_attrs.get(attrs.BASELINE) and duplicate.state == TrialState.PRUNED:
+    if duplicate is not None and record_of(trial).is_baseline and duplicate.state == TrialState.PRUNED:
         duplicate = None  # a baseline PRUNED by an older tune is run again, never taken as its verdict
     if duplicate is None:
         return False
-    trial.set_user_attr(attrs.DUPLICATE_OF, duplicate.number)
+    write(trial, duplicate_of=duplicate.number)
     if duplicate.state == TrialState.COMPLETE:
         for key, value in duplicate.constraints.items():
             trial.set_constraint(key, value)
@@ -293,12 +292,12 @@ def _repeat(study: optuna.Study, config: StudyConfig, trial: optuna.Trial) -> bo
     elif duplicate.state == TrialState.RUNNING:
         # Another worker measures this config right now: no restart; the slot goes back and the next ask
         # re-samples. FAIL, not PRUNED: this trial says nothing about the config, and TPE ignores FAIL trials.
-        trial.set_user_attr(
-            attrs.FAILURE_REASON, f"re-sampled: same config as trial #{duplicate.number}, running elsewhere"
+        write(
+            trial, failure_reason=f"re-sampled: same config as trial #{duplicate.number}, running elsewhere"
         )
         study.tell(trial, state=TrialState.FAIL)
     else:
-        trial.set_user_attr(attrs.FAILURE_PHASE, duplicate.user_attrs.get(attrs.FAILURE_PHASE, "sample"))
-        trial.set_user_attr(attrs.FAILURE_REASON, f"same config as trial #{duplicate.number}, which failed")
+        write(trial, failure_phase=record_of(duplicate).failure_phase or "sample")
+        write(trial, failure_reason=f"same config as trial #{duplicate.number}, which failed")
         study.tell(trial, state=TrialState.PRUNED)
     return True

@@ -17,15 +17,14 @@ from dataclasses import dataclass
 import optuna
 from optuna.trial import TrialState
 
-from tuner.config import StudyConfig
+from tuner.config import StudyConfig, launch_spec
 from tuner.search import make_sampler
-from tuner.space import Value, render, suggest
+from tuner.space import Value, suggest
 from tuner.spec import LaunchSpec
 from tuner.study._fleet import worker_seed
 from tuner.study._starts import enqueue_starting_points
 from tuner.study._storage import directions
-from tuner.target import base_spec
-from tuner.trials import WarmStart, attrs
+from tuner.trials import WarmStart, record_of
 
 __all__ = ["PlannedLaunch", "planned_launches"]
 
@@ -43,13 +42,14 @@ class PlannedLaunch:
 
 
 def _label(trial: optuna.Trial) -> str:
-    if trial.user_attrs.get(attrs.BASELINE):
+    record = record_of(trial)
+    if record.is_baseline:
         return "baseline"
-    if isinstance(seed := trial.user_attrs.get(attrs.SEED), str):
-        return f"warm start {seed}"
-    if seed is not None:
-        return f"seed {seed}"
-    branch = trial.user_attrs.get(attrs.BRANCH)
+    if record.warm_origin is not None:
+        return f"warm start {record.warm_origin}"
+    if record.seed is not None:
+        return f"seed {record.seed}"
+    branch = record.branch
     if branch:
         return "branch " + " ".join(f"{k}={v}" for k, v in branch.items())
     return "sampled"
@@ -71,7 +71,6 @@ def planned_launches(config: StudyConfig, count: int, *, warm: WarmStart | None 
     the study's warm start would carry over, :func:`tuner.study.read_warm_start`)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = _study(config, warm)
-    base = base_spec(config.target)
     out: list[PlannedLaunch] = []
     seen: list[dict[str, Value]] = []
     for _ in range(_TRIES_PER_LAUNCH * (count + 1)):
@@ -85,7 +84,6 @@ def planned_launches(config: StudyConfig, count: int, *, warm: WarmStart | None 
             continue
         seen.append(params)
         label = _label(trial)
-        spec = base if label == "baseline" else render(config.space, base, params)
-        out.append(PlannedLaunch(number=trial.number, label=label, params=params, spec=spec))
+        out.append(PlannedLaunch(number=trial.number, label=label, params=params, spec=launch_spec(config, trial)))
         study.tell(trial, state=TrialState.FAIL)  # no result: the sampler learns nothing from it
     return out

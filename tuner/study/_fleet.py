@@ -248,9 +248,9 @@ class Slots:
         self._stale_after_s = stale_after_s
 
     def claim(self, total: int, trials: Iterable[FrozenTrial], *, is_counted: Any) -> Slot | None:
-        from tuner.trials import attrs
+        from tuner.trials import record_of
 
-        legacy = sum(1 for t in trials if is_counted(t) and attrs.SLOT not in t.user_attrs)
+        legacy = sum(1 for t in trials if is_counted(t) and record_of(t).slot is None)
         taken = self._claims.held(SLOT_PREFIX)
         value = {"worker": self._worker.process, "name": self._worker.name, "at": time.time(), "trial": None}
         for index in range(total - legacy):

@@ -16,11 +16,11 @@ from optuna.trial import TrialState
 from tuner.config import StudyConfig
 from tuner.errors import TrialFailure, TuneError
 from tuner.search import make_pruner, make_sampler, pruning_savings
-from tuner.space import count_configs, render
+from tuner.space import count_configs
 from tuner.stats import import_statistics
 from tuner.study import _fleet
 from tuner.study._budget import UNTIL_DEADLINE, TimeBudget
-from tuner.study._confirm import maybe_confirm
+from tuner.study._confirm import bring_up_spec, maybe_confirm
 from tuner.study._console import Console
 from tuner.study._drive import SPACE_COUNT_LIMIT, Loop, drive
 from tuner.study._faults import RUN_AFTERMATH, storage_faults
@@ -33,7 +33,7 @@ from tuner.study._storage import open_study
 from tuner.study._warm import read_warm_start, warm_prior
 from tuner.study._warmups import describe_warmups
 from tuner.target import Target, open_target
-from tuner.trials import WarmStart, attrs, counted_trials, recommended, storage_of, warm_start_of
+from tuner.trials import WarmStart, counted_trials, recommended, record_of, storage_of, warm_start_of, write_study
 
 __all__ = ["Interrupted", "RunSummary", "resume_command", "run_study"]
 
@@ -188,8 +188,8 @@ def _open(
         worker=worker,
     )
     if run.goal > 0:  # `tune finish` / `best --confirm` run no trial: the study's own target stands
-        study.set_user_attr(attrs.TARGET_TRIALS, run.goal)
-    study.set_user_attr(attrs.CONFIRM_TOP, config.search.confirm_top)
+        write_study(study, target_trials=run.goal)
+    write_study(study, confirm_top=config.search.confirm_top)
     run.fleet.target = _fleet.target_fingerprint(config, target.host)
     _fleet.check_target(run.fleet.claims, run.fleet.target, allow_mixed=allow_mixed_targets)
     return study
@@ -222,7 +222,6 @@ def _run_locked(run: _Run, study: optuna.Study, target: Target) -> None:
         study=study,
         config=config,
         runner=runner,
-        base=target.base,
         console=console,
         goal=run.goal,
         fleet=run.fleet,
@@ -305,7 +304,7 @@ def _prepare_study(
     if stale:
         console.line(f"marked interrupted trials FAIL and re-enqueued them: {stale}")
     # One worker enqueues the starting points: the baseline is measured exactly once however many start together.
-    has_baseline = any(attrs.BASELINE in t.user_attrs for t in study.get_trials(deepcopy=False))
+    has_baseline = any(record_of(t).is_baseline for t in study.get_trials(deepcopy=False))
     if _fleet.claim_starting_points(
         fleet.claims, worker, has_baseline=has_baseline, stale_after_s=config.study.stale_after_s
     ):
@@ -353,7 +352,7 @@ def _retry_failed_baseline(study: optuna.Study, config: StudyConfig, fleet: _fle
     failed = [
         t
         for t in study.get_trials(deepcopy=False)
-        if t.user_attrs.get(attrs.BASELINE) and t.state in (TrialState.FAIL, TrialState.PRUNED)
+        if record_of(t).is_baseline and t.state in (TrialState.FAIL, TrialState.PRUNED)
     ]
     key = f"tune:baseline-retry:{len(failed)}"
     if failed and fleet.claims.claim(key, {"worker": fleet.worker.process}) is not None:
@@ -362,9 +361,9 @@ def _retry_failed_baseline(study: optuna.Study, config: StudyConfig, fleet: _fle
 
 def _summarise(study: optuna.Study, run: _Run, *, seconds: float) -> RunSummary:
     # The study-level figure of what regression pruning saved (each trial records its own share).
-    study.set_user_attr(attrs.PRUNING_SAVED_S, round(pruning_savings(study), 3))
+    write_study(study, pruning_saved_s=round(pruning_savings(study), 3))
     if warmups := describe_warmups(study, run.config):
-        study.set_user_attr(attrs.WARMUPS, warmups)  # for the report, which does not do statistics
+        write_study(study, warmups=warmups)  # for the report, which does not do statistics
     rec = recommended(study)
     return RunSummary(
         study_name=study.study_name,
@@ -392,8 +391,7 @@ def _on_exit(config: StudyConfig, study: optuna.Study, target: Target, console: 
         if rec is not None and not rec.gated:
             console.line(f"trial #{rec.trial.number} is not gated yet: restoring the baseline instead")
         elif rec is not None:
-            t = rec.trial
-            spec = None if t.user_attrs.get(attrs.BASELINE) else render(config.space, target.base, t.params)
+            spec = bring_up_spec(config, rec.trial)
             console.line(f"restarting with the recommended config (trial #{rec.trial.number})")
         else:
             console.line("no feasible best trial: restoring the baseline instead")

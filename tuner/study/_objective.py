@@ -23,7 +23,6 @@ from tuner.config import StudyConfig
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, GateFailed, RegressionPruned, TrialFailure
 from tuner.gate import GateResult
-from tuner.metrics import scenario_attrs
 from tuner.spec import LaunchSpec
 from tuner.study._partial import PartialObjective
 from tuner.study._scoring import References, Score, score
@@ -38,7 +37,7 @@ from tuner.study._steps import (
 from tuner.target import BroughtUp, Target
 from tuner.target.readiness import LogWatch
 from tuner.target.services import Restarted
-from tuner.trials import attrs
+from tuner.trials import record_of, write, write_scenario
 
 __all__ = ["REFINE_STEP", "Evidence", "TrialParts", "TrialRunner"]
 
@@ -110,9 +109,9 @@ class TrialRunner:
         """apply -> restart -> ready -> (gate) -> benchmark -> (gate) -> score; a failure of any step is
         recorded on the trial with its evidence, then raised."""
         shown = self._config.secrets.spec(spec)  # the server gets the real values; the study never stores them
-        trial.set_user_attr(attrs.COMMAND, " ".join(shown.argv))
+        write(trial, command=" ".join(shown.argv))
         if spec.env:
-            trial.set_user_attr(attrs.ENV, dict(shown.env))
+            write(trial, env=dict(shown.env))
         restarted: Restarted | None = None
         try:
             up = self._parts.target.bring_up(spec, label=label, progress=self._progress)
@@ -124,7 +123,7 @@ class TrialRunner:
             result = score(outcome.results, self._config.objective, self._config.benchmark)
             if not self._slo(trial, outcome.results):  # a config that breaks the promise needs no verdict
                 self._gate_after(trial, endpoint, result, references)
-            trial.set_user_attr(attrs.SCORE, {k: round(v, 3) for k, v in result.per_scenario.items()})
+            write(trial, score={k: round(v, 3) for k, v in result.per_scenario.items()})
             return result
         except TrialFailure as failure:
             if isinstance(failure, RegressionPruned):
@@ -133,8 +132,8 @@ class TrialRunner:
             raise
 
     def _ready(self, trial: optuna.Trial, up: BroughtUp) -> Endpoint:
-        trial.set_user_attr(attrs.READY_S, up.ready.seconds)
-        trial.set_user_attr(attrs.PHASE_TIMES, up.ready.phase_times)
+        write(trial, ready_s=up.ready.seconds)
+        write(trial, phase_times=up.ready.phase_times)
         return up.ready.endpoint or self._parts.target.endpoint
 
     def _benchmark(
@@ -159,7 +158,7 @@ class TrialRunner:
             bench.close()
         if outcome.refined is not None:
             self._refined(trial, outcome)
-        trial.set_user_attr(attrs.BENCHMARK_S, outcome.seconds)
+        write(trial, benchmark_s=outcome.seconds)
         self._evidence.attach_json(trial, "benchmark.json", {"scenarios": [r.to_dict() for r in outcome.results]})
         return outcome
 
@@ -178,7 +177,7 @@ class TrialRunner:
         trial.set_constraint("slo", float(max(gaps)))
         misses = [line for r in results if (line := slo_miss(r, slos.get(r.name)))]
         if misses:
-            trial.set_user_attr(attrs.SLO_MISSED, "; ".join(misses))
+            write(trial, slo_missed="; ".join(misses))
             if self._progress:
                 self._progress(f"infeasible: {misses[0]}")
         return bool(misses)
@@ -187,8 +186,8 @@ class TrialRunner:
         """The gate after the benchmark: now (``after``), only for a contender (``contenders``), or at the end of
         the study if the config is a finalist (``final``, provisionally feasible until then)."""
         if self._gate_when == "final":
-            trial.set_user_attr(attrs.GATE_DEFERRED, True)
-            trial.set_user_attr(attrs.GATE, "at the end, if a finalist")
+            write(trial, gate_deferred=True)
+            write(trial, gate="at the end, if a finalist")
             return
         if self._gate_when not in ("after", "contenders"):
             return
@@ -196,16 +195,15 @@ class TrialRunner:
         if behind is None:
             self._gate(trial, endpoint)
             return
-        trial.set_user_attr(attrs.GATE, f"not run: {behind}")
-        trial.set_user_attr(attrs.GATE_SKIPPED, True)
+        write(trial, gate=f"not run: {behind}")
+        write(trial, gate_skipped=True)
         if self._progress:
             self._progress(f"gate not run: {behind} (not a contender)")
 
     def _intermediate(self, trial: optuna.Trial, step: int, result: ScenarioResult, partial: PartialObjective) -> None:
-        for key, value in scenario_attrs(result).items():
-            trial.set_user_attr(key, value)
+        write_scenario(trial, result)
         value = partial.add(result)
-        trial.set_user_attr(attrs.STEPS, partial.steps)
+        write(trial, steps=partial.steps)
         if self._progress:
             self._progress(describe_result(result, last=step == len(self._config.benchmark.scenarios) - 1))
             warning = result.client_warning()
@@ -235,14 +233,13 @@ class TrialRunner:
         """The scenarios' figures after the objective's repeats, and what decided them."""
         assert outcome.refined is not None
         for result in outcome.results:
-            for key, value in scenario_attrs(result).items():
-                trial.set_user_attr(key, value)
-        trial.set_user_attr(attrs.REPEATS_DECIDED, outcome.refined.describe())
+            write_scenario(trial, result)
+        write(trial, repeats_decided=outcome.refined.describe())
         if any(outcome.refined.added.values()):
             # The last intermediate value stays the trial's objective (the dashboard's history and pruning
             # plots end where the trial does): the extra repeats are one more step.
-            steps = [*trial.user_attrs.get(attrs.STEPS, []), REFINE_STEP]
-            trial.set_user_attr(attrs.STEPS, steps)
+            steps = [*record_of(trial).steps, REFINE_STEP]
+            write(trial, steps=steps)
             value = score(outcome.results, self._config.objective, self._config.benchmark).values[0]
             trial.report(value, len(steps) - 1)
         if self._progress:
@@ -253,12 +250,13 @@ class TrialRunner:
 
     def _record_savings(self, trial: optuna.Trial, pruned: RegressionPruned) -> None:
         """Benchmark time the pruning saved, estimated from the baseline's timings of the skipped scenarios."""
-        trial.set_user_attr(attrs.PRUNED_SKIPPED, list(pruned.skipped))
-        baseline = next((t for t in trial.study.get_trials(deepcopy=False) if t.user_attrs.get(attrs.BASELINE)), None)
+        write(trial, pruned_skipped=list(pruned.skipped))
+        baseline = next((t for t in trial.study.get_trials(deepcopy=False) if record_of(t).is_baseline), None)
         if baseline is None:
             return
-        saved = [baseline.user_attrs.get(attrs.scenario_key(name, "seconds")) for name in pruned.skipped]
-        trial.set_user_attr(attrs.PRUNING_SAVED_S, round(sum(s for s in saved if isinstance(s, int | float)), 3))
+        record = record_of(baseline)
+        saved = [record.number_figure(name, "seconds") for name in pruned.skipped]
+        write(trial, pruning_saved_s=round(sum(s for s in saved if s is not None), 3))
 
     def _behind(self, result: Score, best: optuna.trial.FrozenTrial | None) -> str | None:
         """How far behind the best feasible trial ``result`` is, when by more than ``[search] prune_margin``."""
@@ -274,13 +272,13 @@ class TrialRunner:
         start = time.monotonic()
         try:
             result = gate_server(self._parts.gate, endpoint)
-            trial.set_user_attr(attrs.GATE_S, round(time.monotonic() - start, 3))
-            trial.set_user_attr(attrs.GATE, f"{result.passed}/{result.total}")
+            write(trial, gate_s=round(time.monotonic() - start, 3))
+            write(trial, gate=f"{result.passed}/{result.total}")
             failing = [o for o in result.outcomes if not o.passed]
             if failing:
                 self._evidence.attach_json(trial, "gate-failures.json", [vars(o) for o in failing])
             passed = result.passed >= self._config.gate.min_passed
-            trial.set_user_attr(attrs.CORRECT, passed)
+            write(trial, correct=passed)
             # Optuna 5 constraints: <= 0 is feasible. best_trial and TPE honour it; the dashboard does not,
             # hence the `correct` attr as well.
             trial.set_constraint("correctness", float(self._config.gate.min_passed - result.passed))
@@ -292,23 +290,23 @@ class TrialRunner:
                     evidence="\n".join(f"{o.task_id}: {o.reason}" for o in failing),
                 )
         except GateFailed:
-            trial.set_user_attr(attrs.CORRECT, False)
+            write(trial, correct=False)
             raise
 
     def _record_failure(self, trial: optuna.Trial, failure: TrialFailure, restarted: Restarted | None) -> None:
         secrets = self._config.secrets
         secrets.scrub(failure)  # in place: the console line and the stop that quote it show it redacted too
-        trial.set_user_attr(attrs.FAILURE_PHASE, str(failure.phase))
-        trial.set_user_attr(attrs.FAILURE_REASON, failure.reason[:1000])
+        write(trial, failure_phase=str(failure.phase))
+        write(trial, failure_reason=failure.reason[:1000])
         if failure.evidence:
-            trial.set_user_attr(attrs.EVIDENCE, failure.evidence[-4000:])
+            write(trial, evidence=failure.evidence[-4000:])
         watch = self._log_watch(restarted)
         tail = secrets.text("\n".join(watch.tail)) if watch is not None else ""
         if isinstance(failure, DiedUnderLoad) and watch is not None and (cause := watch.cause()):
             failure.reason += f"; the server log says: {secrets.text(cause)}"  # why, in the one line a stop shows
-            trial.set_user_attr(attrs.FAILURE_REASON, failure.reason[:1000])
+            write(trial, failure_reason=failure.reason[:1000])
         if tail:
-            trial.set_user_attr(attrs.LOG_TAIL, tail[-4000:])
+            write(trial, log_tail=tail[-4000:])
             self._evidence.attach(trial, "server-log.txt", tail)
 
     def _log_watch(self, restarted: Restarted | None, lines: int = 60) -> LogWatch | None:

@@ -20,7 +20,7 @@ from tuner.bench import ScenarioResult
 from tuner.config import StudyConfig
 from tuner.metrics import objective_point_key
 from tuner.study._scoring import objective_bound, scenario_metric, scenario_point
-from tuner.trials import attrs
+from tuner.trials import record_of
 
 __all__ = ["PartialObjective", "measured_text"]
 
@@ -54,16 +54,17 @@ class PartialObjective:
         ref = self._reference
         if ref is None or not ref.values or not math.isfinite(ref.values[0]):
             return None
-        stored = ref.user_attrs.get(attrs.SCORE)
+        record = record_of(ref)
+        stored = record.score
         point_key = objective_point_key(self._config.objective.metric)
         scores, points = {}, {}
         for name in self._scores:
-            theirs = stored.get(name) if isinstance(stored, dict) else None
+            theirs = stored.get(name) if stored is not None else None
             if not isinstance(theirs, int | float):
-                theirs = ref.user_attrs.get(attrs.scenario_key(name, "score"))
+                theirs = record.figure(name, "score")
             if not isinstance(theirs, int | float) or theirs <= 0:
                 return None  # a reference from before scores were stored: fall back to the plain objective
-            point = ref.user_attrs.get(attrs.scenario_key(name, point_key))
+            point = record.figure(name, point_key)
             scores[name] = float(theirs)
             points[name] = float(point) if isinstance(point, int | float) and point >= theirs else float(theirs)
         return objective_bound(points, scores, self._config.benchmark)
@@ -71,15 +72,15 @@ class PartialObjective:
 
 def measured_text(trial: optuna.Trial, config: StudyConfig) -> str:
     """``; c1-short 140.1 (142.6 ± 2.5, 2 repeats), ...``: every scenario the trial measured, in run order."""
-    user = trial.user_attrs
+    record = record_of(trial)
     parts = []
     for s in config.benchmark.in_run_order():
-        value = user.get(attrs.scenario_key(s.name, "score"))
+        value = record.figure(s.name, "score")
         if not isinstance(value, int | float):
             continue
-        point = user.get(attrs.scenario_key(s.name, "point"), value)
-        hw = user.get(attrs.scenario_key(s.name, "half_width"))
-        n = len(user.get(attrs.scenario_key(s.name, "repeats")) or ())
+        point = record.scenarios[s.name].get("point", value)
+        hw = record.figure(s.name, "half_width")
+        n = len(record.figure(s.name, "repeats") or ())
         spread = f" ± {hw:.1f}" if isinstance(hw, int | float) else ""
         parts.append(f"{s.name} {value:.1f} ({point:.1f}{spread}, {n} repeat{'s' if n != 1 else ''})")
     return "; " + ", ".join(parts) if parts else ""

@@ -24,7 +24,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.errors import EnvironmentFault, GateFailed, RegressionPruned, TrialFailure
-from tuner.trials import attrs, pop_waiting, storage_of, trial_id
+from tuner.trials import enqueue, pop_waiting, record_of, storage_of, trial_id, write, write_stored
 
 __all__ = [
     "CONFIG",
@@ -94,11 +94,11 @@ def _trips_streak(failure: TrialFailure) -> bool:
 def ensure_baseline(study: optuna.Study, baseline: dict[str, object]) -> None:
     """Enqueue the baseline unless it completed, waits, or runs (a FAIL baseline is run again)."""
     for t in study.get_trials(deepcopy=False):
-        if not t.user_attrs.get(attrs.BASELINE):
+        if not record_of(t).is_baseline:
             continue
         if t.state in (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE):
             return
-    study.enqueue_trial(dict(baseline), user_attrs={attrs.BASELINE: True})
+    enqueue(study, baseline, is_baseline=True)
 
 
 def ask_next(study: optuna.Study) -> optuna.Trial:
@@ -107,19 +107,18 @@ def ask_next(study: optuna.Study) -> optuna.Trial:
     Optuna pops waiting trials oldest first; a baseline enqueued again (it failed last time) is younger than
     the seeds and retries waiting before it, but nothing sampled may run before the baseline has worked.
     """
-    baseline = pop_waiting(study, lambda t: bool(t.user_attrs.get(attrs.BASELINE)))
+    baseline = pop_waiting(study, lambda t: bool(record_of(t).is_baseline))
     return baseline if baseline is not None else study.ask()
 
 
 def requeue_params(study: optuna.Study, t: FrozenTrial) -> None:
     """Enqueue an environment-failed trial's params again (once per waiting copy), keeping its role."""
-    if not t.params or t.user_attrs.get(attrs.BASELINE):
+    if not t.params or record_of(t).is_baseline:
         return  # the baseline is enqueued by ensure_baseline on the next start
     for other in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
         if other.system_attrs.get("fixed_params") == t.params:
             return
-    carried = {k: t.user_attrs[k] for k in (attrs.SEED, attrs.BRANCH) if k in t.user_attrs}
-    study.enqueue_trial(t.params, user_attrs={**carried, attrs.RETRY_OF: t.number})
+    enqueue(study, t.params, **record_of(t).retry(baseline=False))
 
 
 # -- verdicts ------------------------------------------------------------------
@@ -153,7 +152,7 @@ class FailurePolicy:
         kind = classify(failure)
         baseline = baseline and not isinstance(failure, RegressionPruned)
         # A failing baseline is never a sampled config's fault: it ran no sampled param.
-        trial.set_user_attr(attrs.FAILURE_KIND, ENVIRONMENT if baseline else kind)
+        write(trial, failure_kind=ENVIRONMENT if baseline else kind)
         if baseline:
             self.release()
             self._end_fail(trial_id(trial), trial.number)
@@ -185,7 +184,7 @@ class FailurePolicy:
             return
         held, self._held, self._signature = self._held, [], None
         for h in held:
-            storage_of(self.study).set_trial_user_attr(h.trial_id, attrs.FAILURE_KIND, ENVIRONMENT)
+            write_stored(self.study, h.trial_id, failure_kind=ENVIRONMENT)
             self._end_fail(h.trial_id, h.number)
         raise EnvironmentFault(
             f"{len(held)} trials in a row (#{held[0].number}-#{held[-1].number}) failed the same way on different "

@@ -10,7 +10,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.study._fleet import claim_recovery, worker_dead
-from tuner.trials import attrs, set_trial_attr, storage_of
+from tuner.trials import enqueue, record_of, write_stored
 from tuner.wait import Every
 
 __all__ = ["HEARTBEAT_S", "STALE_AFTER_S", "Heartbeat", "recover_stale_trials", "requeue"]
@@ -36,8 +36,8 @@ def recover_stale_trials(
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         if t.number in keep:
             continue
-        worker = t.user_attrs.get(attrs.WORKER)
-        beat = t.user_attrs.get(attrs.HEARTBEAT)
+        record = record_of(t)
+        worker, beat = record.worker, record.heartbeat
         started = t.datetime_start.timestamp() if t.datetime_start else now
         stale = (
             (worker is not None and worker_dead(worker))
@@ -48,7 +48,7 @@ def recover_stale_trials(
         if not stale or not claim_recovery(study, t.number):
             continue
         try:
-            set_trial_attr(study, t, attrs.INTERRUPTED, "stale: worker gone")
+            write_stored(study, t, interrupted="stale: worker gone")
             study.tell(t.number, state=TrialState.FAIL)
         except (ValueError, optuna.exceptions.UpdateFinishedTrialError):
             continue  # another worker recovered it first (the state change is atomic): it requeues, not us
@@ -58,10 +58,10 @@ def recover_stale_trials(
 
 
 def requeue(study: optuna.Study, t: FrozenTrial) -> None:
-    if t.user_attrs.get(attrs.RETRY_OF) is not None or not t.params:
+    record = record_of(t)
+    if record.retry_of is not None or not t.params:
         return  # once only: a config that kills the tuner twice is not tried a third time
-    carried = {k: t.user_attrs[k] for k in (attrs.BASELINE, attrs.SEED, attrs.BRANCH) if k in t.user_attrs}
-    study.enqueue_trial(t.params, user_attrs={**carried, attrs.RETRY_OF: t.number})
+    enqueue(study, t.params, **record.retry())
 
 
 class Heartbeat:
@@ -91,9 +91,9 @@ class Heartbeat:
 
     def _beat(self) -> None:
         now = time.time()
-        set_trial_attr(self._study, self._trial, attrs.HEARTBEAT, now)
+        write_stored(self._study, self._trial, heartbeat=now)
         for trial_id in self._also() if self._also else ():
-            storage_of(self._study).set_trial_user_attr(trial_id, attrs.HEARTBEAT, now)
+            write_stored(self._study, trial_id, heartbeat=now)
 
     def _beat_quietly(self) -> None:
         # A missed beat only risks a false "stale"; never kill the trial for it.

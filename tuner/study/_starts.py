@@ -12,11 +12,10 @@ from collections.abc import Mapping
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.config import StudyConfig
-from tuner.space import Value, iter_configs, render
+from tuner.config import StudyConfig, spec_for
+from tuner.space import Value, iter_configs
 from tuner.study._policy import ensure_baseline
-from tuner.target import base_spec
-from tuner.trials import WarmStart, attrs, is_counted
+from tuner.trials import WarmStart, enqueue, is_counted, record_of, write_study
 
 __all__ = [
     "MAX_BRANCH_TRIES",
@@ -37,11 +36,11 @@ def enqueue_starting_points(study: optuna.Study, config: StudyConfig, *, warm: W
     seeds; then one trial per branch none of these enters."""
     ensure_baseline(study, dict(config.baseline))
     if warm is not None:
-        study.set_user_attr(attrs.WARM_START, warm.to_attr())
+        write_study(study, warm_start=warm.to_attr())
         for t in warm.top:
-            study.enqueue_trial(t.params, user_attrs={attrs.SEED: f"{warm.study}#{t.number}"}, skip_if_exists=True)
+            enqueue(study, t.params, seed=f"{warm.study}#{t.number}", skip_if_exists=True)
     for i, seed in enumerate(config.search.seed_trials):
-        study.enqueue_trial(dict(seed), user_attrs={attrs.SEED: i}, skip_if_exists=True)
+        enqueue(study, seed, seed=i, skip_if_exists=True)
     enqueue_branches(study, config)
 
 
@@ -57,7 +56,7 @@ def enqueue_branches(study: optuna.Study, config: StudyConfig) -> None:
     for p in config.space.branch_params():
         for choice in p.choices:
             if not any(params.get(p.name) == choice for params in seen):
-                study.enqueue_trial({p.name: choice}, user_attrs={attrs.BRANCH: {p.name: choice}}, skip_if_exists=True)
+                enqueue(study, {p.name: choice}, branch={p.name: choice}, skip_if_exists=True)
 
 
 def find_duplicate(
@@ -75,12 +74,12 @@ def find_duplicate(
 
 def retry_branch(study: optuna.Study, trial: optuna.Trial) -> None:
     """A branch trial whose sampled values broke a constraint: the branch is still unexplored, so try again."""
-    branch = trial.user_attrs.get(attrs.BRANCH)
+    branch = record_of(trial).branch
     if branch is None:
         return
-    tries = sum(1 for t in study.get_trials(deepcopy=False) if t.user_attrs.get(attrs.BRANCH) == branch)
+    tries = sum(1 for t in study.get_trials(deepcopy=False) if record_of(t).branch == branch)
     if tries < MAX_BRANCH_TRIES:  # a branch whose every config breaks a constraint is given up, not looped on
-        study.enqueue_trial(dict(branch), user_attrs={attrs.BRANCH: branch})
+        enqueue(study, branch, branch=branch)
 
 
 def config_key(params: Mapping[str, Value]) -> tuple[tuple[str, Value], ...]:
@@ -93,7 +92,7 @@ def same_config(config: StudyConfig, params: Mapping[str, Value]) -> tuple[tuple
     command they render (the dialect's :meth:`~tuner.dialects.BaseServerDialect.inert`: llama-server's draft
     length under ``--spec-type none``, SGLang's DDTree knobs under DFLASH). Two trials with one key are one
     config: it is measured once, and never raced against itself."""
-    spec = render(config.space, base_spec(config.target), params)
+    spec = spec_for(config, params)
     inert = config.dialect.inert(spec.argv, spec.env)
     if not inert:
         return config_key(params)

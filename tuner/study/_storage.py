@@ -16,12 +16,8 @@ from tuner.errors import ConfigError, EnvironmentFault, TuneError
 from tuner.secrets import REDACTED, masked_url
 from tuner.study._faults import describe, watch_busy
 from tuner.study._signals import defer_during_connections
+from tuner.trials import study_record, write_study
 from tuner.wait import wait_until
-
-ATTR_CONFIG_TEXT = "config_toml"
-ATTR_CONFIG_SOURCE = "config_source"
-ATTR_CONFIG_DIR = "config_dir"
-ATTR_FINGERPRINT = "config_fingerprint"
 
 
 class FingerprintMismatch(TuneError):
@@ -169,7 +165,7 @@ def open_study(
         directions=directions(config),
         load_if_exists=True,
     )
-    stored = study.user_attrs.get(ATTR_FINGERPRINT)
+    stored = study_record(study).fingerprint
     fingerprint = config.fingerprint()
     if stored is not None and stored != fingerprint and not force_config and _has_measurements(study):
         raise FingerprintMismatch(
@@ -182,10 +178,13 @@ def open_study(
             f"study {name!r} has {len(study.directions)} objective(s), this config has {len(directions(config))}"
         )
     if stored != fingerprint:
-        study.set_user_attr(ATTR_FINGERPRINT, fingerprint)
-        study.set_user_attr(ATTR_CONFIG_TEXT, config.secrets.text(config.text))  # config_from_study restores
-        study.set_user_attr(ATTR_CONFIG_SOURCE, config.source)
-        study.set_user_attr(ATTR_CONFIG_DIR, str(config.base_dir))
+        write_study(
+            study,
+            fingerprint=fingerprint,
+            config_text=config.secrets.text(config.text),  # config_from_study restores
+            config_source=config.source,
+            config_dir=str(config.base_dir),
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(metric_names(config))
@@ -223,11 +222,12 @@ def config_from_study(storage: str, study_name: str | None) -> StudyConfig:
     if study_name not in names:
         raise ConfigError(file=None, key="--study", expected=f"one of {names} in {storage}", got=study_name)
     study = optuna.load_study(study_name=study_name, storage=store)
-    text = study.user_attrs.get(ATTR_CONFIG_TEXT)
+    record = study_record(study)
+    text = record.config_text
     if not text:
         raise ConfigError(file=None, key="--study", expected="a study created by `tune start`", got=study_name)
-    source = str(study.user_attrs.get(ATTR_CONFIG_SOURCE, "(stored)"))
-    base_dir = Path(study.user_attrs.get(ATTR_CONFIG_DIR, "."))
+    source = record.config_source or "(stored)"
+    base_dir = Path(record.config_dir or ".")
     config = parse_config(
         _with_secrets(text, source=source, base_dir=base_dir, name=study_name),
         source=f"{source} (stored in study {study_name})",

@@ -36,11 +36,11 @@ from tuner.study._storage import NoSuchStudy, directions, load_existing
 from tuner.trials import (
     CarriedTrial,
     WarmStart,
-    attrs,
     candidates,
     is_counted,
     is_feasible,
     recommended,
+    record_of,
     study_trials,
     warm_start_of,
 )
@@ -142,12 +142,12 @@ def _domain(p: Param) -> str:
 
 def _carried(t: FrozenTrial, params: dict[str, Value]) -> CarriedTrial:
     # A config the other study did not gate because it was behind its best was still measured: its speed counts.
-    measured = t.state == TrialState.COMPLETE and (is_feasible(t) or bool(t.user_attrs.get(attrs.GATE_SKIPPED)))
+    measured = t.state == TrialState.COMPLETE and (is_feasible(t) or record_of(t).gate_skipped)
     return CarriedTrial(
         number=t.number,
         params=params,
         values=tuple(t.values) if measured and t.values else None,
-        baseline=bool(t.user_attrs.get(attrs.BASELINE)),
+        baseline=bool(record_of(t).is_baseline),
     )
 
 
@@ -204,7 +204,7 @@ def prior_scale(study: optuna.Study, warm: WarmStart) -> list[float] | None:
     for t in study_trials(study):
         if not (is_counted(t) and t.state == TrialState.COMPLETE and t.values and min(t.values) > 0):
             continue
-        theirs = other_baseline if t.user_attrs.get(attrs.BASELINE) else carried.get(config_key(t.params))
+        theirs = other_baseline if record_of(t).is_baseline else carried.get(config_key(t.params))
         if theirs and len(theirs) == len(t.values) and min(theirs) > 0:
             logs.append([math.log(a / b) for a, b in zip(t.values, theirs, strict=True)])
     if not logs:

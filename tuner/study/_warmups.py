@@ -9,7 +9,6 @@ and is the same for every worker of a fleet; nothing else is stored.
 
 from __future__ import annotations
 
-import math
 import statistics
 
 import optuna
@@ -18,7 +17,7 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.bench import FirstPasses, Slowdown, WarmupLookup, WarmupPlan, WarmupPolicy, first_pass_slowdown
 from tuner.config import StudyConfig
 from tuner.stats import pooled_noise
-from tuner.trials import attrs, scenario_repeats
+from tuner.trials import record_of
 
 __all__ = ["describe_warmups", "first_passes", "first_passes_lookup", "warmup_states"]
 
@@ -30,10 +29,11 @@ def first_passes(trials: list[FrozenTrial], scenario: str, *, recheck: bool = Fa
     passes after a first one, pooled."""
     pairs, later = [], []
     for t in trials:
-        probe = t.user_attrs.get(attrs.scenario_key(scenario, "first_pass_tok_s"))
-        repeats = scenario_repeats(t, scenario)
-        unwarmed = t.user_attrs.get(attrs.scenario_key(scenario, "warmup")) == "none"
-        if isinstance(probe, int | float) and not isinstance(probe, bool) and math.isfinite(probe) and repeats:
+        record = record_of(t)
+        probe = record.number_figure(scenario, "first_pass_tok_s")
+        repeats = record.repeats(scenario)
+        unwarmed = record.figure(scenario, "warmup") == "none"
+        if probe is not None and repeats:
             pairs.append((float(probe), tuple(repeats)))
         elif unwarmed and len(repeats) >= 2:
             pairs.append((repeats[0], tuple(repeats[1:])))
@@ -42,9 +42,10 @@ def first_passes(trials: list[FrozenTrial], scenario: str, *, recheck: bool = Fa
     noise = pooled_noise(later)
     warmups, passes = [], []
     for t in trials:
-        warm, total = _number(t, scenario, "warmup_s"), _number(t, scenario, "seconds")
-        n = len(scenario_repeats(t, scenario))
-        if warm is not None and t.user_attrs.get(attrs.scenario_key(scenario, "warmup")) == "requests":
+        record = record_of(t)
+        warm, total = record.number_figure(scenario, "warmup_s"), record.number_figure(scenario, "seconds")
+        n = len(record.repeats(scenario))
+        if warm is not None and record.figure(scenario, "warmup") == "requests":
             warmups.append(warm)
         if warm is not None and total is not None and n:
             passes.append((total - warm) / n)
@@ -55,11 +56,6 @@ def first_passes(trials: list[FrozenTrial], scenario: str, *, recheck: bool = Fa
         warmup_s=statistics.median(warmups) if warmups else None,
         pass_s=statistics.median(passes) if passes else None,
     )
-
-
-def _number(t: FrozenTrial, scenario: str, key: str) -> float | None:
-    value = t.user_attrs.get(attrs.scenario_key(scenario, key))
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def first_passes_lookup(study: optuna.Study, config: StudyConfig, *, trial_number: int) -> WarmupLookup | None:

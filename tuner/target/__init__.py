@@ -1,6 +1,6 @@
 """The server being tuned: built from the config once, brought up the one way (apply -> restart -> ready -> verify)."""
 
-from tuner.target._build import base_spec, endpoint_for, make_host, make_service, open_target
+from tuner.target._build import endpoint_for, make_host, make_service, open_target
 from tuner.target._lock import TargetLock, lock_path_for
 from tuner.target._preflight import preflight, require_preflight
 from tuner.target._target import (
@@ -20,7 +20,6 @@ __all__ = [
     "TargetLock",
     "apply_config",
     "await_ready",
-    "base_spec",
     "endpoint_for",
     "lock_path_for",
     "make_host",

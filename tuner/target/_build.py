@@ -8,29 +8,18 @@ receives a :class:`Target` (or the :class:`~tuner.target.hosts.BaseHost` /
 from __future__ import annotations
 
 import os
-import sys
 from urllib.parse import urlsplit
 
-from tuner.config import StudyConfig, TargetSection
+from tuner.config import StudyConfig, TargetSection, base_spec
 from tuner.endpoint import Endpoint
 from tuner.errors import ConfigError, EnvironmentFault
 from tuner.secrets import REDACTED
-from tuner.spec import LaunchSpec
 from tuner.target._target import Target
 from tuner.target.hosts import BaseHost, LocalHost, ssh_host
 from tuner.target.readiness import ReadinessCheck
 from tuner.target.services import BaseService, ProcessService, SystemdService
 
-__all__ = ["base_spec", "endpoint_for", "make_host", "make_service", "open_target"]
-
-PYTHON_PLACEHOLDER = "{python}"
-
-
-def base_spec(target: TargetSection) -> LaunchSpec:
-    """The unmodified launch spec; ``{python}`` means the interpreter running `tune` (local targets)."""
-    argv = tuple(sys.executable if a == PYTHON_PLACEHOLDER else a for a in target.command)
-    return LaunchSpec(argv=argv, env=dict(target.env))
-
+__all__ = ["endpoint_for", "make_host", "make_service", "open_target"]
 
 def make_host(target: TargetSection) -> BaseHost:
     if target.transport == "ssh":

@@ -2,23 +2,20 @@
 became of each, and which one is recommended. One rule per concept, here, for every reader.
 
 Dependency-free (Optuna only), so the loop, the search strategies, the report and the CLI all read a study the
-same way without importing each other. The user attr names every trial carries are in :mod:`tuner.trials.attrs`.
+same way without importing each other. A trial's facts are read through :class:`TrialRecord` (:func:`record_of`)
+and set through the writers (:func:`write`, :func:`enqueue`, ...); the user attr names they store are private
+(:mod:`tuner.trials._attrs`).
 """
 
 from __future__ import annotations
 
-import math
-
 from optuna.trial import FrozenTrial
 
-from tuner.trials import attrs
 from tuner.trials._confirmed import CONFIRMATION, confirmation_text
 from tuner.trials._optuna import (
     claims_table,
     current_trial,
     pop_waiting,
-    rdb_backend,
-    set_trial_attr,
     storage_of,
     study_id,
     trial_id,
@@ -26,7 +23,6 @@ from tuner.trials._optuna import (
 )
 from tuner.trials._outcome import (
     DIED,
-    ENVIRONMENT,
     FEASIBLE,
     MISSES_SLO,
     NOT_GATED,
@@ -51,13 +47,18 @@ from tuner.trials._ranking import (
     is_feasible,
     rank_value,
 )
-from tuner.trials._recommend import (
-    GATE_NONE,
-    GATE_PASSED,
-    GATE_PENDING,
-    Recommendation,
-    current_confirmation,
-    recommended,
+from tuner.trials._recommend import Recommendation, current_confirmation, recommended
+from tuner.trials._record import (
+    StudyRecord,
+    TrialRecord,
+    as_user_attrs,
+    enqueue,
+    record_of,
+    study_record,
+    write,
+    write_scenario,
+    write_stored,
+    write_study,
 )
 from tuner.trials._verdicts import GateVerdict, gate_pending, gate_verdicts, record_gate_verdict, study_trials
 from tuner.trials._warm import CarriedTrial, WarmStart, warm_start_of
@@ -65,11 +66,7 @@ from tuner.trials._warm import CarriedTrial, WarmStart, warm_start_of
 __all__ = [
     "CONFIRMATION",
     "DIED",
-    "ENVIRONMENT",
     "FEASIBLE",
-    "GATE_NONE",
-    "GATE_PASSED",
-    "GATE_PENDING",
     "MISSES_SLO",
     "NOT_GATED",
     "NOT_GATED_YET",
@@ -81,8 +78,10 @@ __all__ = [
     "CarriedTrial",
     "GateVerdict",
     "Recommendation",
+    "StudyRecord",
+    "TrialRecord",
     "WarmStart",
-    "attrs",
+    "as_user_attrs",
     "best_trials",
     "candidates",
     "claims_table",
@@ -91,6 +90,7 @@ __all__ = [
     "counted_trials",
     "current_confirmation",
     "current_trial",
+    "enqueue",
     "failure_outcome",
     "feasible",
     "gate_pending",
@@ -103,29 +103,29 @@ __all__ = [
     "outcome_words",
     "pop_waiting",
     "rank_value",
-    "rdb_backend",
     "recommended",
     "record_gate_verdict",
+    "record_of",
     "scenario_repeats",
-    "set_trial_attr",
     "storage_of",
     "study_id",
+    "study_record",
     "study_trials",
     "trial_id",
     "warm_start_of",
     "with_extra_trials",
+    "write",
+    "write_scenario",
+    "write_stored",
+    "write_study",
 ]
 
 
 def client_bound_scenarios(t: FrozenTrial) -> list[str]:
     """Scenarios measured while the load generator was the bottleneck: their figures understate the server."""
-    suffix = "." + attrs.CLIENT_BOUND
-    return sorted(k[: -len(suffix)] for k, v in t.user_attrs.items() if k.endswith(suffix) and v is True)
+    return record_of(t).client_bound_scenarios()
 
 
 def scenario_repeats(t: FrozenTrial, scenario: str) -> list[float]:
     """The trial's per-repeat output tok/s of ``scenario`` (``<scenario>.repeats``; empty when not measured)."""
-    raw = t.user_attrs.get(attrs.scenario_key(scenario, "repeats"))
-    if not isinstance(raw, list):
-        return []
-    return [float(x) for x in raw if isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)]
+    return record_of(t).repeats(scenario)

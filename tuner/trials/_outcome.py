@@ -12,7 +12,7 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.trials import attrs
+from tuner.trials import _attrs as attrs
 from tuner.trials._ranking import is_feasible
 from tuner.trials._verdicts import gate_pending
 
@@ -113,9 +113,10 @@ def _misses_slo_only(constraints: Mapping[str, float], user_attrs: Mapping[str, 
     return constraints.get("slo", 0) > 0 and not wrong
 
 
-def infeasibility(constraints: Mapping[str, float], user_attrs: Mapping[str, Any]) -> str | None:
+def infeasibility(t: FrozenTrial) -> str | None:
     """Why a measured config is not eligible (``gate 3/5``), or None when it is feasible."""
     reasons = []
+    constraints, user_attrs = t.constraints, t.user_attrs
     gate = user_attrs.get(attrs.GATE)
     if user_attrs.get(attrs.CORRECT) is False or constraints.get("correctness", 0) > 0:
         reasons.append(f"gate {gate}" if gate else "gate failed")
@@ -145,7 +146,7 @@ def outcome_text(t: FrozenTrial) -> str:
     if kind == NOT_GATED:
         return f"{_WORDS[kind]} ({user.get(attrs.GATE)})"
     if kind == WRONG:
-        return f"infeasible: wrong answers ({infeasibility(t.constraints, user) or 'gate failed'})"
+        return f"infeasible: wrong answers ({infeasibility(t) or 'gate failed'})"
     if kind == MISSES_SLO:
         return f"infeasible: {user.get(attrs.SLO_MISSED) or 'misses the SLO'}"
     if kind == OTHER:

@@ -7,7 +7,7 @@ import math
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.trials import attrs
+from tuner.trials import _attrs as attrs
 from tuner.trials._verdicts import study_trials
 
 __all__ = ["best_trials", "candidates", "counted_trials", "feasible", "is_counted", "is_feasible", "rank_value"]

@@ -17,7 +17,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
-from tuner.trials import attrs
+from tuner.trials import _attrs as attrs
 from tuner.trials._confirmed import CONFIRMATION
 from tuner.trials._ranking import best_trials, candidates, rank_value
 from tuner.trials._verdicts import gate_pending

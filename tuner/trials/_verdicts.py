@@ -22,7 +22,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.trials import attrs
+from tuner.trials import _attrs as attrs
 
 __all__ = [
     "GATE_VERDICT_PREFIX",

@@ -14,7 +14,7 @@ from typing import Any
 
 import optuna
 
-from tuner.trials import attrs
+from tuner.trials import _attrs as attrs
 
 __all__ = ["CarriedTrial", "WarmStart", "warm_start_of"]
 

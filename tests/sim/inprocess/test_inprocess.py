@@ -10,7 +10,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tuner.config import StudyConfig
+from tuner.config import StudyConfig, base_spec
 from tuner.errors import ConfigError, StartFailed
 from tuner.report import per_scenario_best
 from tuner.search import pruning_savings
@@ -25,9 +25,8 @@ from tuner.sim.inprocess import (
 from tuner.space import suggest
 from tuner.spec import LaunchSpec
 from tuner.study._starts import MAX_BRANCH_TRIES
-from tuner.target import base_spec
 from tuner.target.readiness import wait_ready
-from tuner.trials import attrs, best_trials, counted_trials
+from tuner.trials import best_trials, counted_trials, record_of, study_record
 
 from .conftest import MakeConfig, gate_when, seeds
 
@@ -65,13 +64,13 @@ def test_failures_end_pruned_with_evidence_never_fail(make_config: MakeConfig) -
     study = study_of(run)
     assert [t.state for t in study.trials] == [TrialState.COMPLETE] + [TrialState.PRUNED] * 3
     oom, died, corrupt = study.trials[1:4]
-    assert oom.params == OOM_AT_START | {"crash": "none"} and oom.user_attrs[attrs.FAILURE_PHASE] == "ready"
-    assert "Capture cuda graph failed: CUDA out of memory" in oom.user_attrs[attrs.FAILURE_REASON]
-    assert "Traceback" in oom.user_attrs[attrs.LOG_TAIL]
-    assert "set --cuda-graph-max-bs-decode to a smaller value" in oom.user_attrs[attrs.LOG_TAIL]
-    assert died.user_attrs[attrs.FAILURE_PHASE] == "benchmark"
-    assert "died under load in scenario c32-long" in died.user_attrs[attrs.FAILURE_REASON]
-    assert corrupt.user_attrs[attrs.FAILURE_PHASE] == "gate" and corrupt.user_attrs[attrs.CORRECT] is False
+    assert oom.params == OOM_AT_START | {"crash": "none"} and record_of(oom).failure_phase == "ready"
+    assert "Capture cuda graph failed: CUDA out of memory" in record_of(oom).failure_reason
+    assert "Traceback" in record_of(oom).log_tail
+    assert "set --cuda-graph-max-bs-decode to a smaller value" in record_of(oom).log_tail
+    assert record_of(died).failure_phase == "benchmark"
+    assert "died under load in scenario c32-long" in record_of(died).failure_reason
+    assert record_of(corrupt).failure_phase == "gate" and record_of(corrupt).correct is False
     assert corrupt.constraints["correctness"] > 0  # infeasible for TPE as well as PRUNED
     assert [t.number for t in best_trials(study)] == [0]
     # The virtual clock saw four real restarts; the OOM paid the weight load plus half a graph capture.
@@ -95,8 +94,8 @@ def test_failed_params_are_never_run_again(make_config: MakeConfig) -> None:
     run = run_inprocess(cfg, storage=cfg.study.storage, trials=4)
     study = study_of(run)
     repeat = study.trials[3]
-    assert repeat.params == OOM_AT_START and repeat.user_attrs[attrs.DUPLICATE_OF] == 1
-    assert repeat.state == TrialState.PRUNED and attrs.COMMAND not in repeat.user_attrs
+    assert repeat.params == OOM_AT_START and record_of(repeat).duplicate_of == 1
+    assert repeat.state == TrialState.PRUNED and record_of(repeat).command is None
     assert "trial-0003" not in run.clock.trials  # no restart for the repeat
     assert counted_trials(study) == 4
 
@@ -124,10 +123,10 @@ def test_tpe_learns_to_avoid_failing_regions(make_config: MakeConfig) -> None:
     run = run_inprocess(cfg, storage=cfg.study.storage, trials=30, seed=1)
     study = study_of(run)
     assert not [t for t in study.trials if t.state == TrialState.FAIL]
-    counted = [t for t in study.trials if t.user_attrs.get(attrs.DUPLICATE_OF) is None]
+    counted = [t for t in study.trials if record_of(t).duplicate_of is None]
 
     def failed(t: optuna.trial.FrozenTrial) -> bool:
-        return t.state == TrialState.PRUNED and t.user_attrs.get(attrs.PRUNED_SKIPPED) is None
+        return t.state == TrialState.PRUNED and record_of(t).pruned_skipped is None
 
     guided = [failed(t) for t in counted[8:]]
     # About a third of random configs of this space fail; TPE, told about its failures, rarely picks one.
@@ -143,17 +142,17 @@ def test_regression_pruning_saves_time_and_never_stops_the_study(make_config: Ma
     assert counted_trials(study) == 6
     slow = study.trials[2]
     assert slow.params == SLOW and slow.state == TrialState.PRUNED
-    assert slow.user_attrs[attrs.FAILURE_PHASE] == "benchmark"
+    assert record_of(slow).failure_phase == "benchmark"
     assert re.fullmatch(
         r"pruned after scenario c1-short: [\d.]+ tok/s is confidently more than 5% slower than the reference's",
-        slow.user_attrs[attrs.FAILURE_REASON],
-    ), slow.user_attrs[attrs.FAILURE_REASON]
-    assert slow.user_attrs[attrs.PRUNED_SKIPPED] == ["c8-short", "c32-long"]  # cheapest (c1-short) ran first
-    assert slow.user_attrs[attrs.PRUNING_SAVED_S] > 0
+        record_of(slow).failure_reason,
+    ), record_of(slow).failure_reason
+    assert record_of(slow).pruned_skipped == ("c8-short", "c32-long")  # cheapest (c1-short) ran first
+    assert record_of(slow).pruning_saved_s > 0
     near_best = study.trials[3]  # the same config as the best but one notch of memory: within noise
     assert near_best.state == TrialState.COMPLETE
-    assert pruning_savings(study) >= slow.user_attrs[attrs.PRUNING_SAVED_S]
-    assert study.user_attrs[attrs.PRUNING_SAVED_S] == round(pruning_savings(study), 3)  # the study-level record
+    assert pruning_savings(study) >= record_of(slow).pruning_saved_s
+    assert study_record(study).pruning_saved_s == round(pruning_savings(study), 3)  # the study-level record
     assert run.clock.seconds("trial-0002", what="benchmark") < run.clock.seconds("trial-0001", what="benchmark")
 
 
@@ -219,9 +218,9 @@ def test_every_branch_is_measured_once_before_tpe_takes_over(make_config: MakeCo
     run_inprocess(cfg, storage=cfg.study.storage, trials=2)
     run = run_inprocess(cfg, storage=cfg.study.storage, trials=4)  # a resume must not add a second one
     study = study_of(run)
-    branch = [t for t in study.trials if attrs.BRANCH in t.user_attrs]
+    branch = [t for t in study.trials if record_of(t).branch is not None]
     assert [t.number for t in branch] == [1]  # right after the baseline (DDTREE)
-    assert branch[0].params["algorithm"] == "DFLASH" and branch[0].user_attrs[attrs.BRANCH] == {"algorithm": "DFLASH"}
+    assert branch[0].params["algorithm"] == "DFLASH" and record_of(branch[0]).branch == {"algorithm": "DFLASH"}
     assert "budget" not in branch[0].params  # the rest is sampled, conditions applied
 
 
@@ -235,9 +234,9 @@ def test_a_branch_breaking_constraints_is_retried_then_given_up(make_config: Mak
     cfg = make_config(search='sampler = "random"', edit=dflash_never_valid)
     run = run_inprocess(cfg, storage=cfg.study.storage, trials=3, seed=0)
     study = study_of(run)
-    branch = [t for t in study.trials if attrs.BRANCH in t.user_attrs]
+    branch = [t for t in study.trials if record_of(t).branch is not None]
     assert len(branch) == MAX_BRANCH_TRIES
-    assert all(t.user_attrs.get(attrs.REJECTED) and t.params["algorithm"] == "DFLASH" for t in branch)
+    assert all(record_of(t).rejected and t.params["algorithm"] == "DFLASH" for t in branch)
     assert counted_trials(study) == 3
 
 
@@ -316,8 +315,7 @@ def test_a_per_stream_objective_is_confirmed_on_per_stream_repeats(make_config: 
 
 
 def test_confirm_top_remeasures_the_top_three_interleaved(make_config: MakeConfig) -> None:
-    from tuner.study import confirmation_text
-    from tuner.trials import recommended
+    from tuner.trials import confirmation_text, recommended
 
     # Gated before the benchmark, so no finalist drops out at the end for wrong answers.
     cfg = make_config(
@@ -327,7 +325,7 @@ def test_confirm_top_remeasures_the_top_three_interleaved(make_config: MakeConfi
     study = study_of(run)
     c = study.user_attrs["confirmation"]
     top = sorted(
-        (t for t in study.trials if t.state == TrialState.COMPLETE and t.user_attrs.get(attrs.DUPLICATE_OF) is None),
+        (t for t in study.trials if t.state == TrialState.COMPLETE and record_of(t).duplicate_of is None),
         key=lambda t: t.values[0],
         reverse=True,
     )[:3]

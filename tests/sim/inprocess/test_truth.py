@@ -71,8 +71,8 @@ def test_true_optimum_is_the_best_of_the_space(make_config: MakeConfig) -> None:
 def test_fast_config_mapping_matches_the_parser(make_config: MakeConfig) -> None:
     cfg = make_config(edit=_small)
     fast = _FastConfigs(cfg)
+    from tuner.config import base_spec
     from tuner.space import render
-    from tuner.target import base_spec
 
     for p in random.Random(2).sample(list(_enumerate(cfg.space)), 50):
         assert fast(p) == parse_server_config(render(cfg.space, base_spec(cfg.target), p))

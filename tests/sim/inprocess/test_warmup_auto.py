@@ -14,7 +14,7 @@ from optuna.trial import FrozenTrial
 
 from tuner.sim.inprocess import run_inprocess
 from tuner.study._warmups import first_passes, warmup_states
-from tuner.trials import attrs, scenario_repeats
+from tuner.trials import record_of, scenario_repeats
 
 from .conftest import MakeConfig
 
@@ -23,8 +23,8 @@ SCENARIOS = ("c1-short", "c8-short", "c32-long")
 
 def _warmups(t: FrozenTrial) -> dict[str, str]:
     """What ran before each scenario the trial measured."""
-    keys = {s: attrs.scenario_key(s, "warmup") for s in SCENARIOS}
-    return {s: t.user_attrs[key] for s, key in keys.items() if key in t.user_attrs}
+    record = record_of(t)
+    return {s: w for s in SCENARIOS if (w := record.figure(s, "warmup")) is not None}
 
 
 def _study(run) -> optuna.Study:  # type: ignore[no-untyped-def]
@@ -39,7 +39,7 @@ def test_a_warm_server_runs_without_warmups_and_its_first_passes_are_the_evidenc
     trials = [t for t in study.trials if _warmups(t)]
     assert len(trials) >= 10
     assert {kind for t in trials for kind in _warmups(t).values()} == {"none"}
-    assert all(t.user_attrs.get(attrs.scenario_key(s, "first_pass_tok_s")) is None for t in trials for s in SCENARIOS)
+    assert all(record_of(t).figure(s, "first_pass_tok_s") is None for t in trials for s in SCENARIOS)
     # The evidence is free: the first counted repeat of every run with two or more, against the later ones.
     multi = [(t, s) for t in trials for s in _warmups(t) if len(scenario_repeats(t, s)) >= 2]
     assert multi, "the baseline alone measures its scenarios more than once"
@@ -76,7 +76,7 @@ def test_a_cold_server_gets_warmups_once_its_first_passes_show_it(make_config: M
     # c32-long's probe would cost 18 warm-ups: its needed warm-up is the configured request.
     assert states["c32-long"][0].kind == "requests", states["c32-long"][0]
     for t in trials:
-        probe = t.user_attrs.get(attrs.scenario_key("c8-short", "first_pass_tok_s"))
+        probe = record_of(t).figure("c8-short", "first_pass_tok_s")
         repeats = scenario_repeats(t, "c8-short")
         if probe is not None and repeats:
             # Counted repeats are warm: each is well above the cold probe of its trial.

@@ -15,9 +15,10 @@ from fixtures_sshd import Sshd, free_port, sim_argv, write_sim_unit
 from tuner.config import ReadinessSection, SystemdSection
 from tuner.endpoint import Endpoint
 from tuner.sim.inprocess import ModelService, model_readiness
+from tuner.spec import LaunchSpec, spec_matches
 from tuner.target.hosts import BaseHost, LocalHost
 from tuner.target.readiness import ReadinessCheck, wait_ready
-from tuner.target.services import BaseService, LaunchSpec, ProcessService, Restarted, spec_matches
+from tuner.target.services import BaseService, ProcessService, Restarted
 from tuner.target.services._systemd import SystemdService
 
 READY = ReadinessSection(timeout_s=30, poll_interval_s=0.05, request_timeout_s=5)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.target.services import LaunchSpec
+from tuner.spec import LaunchSpec
 from tuner.target.services._systemd import dropin_text, parse_unit_text, systemd_quote, systemd_split
 
 CASES = ["plain", "a;rm -rf x", "$(id)", "$HOME", "100%", "%n", 'say "hi"', "back\\slash", "it's", "tab\there",

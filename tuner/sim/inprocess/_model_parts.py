@@ -24,39 +24,28 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tuner.bench import BaseBenchmark, ScenarioResult, WarmupPolicy
-from tuner.config import BenchmarkSection, GateSection, ReadinessSection, Scenario, StudyConfig
+from tuner.config import BenchmarkSection, GateSection, ReadinessSection, Scenario, StudyConfig, base_spec
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, StartFailed
 from tuner.gate import BaseGate, GateResult, ProblemOutcome, check_gate
-from tuner.sim import (
+from tuner.sim import ServerConfig, corrupts_code
+from tuner.sim._args import ServerArgsError
+from tuner.sim._model import capture_seconds, startup_seconds
+from tuner.sim._startup import (
     READY_LINE,
-    ServerArgsError,
-    ServerConfig,
     capture_begin_lines,
     capture_end_lines,
     capture_failure_text,
-    capture_seconds,
-    corrupts_code,
     load_begin_lines,
     load_end_lines,
-    startup_seconds,
 )
 from tuner.sim.inprocess._truth import ModelledScenario, Variant, model_scenario, parse_launch
+from tuner.spec import LaunchSpec, program_part
 from tuner.stats import SequentialPolicy
 from tuner.study import Console, TrialParts, run_study
-from tuner.target import Target, base_spec, open_target
+from tuner.target import Target, open_target
 from tuner.target.readiness import LogWatch, Ready
-from tuner.target.services import (
-    BaseService,
-    Finding,
-    LaunchSpec,
-    LogChunk,
-    Preflight,
-    ProcessIdentity,
-    Restarted,
-    ServiceState,
-    program_part,
-)
+from tuner.target.services import BaseService, Finding, LogChunk, Preflight, ProcessIdentity, Restarted, ServiceState
 
 Progress = Callable[[str], None]
 

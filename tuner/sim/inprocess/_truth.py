@@ -25,31 +25,22 @@ from typing import Any
 import numpy as np
 
 from tuner.bench import LoadResult, RequestRecord, arrival_schedule, latency_figures
-from tuner.config import Scenario, StudyConfig, load_trace
+from tuner.config import Scenario, StudyConfig, base_spec, load_trace, spec_for
 from tuner.metrics import objective_value
-from tuner.sim import (
-    CTX_BUCKET,
-    INIT_NEW_TOKEN_RATIO,
-    PREFILL_S_PER_TOKEN,
-    EmulatedVersion,
-    ServerConfig,
-    acceptance_length,
-    corrupts_code,
+from tuner.sim import ServerConfig, acceptance_length, corrupts_code, step_time_s, workload_kind
+from tuner.sim._args import parse_server_args
+from tuner.sim._model import (
     cuda_graph_max_bs,
     kv_pool_gb,
     max_input_tokens,
-    parse_server_args,
     request_memory_gb,
-    simulate_open,
-    simulate_scenario,
     startup_failure,
-    step_time_s,
     verify_width,
-    workload_kind,
 )
+from tuner.sim._scheduler import CTX_BUCKET, INIT_NEW_TOKEN_RATIO, PREFILL_S_PER_TOKEN, simulate_open, simulate_scenario
+from tuner.sim._versions import EmulatedVersion
 from tuner.space import Param, SearchSpace, Value, iter_configs, param_values, render
 from tuner.spec import LaunchSpec
-from tuner.target import base_spec
 
 __all__ = [
     "ModelledScenario",
@@ -386,7 +377,7 @@ def true_objective(config: StudyConfig, params: Mapping[str, Value], variant: Va
 
     For a multi-objective study this is the weighted geometric mean of the scenarios (its scalar summary).
     """
-    spec = render(config.space, base_spec(config.target), params)
+    spec = spec_for(config, params)
     try:
         cfg = parse_server_config(spec)
     except ValueError:

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tuner.config import Scenario
-from tuner.sim import PREFILL_S_PER_TOKEN, ServerConfig, verify_width
+from tuner.sim import ServerConfig
+from tuner.sim._model import verify_width
+from tuner.sim._scheduler import PREFILL_S_PER_TOKEN
 
 if TYPE_CHECKING:
     from tuner.sim.inprocess._truth import ModelledScenario

@@ -1,6 +1,5 @@
 """How a server is managed: the service-manager seam (plain process, systemd unit, in-process model)."""
 
-from tuner.spec import LaunchSpec, program_part, spec_matches
 from tuner.target.services._base import (
     BaseService,
     Finding,
@@ -10,19 +9,16 @@ from tuner.target.services._base import (
     Restarted,
     ServiceState,
 )
-from tuner.target.services._gpu import GpuBusy, read_gpu_memory, wait_gpu_free
-from tuner.target.services._proc import ProcStat, descendants, parse_stat, port_listeners, process_table
+from tuner.target.services._gpu import read_gpu_memory
+from tuner.target.services._proc import descendants, parse_stat, port_listeners, process_table
 from tuner.target.services._process import ProcessService
-from tuner.target.services._systemd import SystemdService, dropin_text, parse_unit_text, systemd_quote, systemd_split
+from tuner.target.services._systemd import SystemdService, dropin_text
 
 __all__ = [
     "BaseService",
     "Finding",
-    "GpuBusy",
-    "LaunchSpec",
     "LogChunk",
     "Preflight",
-    "ProcStat",
     "ProcessIdentity",
     "ProcessService",
     "Restarted",
@@ -31,13 +27,7 @@ __all__ = [
     "descendants",
     "dropin_text",
     "parse_stat",
-    "parse_unit_text",
     "port_listeners",
     "process_table",
-    "program_part",
     "read_gpu_memory",
-    "spec_matches",
-    "systemd_quote",
-    "systemd_split",
-    "wait_gpu_free",
 ]

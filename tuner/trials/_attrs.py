@@ -62,3 +62,12 @@ CLIENT_BOUND = "client_bound"
 def scenario_key(scenario: str, key: str) -> str:
     """``<scenario>.<key>``: a per-scenario figure's user attr (the keys are in :mod:`tuner.metrics`)."""
     return f"{scenario}.{key}"
+
+DASHBOARD_FEASIBLE = "feasible"
+"""The dashboard's own column: ``yes`` or why not (the dashboard ignores Optuna's constraints)."""
+STUDY_FINGERPRINT = "config_fingerprint"
+"""Study attr: the study file's fingerprint; a resumed study must still match it."""
+CONFIG_TEXT = "config_toml"
+"""Study attr: the study file's text, secrets redacted (``config_from_study`` restores the config from it)."""
+CONFIG_SOURCE = "config_source"
+CONFIG_DIR = "config_dir"
