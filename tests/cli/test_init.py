@@ -196,3 +196,59 @@ def test_never_more_trials_than_the_space_holds(tmp_path: Path) -> None:
     assert config.study.trials == count_configs(config.space) == 8
     (tmp_path / "s").mkdir()
     assert load_config(_init(tmp_path / "s", SGLANG)).study.trials == 20
+
+
+ISSUE_LLAMA_SERVER = ["llama-server", "-m", "M", "-md", "M", "--spec-type", "draft-simple", "--spec-draft-n-max", "8",
+                      "-t", "1", "-c", "2048"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("extra", "per_stream"),
+    [
+        ([], 2048 // 4),  # no -np: llama-server's 4 slots share one context
+        (["-np", "2"], 2048 // 2),
+        (["--parallel", "8"], 2048 // 8),
+    ],
+    ids=["default-slots", "np-2", "parallel-8"],
+)
+def test_llama_server_s_context_sizes_the_scenarios(tmp_path: Path, extra: list[str], per_stream: int) -> None:
+    """The issue's command: -c 2048 over 4 slots holds 512 tokens a stream, and every request tune sends (a
+    scenario's prompt and output, the gate's answer, the largest draft the space tries) fits in one."""
+    path = _init(tmp_path, [*ISSUE_LLAMA_SERVER, *extra])
+    config = load_config(path)
+    drafts = max(config.space.by_name(n).high for n in ("draft_max",))  # type: ignore[union-attr]
+    assert f"# Sized to the command's context: -c 2048 shared by {2048 // per_stream} streams" in path.read_text()
+    for s in config.benchmark.scenarios:
+        assert s.prompt_tokens + s.output_tokens + drafts <= per_stream, s
+    assert config.gate is not None
+    code = next(s for s in config.benchmark.scenarios if s.prompts == "humaneval")
+    assert code.prompt_tokens + config.gate.max_tokens + drafts <= per_stream
+    assert min(s.output_tokens for s in config.benchmark.scenarios) >= 32  # still a measurement worth making
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        ([*SGLANG, "--context-length", "700"], "--context-length 700 = 700 tokens a stream"),
+        ([*VLLM, "--max-model-len", "600"], "--max-model-len 600 = 600 tokens a stream"),
+    ],
+    ids=["sglang", "vllm"],
+)
+def test_a_request_context_sizes_the_scenarios(tmp_path: Path, argv: list[str], said: str) -> None:
+    path = _init(tmp_path, argv)
+    config = load_config(path)
+    assert said in path.read_text()
+    limit = int(said.split(" = ")[1].split()[0])
+    assert all(s.prompt_tokens + s.output_tokens < limit for s in config.benchmark.scenarios)
+
+
+def test_a_context_too_small_or_unsaid_is_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    small = [*ISSUE_LLAMA_SERVER[:-1], "256"]
+    assert main(["init", "--out", str(tmp_path / "x.toml"), "--", *small]) == 2
+    err = capsys.readouterr().err
+    assert "-c 256 shared by 4 streams leaves 48 tokens a stream after the drafts' 16" in err
+    assert "give the server a larger -c or fewer -np" in err and not (tmp_path / "x.toml").exists()
+    path = _init(tmp_path, ISSUE_LLAMA_SERVER[:-2])
+    assert "# The command sets no context size (-c / --ctx-size): sized for a server whose context holds" in (
+        path.read_text()
+    )

@@ -233,7 +233,7 @@ def _split_env(argv: list[str]) -> tuple[list[str], dict[str, str]]:
 
 
 _SCENARIOS = """\
-[benchmark]
+{sizing}[benchmark]
 warmup = "auto"           # warm up only once the study's own first passes show they are slower
 warmup_requests = 2
 min_repeats = 1           # sequential repeats: once the study knows its noise, one repeat can settle a config
@@ -245,9 +245,9 @@ precision = 0.02          # stop when the objective's interval is within +-2%
 [[benchmark.scenarios]]
 name = "c1-code"
 concurrency = 1
-prompt_tokens = 256
+prompt_tokens = {code_prompt}
 prompts = "humaneval"
-output_tokens = 128
+output_tokens = {output}
 requests = 4
 
 # Random words of a fixed length (prompts = "random"); or a JSONL file of your own chats:
@@ -255,8 +255,8 @@ requests = 4
 [[benchmark.scenarios]]
 name = "c{conc}-chat"
 concurrency = {conc}
-prompt_tokens = 512
-output_tokens = 128
+prompt_tokens = {chat_prompt}
+output_tokens = {output}
 requests = {requests}
 
 [objective]
@@ -270,8 +270,45 @@ enabled = true
 count = 3
 seed = 0
 min_passed = 1             # raise it for a strong model: the baseline must pass too
-max_tokens = 512
+max_tokens = {gate_tokens}
 """
+
+
+_FULL = {"code_prompt": 256, "chat_prompt": 512, "output": 128, "gate_tokens": 512}
+"""The scenarios' request sizes where the server's context holds them (tokens)."""
+_SMALLEST_STREAM = 96
+"""Fewer tokens a stream than this hold no request worth measuring."""
+
+
+def _sizes(dialect: BaseServerDialect, command: list[str], space: list[dict[str, Any]], *, conc: int) -> dict[str, Any]:
+    """The scenarios' request sizes, fitted to the context the command gives each stream (with the drafts'
+    extra tokens: the largest value a tuned knob tries), and the comment that says how."""
+    found = [(f, v) for f in dialect.context_flags if (v := _flag_value(command, f)) and v.isdigit() and int(v) > 0]
+    if not found:
+        flags = " / ".join(dialect.context_flags) or "a context flag"
+        return {**_FULL, "sizing": f"# The command sets no context size ({flags}): sized for a server whose context "
+                f"holds {_FULL['chat_prompt'] + _FULL['output']} tokens a stream and the drafts'; lower prompt_tokens "
+                "and output_tokens below if yours holds less.\n"}  # fmt: skip
+    flag, context = found[0][0], int(found[0][1])
+    slots = next((int(v) for f in dialect.slot_flags if (v := _flag_value(command, f)) and v.isdigit()), 0)
+    sharing = slots or dialect.default_slots  # more streams than slots wait for one
+    drafts = max([int(e["high"]) for e in space if e["name"] in dialect.draft_lengths and "high" in e] or [16])
+    stream = context // sharing - drafts
+    how = f"{flag} {context}" + (f" shared by {sharing} streams" if sharing > 1 else "")
+    if stream < _SMALLEST_STREAM:
+        raise ConfigError(
+            file=None, key="tune init", got=shlex.join(command),
+            expected=f"a context that holds a benchmark request: {how} leaves {stream} tokens a stream after the "
+            f"drafts' {drafts} (at least {_SMALLEST_STREAM}); give the server a larger {flag}"
+            + (f" or fewer {dialect.slot_flags[0]}" if dialect.slot_flags else ""),
+        )  # fmt: skip
+    output = min(_FULL["output"], stream // 4)
+    chat = min(_FULL["chat_prompt"], stream - output)
+    code = min(_FULL["code_prompt"], chat)
+    gate = min(_FULL["gate_tokens"], stream - code)
+    sizing = (f"# Sized to the command's context: {how} = {context // sharing} tokens a stream, {drafts} of them "
+              "kept for the drafts' extra tokens.\n")  # fmt: skip
+    return {"code_prompt": code, "chat_prompt": chat, "output": output, "gate_tokens": gate, "sizing": sizing}
 
 
 def _space_text(space: list[dict[str, Any]]) -> list[str]:
@@ -335,7 +372,7 @@ def init_study(
         "# Suggested from the flags the server's dialect knows are tunable; the command's values are the baseline.",
         *_space_text(space),
         *_constraints_text(dialect, space),
-        _SCENARIOS.format(conc=conc, requests=4 * conc),
+        _SCENARIOS.format(conc=conc, requests=4 * conc, **_sizes(dialect, command, space, conc=conc)),
     ]
     return _with_trials("\n".join(lines)), notes
 

@@ -322,6 +322,7 @@ _SHORT = {
     "feasible": "ok",
     "not gated (behind the best)": "ok",
     "not gated yet (finalists only)": "ok",
+    "not gated (not a finalist)": "ok",
     "infeasible (wrong answers)": "WRONG",
     "pruned (slower)": "pruned",
     "failed to start": "FAILED",
@@ -347,6 +348,8 @@ def _gate_cell(row: dict[str, Any]) -> str:
         return "skip"
     if row["outcome"] == "not gated yet (finalists only)":
         return "end"
+    if row["outcome"] == "not gated (not a finalist)":
+        return "skip"
     return str(row["gate"] or "-").removesuffix(" at the end")
 
 

@@ -56,6 +56,16 @@ class BaseServerDialect(abc.ABC):
     """Speculative-decoding knobs `tune init` suggests: one [space.NAME] table each (``name`` + its keys), and
     ``requires`` = (flag, value or None): suggested only when the launch command has that flag (with that value;
     a tuple of values: with one of them in the flag's comma-separated list)."""
+    context_flags: ClassVar[tuple[str, ...]] = ()
+    """Flags that set the tokens a request may hold (prompt, output and the drafts' extra ones); ``tune init``
+    sizes its scenarios to them."""
+    slot_flags: ClassVar[tuple[str, ...]] = ()
+    """Flags that split that context between parallel slots (llama-server's ``-np``)."""
+    default_slots: ClassVar[int] = 1
+    """The slots that share the context when the command sets none."""
+    draft_lengths: ClassVar[tuple[str, ...]] = ()
+    """The :attr:`tunable` knobs whose value is how many extra tokens a step drafts: the context a request needs
+    beyond its prompt and output."""
     tunable_constraints: ClassVar[tuple[tuple[str, str, str], ...]] = ()
     """``(left, op, right)`` between :attr:`tunable` knobs, written by `tune init` when both are suggested."""
     map_axes: ClassVar[tuple[str, str] | None] = None

@@ -16,6 +16,8 @@ class LlamaCppDialect(BaseServerDialect):
     """
 
     name = "llama.cpp"
+    context_flags: ClassVar[tuple[str, ...]] = ("--n_ctx",)
+    draft_lengths: ClassVar[tuple[str, ...]] = ("num_pred_tokens",)
     health_path = None
     phase_markers: ClassVar[tuple[tuple[str, str], ...]] = (
         ("loading model", r"llama_model_load|llama_model_loader|load_tensors"),

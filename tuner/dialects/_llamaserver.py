@@ -53,6 +53,10 @@ class LlamaServerDialect(BaseServerDialect):
     """
 
     name = "llama-server"
+    context_flags: ClassVar[tuple[str, ...]] = ("-c", "--ctx-size")
+    draft_lengths: ClassVar[tuple[str, ...]] = ("draft_max", "ngram_mod_n_max")
+    slot_flags: ClassVar[tuple[str, ...]] = ("-np", "--parallel")
+    default_slots = 4  # no -np: 4 slots over one unified context (llama-server's default)
     health_path = "/health"
     # Its start-up log (tools/server/server.cpp): the HTTP server is up first (/health: 503), then these.
     phase_markers: ClassVar[tuple[tuple[str, str], ...]] = (

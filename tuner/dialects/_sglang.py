@@ -34,6 +34,8 @@ class SGLangDialect(BaseServerDialect):
     """
 
     name = "sglang"
+    context_flags: ClassVar[tuple[str, ...]] = ("--context-length",)
+    draft_lengths: ClassVar[tuple[str, ...]] = ("budget", "block_size")
     health_path = "/health"
     phase_markers: ClassVar[tuple[tuple[str, str], ...]] = _merged_markers()
     # SGLang's parser errors and its unknown-algorithm ValueError, in the words of its own code.

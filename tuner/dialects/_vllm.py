@@ -16,6 +16,8 @@ class VLLMDialect(BaseServerDialect):
     """
 
     name = "vllm"
+    context_flags: ClassVar[tuple[str, ...]] = ("--max-model-len",)
+    draft_lengths: ClassVar[tuple[str, ...]] = ("num_speculative_tokens",)
     health_path = "/health"
     phase_markers: ClassVar[tuple[tuple[str, str], ...]] = (
         ("loading weights", r"Starting to load model|Loading weights"),

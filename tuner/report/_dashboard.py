@@ -30,6 +30,7 @@ from tuner.report._importance import dashboard_importances
 from tuner.trials import (
     DIED,
     FEASIBLE,
+    NOT_FINALIST,
     NOT_GATED,
     NOT_GATED_YET,
     NOT_STARTED,
@@ -58,7 +59,7 @@ def _constraint_list(t: optuna.trial.FrozenTrial) -> list[float]:
     values = [float(v) for _, v in sorted(t.constraints.items())]
     if (
         t.state == optuna.trial.TrialState.COMPLETE
-        and outcome(t) not in (FEASIBLE, NOT_GATED, NOT_GATED_YET)  # measured and unchecked is not wrong
+        and outcome(t) not in (FEASIBLE, NOT_GATED, NOT_GATED_YET, NOT_FINALIST)  # measured and unchecked is not wrong
         and not any(v > 0 for v in values)
     ):
         values.append(1.0)  # infeasible by our gate verdict without a constraint row: still show it

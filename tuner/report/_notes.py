@@ -21,6 +21,7 @@ from tuner.space import Param, format_value
 from tuner.trials import (
     DIED,
     MISSES_SLO,
+    NOT_FINALIST,
     NOT_GATED,
     NOT_GATED_YET,
     NOT_STARTED,
@@ -253,7 +254,7 @@ def _verdict_note(t: FrozenTrial, confirmation: Any) -> tuple[str | None, list[s
         return f"**{words}**: fast or not, it breaks the latency promise; never recommended.", []
     if kind == NOT_GATED:
         return f"**{words}**.", []
-    if kind == NOT_GATED_YET:
+    if kind in (NOT_GATED_YET, NOT_FINALIST):
         return f"**{words}**.", []
     if t.state == TrialState.COMPLETE:
         values = confirmation.get("values", {}) if confirmation is not None else {}

@@ -20,6 +20,7 @@ from tuner.report._map import MapView
 from tuner.trials import (
     FEASIBLE,
     MISSES_SLO,
+    NOT_FINALIST,
     NOT_GATED,
     NOT_GATED_YET,
     SLOWER,
@@ -98,6 +99,7 @@ _STYLE: dict[str, dict[str, Any]] = {
     FEASIBLE: {"marker": "o", "color": "tab:blue", "label": "feasible"},
     NOT_GATED_YET: {"marker": "o", "color": "tab:cyan", "label": "not gated yet (only finalists are)"},
     NOT_GATED: {"marker": "s", "facecolors": "none", "edgecolors": "tab:olive", "label": "not gated (behind)"},
+    NOT_FINALIST: {"marker": "s", "facecolors": "none", "edgecolors": "tab:cyan", "label": "not a finalist"},
     WRONG: {"marker": "x", "color": "red", "label": "infeasible (wrong answers)"},
     MISSES_SLO: {"marker": "x", "color": "tab:orange", "label": "infeasible (misses the SLO)"},
     SLOWER: {
@@ -204,6 +206,7 @@ def plot_param_map(view: MapView, path: Path, *, score_name: str) -> Path:
 
 _MAP_STYLE: dict[str, dict[str, Any]] = {
     NOT_GATED: {"marker": "s", "facecolors": "none", "edgecolors": "tab:olive", "s": 70, "label": "not gated (behind)"},
+    NOT_FINALIST: {"marker": "s", "facecolors": "none", "edgecolors": "tab:cyan", "s": 70, "label": "not a finalist"},
     WRONG: {"marker": "x", "c": "red", "s": 80, "label": "infeasible (wrong answers)"},
     SLOWER: {"marker": "D", "facecolors": "none", "edgecolors": "tab:blue", "s": 60, "label": "pruned (slower)"},
 }

@@ -23,6 +23,9 @@ GATE_SKIPPED = "gate_skipped"
 GATE_DEFERRED = "gate_deferred"
 """True on a COMPLETE trial of a ``[gate] when = "final"`` study: gated at the end if it is a finalist, its
 verdict then recorded in the study (:mod:`tuner.trials._verdicts`)."""
+NOT_FINALIST = "not_finalist"
+"""True on the copies :func:`tuner.trials.study_trials` hands out of a deferred trial the end-of-study gate passed
+over (not a finalist); never stored."""
 REJECTED = "rejected"
 DUPLICATE_OF = "duplicate_of"
 RETRY_OF = "retry_of"

@@ -20,6 +20,7 @@ __all__ = [
     "DIED",
     "ENVIRONMENT",
     "FEASIBLE",
+    "NOT_FINALIST",
     "NOT_GATED",
     "NOT_GATED_YET",
     "NOT_STARTED",
@@ -37,6 +38,7 @@ __all__ = [
 FEASIBLE = "feasible"
 NOT_GATED = "not gated (behind the best)"
 NOT_GATED_YET = "not gated yet (finalists only)"
+NOT_FINALIST = "not gated (not a finalist)"
 WRONG = "infeasible (wrong answers)"
 MISSES_SLO = "infeasible (misses the SLO)"
 SLOWER = "pruned (slower)"
@@ -45,7 +47,9 @@ DIED = "died under load"
 ENVIRONMENT = "environment"
 OTHER = "other failure"
 
-OUTCOMES = (FEASIBLE, NOT_GATED, NOT_GATED_YET, WRONG, MISSES_SLO, SLOWER, NOT_STARTED, DIED, ENVIRONMENT, OTHER)
+OUTCOMES = (
+    FEASIBLE, NOT_GATED, NOT_GATED_YET, NOT_FINALIST, WRONG, MISSES_SLO, SLOWER, NOT_STARTED, DIED, ENVIRONMENT, OTHER
+)  # fmt: skip
 """What became of a counted trial, in the order the report lists them."""
 
 _START_PHASES = ("apply", "restart", "ready", "verify")
@@ -70,6 +74,7 @@ _WORDS = {
     FEASIBLE: "feasible",
     NOT_GATED: "not gated: too far behind the best to need it",
     NOT_GATED_YET: "not gated yet: only finalists are gated, at the end of the study",
+    NOT_FINALIST: "not gated: not a finalist",
     WRONG: "failed: wrong answers",
     MISSES_SLO: "infeasible: misses the latency SLO",
     SLOWER: "pruned: slower than the best",
@@ -94,7 +99,7 @@ def outcome(t: FrozenTrial) -> str:
         if user.get(attrs.GATE_SKIPPED):
             return NOT_GATED
         if gate_pending(t):
-            return NOT_GATED_YET
+            return NOT_FINALIST if user.get(attrs.NOT_FINALIST) else NOT_GATED_YET
         return FEASIBLE if is_feasible(t) else WRONG
     if t.state != TrialState.PRUNED:
         return t.state.name

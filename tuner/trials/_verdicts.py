@@ -113,6 +113,9 @@ def apply_verdicts(trials: Iterable[FrozenTrial], verdicts: Mapping[int, GateVer
     out = []
     for t in trials:
         verdict = verdicts.get(t.number) if t.user_attrs.get(attrs.GATE_DEFERRED) else None
+        if verdict is None and verdicts and gate_pending(t):  # the end-of-study gate ran and passed it over
+            t = copy.copy(t)
+            t.user_attrs = {**t.user_attrs, attrs.NOT_FINALIST: True}
         if verdict is not None:
             t = copy.copy(t)
             t.user_attrs = {
