@@ -188,3 +188,57 @@ def stranger(port: int, log: Path) -> subprocess.Popen[bytes]:
         assert proc.poll() is None, log.read_text()
         time.sleep(0.05)
     raise AssertionError("the stranger never listened")
+
+
+UNCLEAN = ("Traceback", "never retrieved", "Exception ignored")
+"""What a stop must never print: a traceback, a task that kept the stop, an exception dropped by a finaliser."""
+
+
+@dataclass(frozen=True)
+class Stopped:
+    rc: int
+    err: str
+    signalled: bool
+    lost: list[int]
+    """Trials that had their verdict before the signal and lost it."""
+
+    @property
+    def clean(self) -> bool:
+        hinted = self.rc == 130 and "Resume with: tune start" in self.err
+        return (hinted or not self.signalled) and not self.lost and not any(u in self.err for u in UNCLEAN)
+
+
+def stop_after_ready(case: Case, delay: float, *, signum: int = signal.SIGINT, trials: int = 60) -> Stopped:
+    """``tune start``, then ``signum`` ``delay`` seconds after it first printed "ready after" (a server serves: the
+    benchmark's requests, warm-up and event loop are next); what the stop left."""
+    import threading
+
+    finished = _finished(case)
+    proc = case.spawn(trials=trials)
+    err: list[str] = []
+    ready = threading.Event()
+
+    def pump() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            err.append(line)
+            if "ready after" in line:
+                ready.set()
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    while not ready.wait(0.05) and proc.poll() is None:
+        pass
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=delay)  # the offset itself, not a wait for an event
+    signalled = proc.poll() is None
+    if signalled:
+        os.kill(proc.pid, signum)
+    proc.wait(timeout=180)
+    reader.join(timeout=30)
+    lost = sorted(finished - _finished(case))
+    return Stopped(rc=proc.returncode, err="".join(err), signalled=signalled, lost=lost)
+
+
+def _finished(case: Case) -> set[int]:
+    return {n for n, state, _ in case.trials_table() if state in ("COMPLETE", "PRUNED")}

@@ -32,12 +32,20 @@ from typing import Any
 from tuner.errors import TrialFailure
 from tuner.spec import LaunchSpec
 
-__all__ = ["MIN_TEXT_SECRET", "REDACTED", "Secrets", "is_secret_env", "is_secret_flag"]
+__all__ = ["MIN_TEXT_SECRET", "REDACTED", "Secrets", "is_secret_env", "is_secret_flag", "masked_url"]
 
 REDACTED = "***"
 MIN_TEXT_SECRET = 4
 
 _SECRET_WORD = re.compile(r"(key|token|secret|password)(?![a-z])", re.IGNORECASE)
+# scheme://user:PASSWORD@host: up to the token's last "@" (an unencoded "@" in a password stays hidden too).
+_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s:/@'\"]*):[^\s'\"]*@")
+
+
+def masked_url(text: str) -> str:
+    """A storage URL (or a text or command line holding URLs) as people may see it: each password ``***``
+    (``postgresql://tune:***@db/tune``)."""
+    return _URL_PASSWORD.sub(rf"\1:{REDACTED}@", text)
 
 
 def is_secret_flag(flag: str) -> bool:

@@ -61,3 +61,14 @@ def test_sim_help_names_tune_sim_and_the_server_keeps_sglangs_name() -> None:
     assert server.returncode == 2
     assert "sglang serve: error: unrecognized arguments: --no-such-flag" in server.stderr
 
+
+
+@pytest.mark.parametrize("name", sorted(set(_commands()) - {"sim"}))
+def test_no_help_shows_sphinx_markup(name: str) -> None:
+    text = _commands()[name].format_help()
+    assert ":func:" not in text and ":mod:" not in text and "``" not in text, name
+
+
+def test_warm_start_help_says_what_the_default_does() -> None:
+    text = " ".join(_commands()["start"].format_help().split())
+    assert "its top configs first (all of it as the sampler's prior too with [search] warm_start_prior = true)" in text

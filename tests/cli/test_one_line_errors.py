@@ -120,3 +120,41 @@ def test_status_of_an_unreachable_database(study_file: Path, with_config: bool) 
         f"tune: environment: storage postgresql://tune:***@127.0.0.1:{port}/tune: the database server refused the "
         "connection (is it running, on that host and port?); fix it, then run the command again"
     )
+
+
+@pytest.mark.parametrize("preflight", [True, False], ids=["preflight", "skip-preflight"])
+@pytest.mark.parametrize(
+    ("url", "status", "says"),
+    [
+        ("sqlite:////proc/tune-nowhere/study.db", ENVIRONMENT, "/proc/tune-nowhere"),  # root may not, either
+        ("sqlite:///afile/study.db", ENVIRONMENT, "afile"),
+        ("nosuch://db/tune", CONFIG_ERROR, "storage: expected a database URL"),
+        ("mysql://tune:hunter2@127.0.0.1/tune", ENVIRONMENT, "its database driver is not installed (MySQLdb)"),
+    ],
+    ids=["pseudo-fs", "under-a-file", "unknown-scheme", "no-driver"],
+)
+def test_start_on_a_storage_that_cannot_be_made(
+    study_file: Path, url: str, status: int, says: str, preflight: bool
+) -> None:
+    (study_file.parent / "afile").write_text("x")
+    url = url.replace("sqlite:///afile", f"sqlite:///{study_file.parent}/afile")
+    args = ["start", "--config", "s.toml", "--storage", url, "--study", "elsewhere", "--trials", "1"]
+    run = tune(study_file.parent, *args, *([] if preflight else ["--skip-preflight"]))
+    assert "Traceback" not in run.stderr and run.returncode == status, run.stderr
+    # What it says first is which dialect the server speaks; then the verdict, in one line.
+    verdict = [line for line in run.stderr.splitlines() if line.startswith("tune: ")]
+    assert len(verdict) == 1 and run.stderr.rstrip().endswith(verdict[0]), run.stderr
+    assert says in verdict[0] and "hunter2" not in run.stderr, verdict
+
+
+def test_check_checks_the_storage_it_is_given(study_file: Path, read_only_dir: Path) -> None:
+    run = tune(study_file.parent, "check", "--config", "s.toml", "--storage", f"sqlite:///{read_only_dir}/s/s.db")
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+    assert f"✗ storage directory {read_only_dir}/s cannot be written ({read_only_dir} is on a read-only" in run.stdout
+    port = free_port()
+    run = tune(study_file.parent, "check", "--config", "s.toml", "--storage", f"postgresql://t:pw@127.0.0.1:{port}/t")
+    assert run.returncode == 1 and "✓ port" in run.stdout, run.stdout
+    assert f"✗ storage postgresql://t:***@127.0.0.1:{port}/t: the database server refused the connection" in run.stdout
+    run = tune(study_file.parent, "check", "--config", "s.toml", "--storage", f"sqlite:///{study_file.parent}/ok.db")
+    assert run.returncode == 0 and "storage, log and artifact dirs writable" in run.stdout, run.stdout
+    assert not (study_file.parent / "ok.db").exists()  # a check creates nothing

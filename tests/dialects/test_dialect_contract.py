@@ -123,6 +123,14 @@ def test_tunable_suggestions_are_valid_space_params(dialect: BaseServerDialect) 
         parse_param(Table(table, file=Path("x.toml"), key=f"space.{entry['name']}"), entry["name"], {})
 
 
+def test_inert_names_are_flags_or_environment_variables_never_the_address(dialect: BaseServerDialect) -> None:
+    for argv in (COMMANDS[dialect.name], [*COMMANDS[dialect.name], "--speculative-algorithm", "DFLASH"]):
+        inert = dialect.inert(argv, {})
+        assert isinstance(inert, frozenset)
+        assert all(re.fullmatch(r"--?[a-z][\w-]*|[A-Z][A-Z0-9_]*", name) for name in inert), inert
+        assert not inert & {dialect.port_flag, dialect.host_flag, *argv}
+
+
 def test_unknown_command_is_generic_and_says_how_to_choose() -> None:
     d = detect_dialect(["./serve.sh"])
     assert isinstance(d, GenericDialect) and "[target] server" in d.reason

@@ -54,3 +54,34 @@ def test_a_removed_flag_in_the_space_is_linted() -> None:
     assert DIALECT.lint(space) == [
         "[space.n] --draft-max: llama-server removed it; use --spec-draft-n-max or --spec-ngram-mod-n-max"
     ]
+
+
+BASE = ["llama-server", "-m", "t.gguf", "-md", "d.gguf"]
+DRAFTING = {"--spec-draft-n-max", "--spec-draft-n-min", "--spec-draft-p-min", "--draft-p-min", "--spec-draft-p-split"}
+
+
+@pytest.mark.parametrize("types", [[], ["--spec-type", "none"], ["--spec-type", "ngram-simple"]])
+def test_the_draft_models_knobs_are_inert_without_a_model_drafter(types: list[str]) -> None:
+    inert = DIALECT.inert([*BASE, *types, "--spec-draft-n-max", "2"], {})
+    assert inert >= DRAFTING and "LLAMA_ARG_SPEC_DRAFT_N_MAX" in inert
+    assert "--spec-type" not in inert and "-md" not in inert  # the draft model still loads: memory, start-up
+
+
+@pytest.mark.parametrize("drafter", ["draft-simple", "draft-dflash", "ngram-mod,draft-eagle3"])
+def test_a_model_drafter_uses_them(drafter: str) -> None:
+    assert not DRAFTING & DIALECT.inert([*BASE, "--spec-type", drafter, "--spec-draft-n-max", "8"], {})
+
+
+def test_the_spec_type_may_come_from_its_environment_twin() -> None:
+    assert not DRAFTING & DIALECT.inert([*BASE, "--spec-draft-n-max", "8"], {"LLAMA_ARG_SPEC_TYPE": "draft-simple"})
+    # The command line overrides the environment (common/arg.cpp).
+    argv = [*BASE, "--spec-type", "none", "--spec-draft-n-max", "8"]
+    assert DIALECT.inert(argv, {"LLAMA_ARG_SPEC_TYPE": "draft-simple"}) >= DRAFTING
+
+
+def test_an_ngram_drafters_sizes_belong_to_that_drafter_alone() -> None:
+    argv = [*BASE, "--spec-type", "ngram-map-k4v", "--spec-ngram-map-k4v-size-n", "4", "--spec-ngram-map-k-size-n",
+            "3", "--spec-ngram-mod-n-max=32"]  # fmt: skip
+    inert = DIALECT.inert(argv, {})
+    assert {"--spec-ngram-map-k-size-n", "--spec-ngram-mod-n-max"} <= inert
+    assert "--spec-ngram-map-k4v-size-n" not in inert

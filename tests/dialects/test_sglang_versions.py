@@ -128,3 +128,17 @@ def test_the_probe_reads_an_installed_sglang_without_importing_it(
     assert version_from_output(out) is expected, out
     bare = subprocess.run([sys.executable, "-I", "-c", VERSION_PROBE], capture_output=True, text=True, check=True)
     assert bare.stdout.strip() == "sglang: not installed"
+
+
+@pytest.mark.parametrize("algorithm", ["DFLASH", "dflash", "EAGLE3", None])
+def test_ddtree_knobs_are_inert_under_any_other_algorithm(algorithm: str | None) -> None:
+    argv = ["python3", "-m", "sglang.launch_server", "--speculative-ddtree-budget", "12"]
+    argv += ["--speculative-algorithm", algorithm] if algorithm else []
+    inert = SGLangDialect(reason="test").inert(argv, {"SGLANG_DDTREE_MAX_TOPK": "6"})
+    assert {"--speculative-ddtree-budget", "SGLANG_DDTREE_MAX_TOPK"} <= inert
+    assert "--speculative-dflash-block-size" not in inert
+
+
+def test_ddtree_uses_them() -> None:
+    argv = ["python3", "-m", "sglang.launch_server", "--speculative-algorithm", "DDTREE"]
+    assert SGLangDialect(reason="test").inert(argv, {}) == frozenset()

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
 from typing import Any
 
 import optuna
+import pytest
 from optuna.artifacts import FileSystemArtifactStore
 
 from tuner.report import (
@@ -150,3 +152,66 @@ def test_mark_feasibility_labels_a_live_trial(synthetic_study: Case) -> None:
     assert mark_feasibility(ok) == "yes"
     study.tell(ok, [1.0])
     assert optuna.load_study(study_name="syn", storage=study._storage).trials[-1].user_attrs["feasible"] == "yes"
+
+
+def _send(method: str, url: str, body: bytes | None = None, content_type: str = "application/json") -> int:
+    request = urllib.request.Request(url, data=body, method=method, headers={"Content-Type": content_type})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as refused:
+        return int(refused.code)
+
+
+def _upload() -> tuple[bytes, str]:
+    """A multipart artifact upload, as the dashboard's UI sends it."""
+    boundary = "tune-test-boundary"
+    body = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="x.txt"\r\n'
+        f"Content-Type: text/plain\r\n\r\nhello\r\n--{boundary}--\r\n"
+    ).encode()
+    return body, f"multipart/form-data; boundary={boundary}"
+
+
+def test_the_dashboard_is_read_only_but_for_notes(synthetic_study: Case) -> None:
+    study = synthetic_study.study
+    trial = study.trials[0]
+    with _serve(synthetic_study) as server:
+        sid = study._study_id
+        api = f"{server.url}/api"
+        assert _send("DELETE", f"{api}/studies/{sid}") == 403
+        assert _send("POST", f"{api}/studies/{sid}/rename", b'{"study_name": "gone"}') == 403
+        assert _send("POST", f"{api}/trials/{trial._trial_id}/user-attrs", b'{"user_attrs": {"x": 1}}') == 403
+        assert _send("POST", f"{api}/artifacts/{sid}/{trial._trial_id}", *_upload()) == 403
+        note = json.dumps({"version": 1, "body": "checked by hand"}).encode()
+        assert _send("PUT", f"{api}/studies/{sid}/note", note) in (200, 204)  # a person's note is welcome
+        refused = urllib.request.Request(f"{api}/studies/{sid}", method="DELETE")
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(refused, timeout=10)
+        assert "tune dashboard --allow-edits" in json.loads(caught.value.read())["reason"]
+    still = optuna.load_study(study_name=study.study_name, storage=study._storage)
+    assert len(still.trials) == len(study.trials) and still.study_name == study.study_name
+    assert "x" not in still.trials[0].user_attrs
+    assert list((synthetic_study.config.study.artifacts_dir).rglob("x.txt")) == []
+
+
+def test_allow_edits_opens_the_dashboard(synthetic_study: Case) -> None:
+    storage = synthetic_study.study._storage
+    doomed = optuna.create_study(study_name="doomed", storage=storage)
+    store = FileSystemArtifactStore(str(synthetic_study.config.study.artifacts_dir))
+    with DashboardServer(storage=storage, artifact_store=store, port=0, refresh_s=None, allow_edits=True) as server:
+        assert _send("DELETE", f"{server.url}/api/studies/{doomed._study_id}") == 204
+    assert "doomed" not in [s.study_name for s in optuna.get_all_study_summaries(storage)]
+
+
+def test_a_failed_trial_is_failed_on_the_dashboard_too(synthetic_study: Case) -> None:
+    """Stored PRUNED so the sampler learns from it, a trial that did not start or died is 'failed' in status and
+    the report: the dashboard's badge must not call it pruned."""
+    from tuner.trials import NOT_STARTED, outcome
+
+    with _serve(synthetic_study) as server:
+        detail = _detail(server, "syn")
+    states = {t["number"]: t["state"] for t in detail["trials"]}
+    failed = [t.number for t in synthetic_study.study.trials if outcome(t) == NOT_STARTED]
+    assert failed and all(states[n] == "Fail" for n in failed), states
+    assert all(t.state.name == "PRUNED" for t in synthetic_study.study.trials if t.number in failed)  # as stored

@@ -38,9 +38,10 @@ def test_readiness_sees_every_start_up_phase(process_service, port, version: str
     assert list(ready.phase_times) == PHASES
     # Each phase is timed by the poll that first read its line, so two lines read by one poll share a time (a
     # loaded machine can delay a poll past a whole phase): the times never go backwards, and the order of the
-    # phases (above) is what the log said. The CUDA-graph phase ends at the version's own capture line.
+    # phases (above) is what the log said; a restart slowed past the first line sees it at once (0 s). The
+    # CUDA-graph phase ends at the version's own capture line.
     times = [ready.phase_times[p] for p in PHASES]
-    assert times[0] > 0 and times == sorted(times) and times[-1] <= ready.seconds
+    assert times[0] >= 0 and times == sorted(times) and times[-1] <= ready.seconds
     log = svc.read_log("0").text
     assert "Capture target verify CUDA graph end." in log
     assert ("Capture target verify CUDA graph end. bs=[" in log) == (version == "0.5.23")

@@ -132,10 +132,8 @@ def test_capture_that_does_not_fit_fails_at_start() -> None:
         flags = big if not version else [*version, *DFLASH[:2], "--speculative-dflash-block-size", "16",
                                          "--max-running-requests", "256", "--mem-fraction-static", "0.92",
                                          "--sim-load-time", "2"]  # fmt: skip
-        t0 = time.monotonic()
         result = run_sim([*flags, "--sim-time-scale", "10"])
-        assert time.monotonic() - t0 < 5
-        assert result.returncode == 1
+        assert result.returncode == 1  # it exits at the capture (run_sim's timeout stops a server that serves)
         log = result.stderr
         assert "Load weight end. elapsed=" in log and "Capture target verify CUDA graph begin" in log
         assert "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate" in log

@@ -107,3 +107,19 @@ def test_a_stop_just_after_a_verdict_keeps_the_verdict(make_config) -> None:  # 
     # update the finished trial and the run ended on UpdateFinishedTrialError).
     assert states == [TrialState.COMPLETE, TrialState.COMPLETE], states
     assert not any(attrs.INTERRUPTED in t.user_attrs for t in study.trials)
+
+
+def test_ctrl_c_at_any_moment_after_ready_stops_cleanly(tmp_path: Path, port: int) -> None:
+    """Ctrl-C 0-1 s after a server became ready (every 0.05 s: the warm-up, the benchmark's event loop and its
+    tasks, the scoring, the next restart), one real `tune start` each, the same study resumed: each stops with
+    the resume hint and nothing else, and no trial that had its verdict loses it."""
+    from fixtures_faults import Case, stop_after_ready
+
+    case = Case(tmp_path, port, trials=60)
+    try:
+        stops = {round(0.05 * i, 2): stop_after_ready(case, 0.05 * i) for i in range(21)}
+    finally:
+        case.cleanup()
+    unclean = {delay: stop.err for delay, stop in stops.items() if not stop.clean}
+    assert not unclean, unclean
+    assert sum(stop.signalled for stop in stops.values()) == len(stops)  # 60 trials: every run was stopped

@@ -88,6 +88,23 @@ def test_resume_continues_to_the_total_and_skips_repeats(make_config) -> None:
     assert len(study.trials) == 5
 
 
+def test_a_config_that_differs_only_in_knobs_its_server_ignores_is_not_run_again(make_config) -> None:
+    """SGLang's DDTree knobs do nothing under DFLASH: in a space that does not say so (no `when`), two DFLASH
+    samples that differ only in them are one config, measured once."""
+    dflash = {"algorithm": "DFLASH", "budget": 8, "topk": 4, "block_size": 8, "draft_window": 2048,
+              "max_running_requests": 64, "mem_fraction_static": 0.85}  # fmt: skip
+    unconditional = lambda text: text.replace('when = { algorithm = "DDTREE" }\n', "")  # noqa: E731
+    cfg = make_config(search=seeds(dflash, dict(dflash, budget=16, topk=2)), edit=unconditional)
+    assert not cfg.space.by_name("budget").when
+    run_study(cfg, trials=3)
+    study = load(cfg)
+    first, again = study.trials[1], study.trials[2]
+    assert first.params == dflash and attrs.DUPLICATE_OF not in first.user_attrs
+    assert again.params["budget"] == 16 and again.user_attrs[attrs.DUPLICATE_OF] == first.number
+    assert attrs.COMMAND not in again.user_attrs  # no restart
+    assert again.state == first.state and again.values == first.values
+
+
 def test_constraint_violations_cost_no_restart_and_do_not_count(make_config) -> None:
     bad = dict(OOM, draft_window=8, block_size=16)
     cfg = make_config(search=seeds(bad))

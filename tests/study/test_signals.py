@@ -163,3 +163,35 @@ def test_a_stop_held_back_to_the_end_of_the_block_is_raised_there(engine) -> Non
             raise AssertionError("the block ended without the stop")
     finally:
         conn.close()
+
+
+def test_a_signal_inside_an_event_loop_task_leaves_no_task_holding_it(caplog: pytest.LogCaptureFixture) -> None:
+    """The benchmark's ``asyncio.run``: a signal that lands while one of its tasks runs (here: the task sends
+    it) stops the loop from a callback, so ``asyncio.run`` cancels and awaits every task and none keeps the stop
+    ("Task exception was never retrieved")."""
+    import asyncio
+
+    cleaned: list[str] = []
+
+    async def worker(name: str, signals: bool) -> None:
+        try:
+            if signals:
+                signal.raise_signal(signal.SIGINT)  # the handler runs inside this task's step
+                for _ in range(1000):
+                    time.sleep(0.001)  # still inside the step: a stop raised here would end this task
+            await asyncio.sleep(WAIT_S)
+        finally:
+            cleaned.append(name)
+
+    async def scenario() -> None:
+        tasks = [asyncio.create_task(worker(f"w{i}", i == 1)) for i in range(3)]
+        await asyncio.gather(*tasks)
+
+    with caplog.at_level("ERROR", logger="asyncio"), stop_signals():
+        with pytest.raises(Stop) as stop:
+            asyncio.run(scenario())
+        assert stop.value.signum == signal.SIGINT
+        no_second_stop()
+        gc.collect()
+    assert sorted(cleaned) == ["w0", "w1", "w2"]  # every task was cancelled and ran its cleanup
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()], caplog.text

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import math
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -191,3 +192,25 @@ def test_a_warm_start_from_nowhere_or_from_itself_is_one_clear_line(
 
 def _toml(params: dict[str, object]) -> str:
     return "{" + ", ".join(f"{k} = {v!r}".replace("'", '"') for k, v in params.items()) + "}"
+
+
+def test_a_warm_start_that_cannot_be_read_leaves_no_study_behind(tmp_path: Path) -> None:
+    """`tune start --warm-start NOSUCH`: refused in one line, and the new study it would have started is not
+    left behind empty (a later start would otherwise find it 'started already' and skip the warm start)."""
+    import subprocess
+
+    from fixtures_study import study_toml
+
+    from tuner.sim.testing import free_port
+
+    path = tmp_path / "w.toml"
+    path.write_text(study_toml(name="w", port=free_port(), gate=False))
+    run = subprocess.run(
+        [sys.executable, "-m", "tuner", "start", "--config", str(path), "--trials", "2", "--warm-start", "nosuch"],
+        capture_output=True, text=True, timeout=180, cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode in (1, 2, 3) and "Traceback" not in run.stderr, run.stderr
+    assert "nosuch" in run.stderr.splitlines()[-1], run.stderr
+    db = tmp_path / "runs" / "w" / "study.db"
+    names = [s.study_name for s in optuna.get_all_study_summaries(f"sqlite:///{db}")] if db.exists() else []
+    assert "w" not in names

@@ -57,6 +57,11 @@ def dry_run(args: argparse.Namespace, config: StudyConfig) -> int:
         params = " ".join(f"{k}={format_value(v)}" for k, v in launch.params.items())
         print(f"# trial #{launch.number} ({launch.label}): {params}")
         print(launch.spec.shell_text())
+    numbers = {launch.number for launch in launches}
+    skipped = [n for n in range(max(numbers, default=0)) if n not in numbers]
+    if skipped:
+        print(f"# numbers skipped ({', '.join(f'#{n}' for n in skipped)}): samples a real start rejects without a "
+              "launch, breaking a [[constraints]] rule or repeating a config already planned")  # fmt: skip
     sampled = len(launches) - 1
     if sampled < args.dry_run:
         print(f"# only {sampled} distinct configurations besides the baseline could be sampled")

@@ -25,11 +25,16 @@ from tuner.errors import ConfigError, TuneError
 __all__ = ["init_study", "init_study_text", "llama_server_command", "register"]
 
 
+def _plain(doc: str) -> str:
+    """A docstring as ``--help`` prints it: without Sphinx roles and literal quotes (``:func:`x``` -> ``x``)."""
+    return re.sub(r":\w+:`~?([^`]+)`", r"\1", doc).replace("``", "")
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "init",
         help="write a commented study file for a launch command: tune init [--out FILE] -- COMMAND...",
-        description=__doc__,
+        description=_plain(__doc__ or ""),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(

@@ -51,7 +51,7 @@ def summary(config: StudyConfig, *, study: str, storage: str, end: Ending, run: 
 
 
 def _study_facts(config: StudyConfig, *, study: str, storage: str) -> dict[str, Any]:
-    from tuner.report import baseline_trial, figure_text, launch_text, speedup_over_baseline, tune_command
+    from tuner.report import figure_text, launch_text, speedup_clause, study_speedup, tune_command
     from tuner.study import load_existing
     from tuner.trials import attrs, counted_trials, recommended
 
@@ -62,14 +62,15 @@ def _study_facts(config: StudyConfig, *, study: str, storage: str) -> dict[str, 
     if rec is None:
         return facts
     t = rec.trial
-    speedup = speedup_over_baseline(t, baseline_trial(loaded), config)
+    speedup = None if t.user_attrs.get(attrs.BASELINE) else study_speedup(loaded, config, t)
     facts["recommended"] = {
         "trial": t.number,
         "params": t.params,
         "score": t.values[0] if t.values and len(t.values) == 1 else t.values,
         "figure": figure_text(t, config),
         "speedup": round(speedup.ratio, 4) if speedup is not None else None,
-        "speedup_text": speedup.text if speedup is not None else None,
+        "speedup_text": speedup_clause(speedup) if speedup is not None else None,
+        "speedup_detail": speedup.as_json() if speedup is not None else None,
         "baseline": bool(t.user_attrs.get(attrs.BASELINE)),
         "confirmed": rec.confirmed,
         "gate": rec.gate,
@@ -90,7 +91,7 @@ def _message(out: dict[str, Any]) -> str:
         text += f" ({out['reason']})"
     rec = out.get("recommended")
     if rec:
-        speedup = f", {rec['speedup_text']} the baseline" if rec.get("speedup_text") else ""
+        speedup = f", {rec['speedup_text']}" if rec.get("speedup_text") else ""
         speedup = ", the baseline itself" if rec["baseline"] else speedup
         verified = "" if rec["verified"] else ", NOT VERIFIED"
         text += f"; recommended trial #{rec['trial']}, score {rec['figure']}{speedup}{verified}"

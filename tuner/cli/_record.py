@@ -1,14 +1,18 @@
 """The record of a study's run on this controller: ``runs/<study>/run.json``.
 
-``tune start`` / ``resume`` / ``finish`` write it when they begin (the pid, the process's kernel start time and
-the machine's boot id, so a recycled pid is never taken for the run; the log of a detached run) and when they
-end (the exit status, its state and last line). ``tune status`` says from it whether the study runs now and
-where, ``tune logs`` finds the log, and ``tune interrupt`` the process to stop.
+``tune start`` / ``resume`` / ``finish`` write it once they hold the server's lock (the pid, the process's kernel
+start time and the machine's boot id, so a recycled pid is never taken for the run; the log of a detached run)
+and when they end (the exit status, its state and last line): a start refused because another run holds the lock
+leaves the record of that run alone. ``tune status`` says from it whether the study runs now and where, ``tune
+logs`` finds the log, and ``tune interrupt`` the process to stop. A study in another storage than the study file's
+(``--storage``) has a record and a log of its own (``run-<hash>.json``, ``tune-<hash>.log``): the same name in
+two storages is two studies. The command line is kept with every storage password as ``***``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import socket
@@ -18,21 +22,40 @@ from pathlib import Path
 from typing import Any
 
 from tuner.config import StudyConfig
+from tuner.secrets import masked_url
 
-__all__ = ["RunRecord", "log_path", "new_directories", "record_path", "shown", "this_machine", "withdraw"]
+__all__ = [
+    "RunRecord",
+    "log_path",
+    "masked_argv",
+    "new_directories",
+    "record_path",
+    "shown",
+    "this_machine",
+    "withdraw",
+]
 
-RECORD_NAME = "run.json"
-LOG_NAME = "tune.log"
+
+def _suffix(config: StudyConfig, storage: str) -> str:
+    """``""`` for the study file's own storage, ``-<hash>`` for another: its runs are another study's."""
+    if storage == config.study.storage:
+        return ""
+    return "-" + hashlib.sha256(storage.encode()).hexdigest()[:8]
 
 
-def record_path(config: StudyConfig, study: str) -> Path:
+def record_path(config: StudyConfig, study: str, storage: str) -> Path:
     """``runs/<study>/run.json`` beside the study file (the directory of its database and artifacts)."""
-    return config.base_dir / "runs" / study / RECORD_NAME
+    return config.base_dir / "runs" / study / f"run{_suffix(config, storage)}.json"
 
 
-def log_path(config: StudyConfig, study: str) -> Path:
+def log_path(config: StudyConfig, study: str, storage: str) -> Path:
     """Where a detached run of ``study`` writes what it prints: ``runs/<study>/tune.log``."""
-    return config.base_dir / "runs" / study / LOG_NAME
+    return config.base_dir / "runs" / study / f"tune{_suffix(config, storage)}.log"
+
+
+def masked_argv(argv: list[str]) -> list[str]:
+    """A command line as tune keeps it: every URL's password ``***`` (``--storage postgresql://u:***@db/t``)."""
+    return [masked_url(a) for a in argv]
 
 
 def this_machine() -> str:
@@ -77,10 +100,9 @@ class RunRecord:
     interrupt_requested: float | None = None
 
     @classmethod
-    def begin(cls, path: Path, *, study: str, command: str, log: Path | None) -> RunRecord:
-        """The record of this process's run, written."""
+    def begin(cls, path: Path, *, study: str, command: str, log: Path | None, offset: int = 0) -> RunRecord:
+        """The record of this process's run, written (``offset``: where its part of the log begins)."""
         pid = os.getpid()
-        offset = log.stat().st_size if log is not None and log.exists() else 0
         record = cls(
             study=study,
             pid=pid,

@@ -10,6 +10,7 @@ from tuner.cli._common import add_study_args, config_from_args, study_location
 from tuner.config import StudyConfig
 from tuner.endpoint import Endpoint
 from tuner.errors import TuneError
+from tuner.secrets import masked_url
 from tuner.spec import LaunchSpec
 from tuner.target import Target
 
@@ -51,21 +52,28 @@ def _config(args: argparse.Namespace) -> StudyConfig:
     return study_location(args)[0]
 
 
-def run_check(config: StudyConfig, *, out: Callable[[str], None] = print) -> int:
-    """The preflight checklist; returns the number of failed items."""
+def run_check(config: StudyConfig, *, storage: str | None = None, out: Callable[[str], None] = print) -> int:
+    """The preflight checklist (with the storage ``tune start`` would use: ``storage``, else the config's);
+    returns the number of failed items."""
+    from tuner.study import storage_problem
     from tuner.target import preflight
 
+    url = storage or config.study.storage
     out(f"tune check: {config.source}")
     failed = 0
-    for finding in preflight(config):
+    for finding in preflight(config, storage=url):
         failed += finding.ok is False
         out(f" {_MARKS[finding.ok]} {config.secrets.text(finding.text)}")  # a finding may quote argv or env
+    problem = storage_problem(url)
+    failed += problem is not None
+    if problem is not None or not url.startswith("sqlite:///"):
+        out(f" {_MARKS[problem is None]} {problem or f'storage {masked_url(url)} answers'}")
     return failed
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     config = _config(args)
-    failed = run_check(config)
+    failed = run_check(config, storage=getattr(args, "storage", None))
     if failed:
         print(f"{failed} check(s) failed", file=sys.stderr)
         return 1

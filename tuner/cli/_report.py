@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.cli._common import add_study_args, study_location
+from tuner.secrets import masked_url
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,unused-ignore]
@@ -16,6 +17,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
     add_study_args(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     p.add_argument("--port", type=_port, default=8080, help="TCP port to listen on")
+    p.add_argument(
+        "--allow-edits",
+        action="store_true",
+        help="let the dashboard change the study: delete studies and trials, upload artifacts (default: read-only "
+        "but for notes)",
+    )
     p.set_defaults(func=_dashboard)
 
     p = sub.add_parser("report", help="a Markdown report with plots: best config, speed-ups, failures")
@@ -75,22 +82,23 @@ def _dashboard(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             configs={study.study_name: config},
+            allow_edits=args.allow_edits,
         )
     except OSError as exc:  # the port is taken, or the address is not this machine's
         raise EnvironmentFault(
             f"the dashboard cannot listen on {args.host}:{args.port}: {(exc.strerror or str(exc)).lower()} "
             "(choose another --port or --host)"
         ) from None
-    print(
-        f"optuna-dashboard for {storage} (study {study.study_name}) at {server.url}/dashboard  (Ctrl-C stops)",
-        file=sys.stderr,
-    )
+    shown = masked_url(storage)
+    mode = "with edits allowed" if args.allow_edits else "read-only but for notes"
+    print(f"optuna-dashboard for {shown} (study {study.study_name}, {mode}) at {server.url}/dashboard  (Ctrl-C stops)",
+          file=sys.stderr)  # fmt: skip
+    if args.allow_edits:
+        print("warning: --allow-edits: anyone who reaches this dashboard can delete the study and its trials and "
+              "upload artifacts; a night's results are one click from gone", file=sys.stderr)  # fmt: skip
     if args.host not in ("127.0.0.1", "localhost", "::1"):
-        print(
-            "warning: the dashboard has no authentication and can delete studies; "
-            "prefer --host 127.0.0.1 with an SSH tunnel",
-            file=sys.stderr,
-        )
+        print("warning: the dashboard has no authentication; prefer --host 127.0.0.1 with an SSH tunnel",
+              file=sys.stderr)  # fmt: skip
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a dashboard is meant to stop
         server.serve_forever()
     return 0

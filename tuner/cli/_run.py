@@ -29,9 +29,10 @@ from typing import Any
 from tuner.cli._common import add_study_args, study_location
 from tuner.cli._exits import Ending, ending, of_status
 from tuner.cli._notify import notify, summary
-from tuner.cli._record import RunRecord, log_path, new_directories, record_path, shown, withdraw
+from tuner.cli._record import RunRecord, log_path, masked_argv, new_directories, record_path, shown, withdraw
 from tuner.config import StudyConfig
-from tuner.errors import EnvironmentFault, TuneError
+from tuner.errors import EnvironmentFault, LockHeld, TuneError
+from tuner.secrets import masked_url
 
 __all__ = ["add_detach_args", "detach", "recorded", "register", "run_lines", "running_run_hint"]
 
@@ -79,32 +80,76 @@ class Run:
     """Trials run now (from the run's summary)."""
     status: int = 0
     """The exit status of a command that returns one instead of raising (a fleet's launcher)."""
+    book: _Book | None = None
+
+    def held(self) -> None:
+        """The run holds the server's lock (``run_study``'s ``on_locked``): the run is this study's run now."""
+        if self.book is not None:
+            self.book.begin()
+
+
+@dataclass(kw_only=True)
+class _Book:
+    """The run record of this process's run: written once the run holds its lock, never over a live run's."""
+
+    path: Path
+    study: str
+    command: str
+    log: Path | None
+    offset: int = 0
+    """Where this run's part of the log begins: its first line is printed before it holds the lock."""
+    record: RunRecord | None = None
+    began: bool = False
+
+    def begin(self) -> None:
+        if self.began:
+            return
+        self.began = True
+        current = RunRecord.read(self.path)
+        if current is not None and current.alive and current.pid != os.getpid():
+            return  # another run of this study from here holds another server (a fleet by hand): its record stays
+        with contextlib.suppress(OSError):  # a convenience: an unwritable run directory is the run's to report
+            self.record = RunRecord.begin(
+                self.path, study=self.study, command=self.command, log=self.log, offset=self.offset
+            )
+
+    def refused(self, exc: BaseException) -> bool:
+        """Whether the run ended before it was one: refused because another run holds the lock or the record.
+        Such a start touches nothing of that run's (its record, the notify hook)."""
+        if self.began:
+            return False
+        current = RunRecord.read(self.path)
+        return isinstance(exc, LockHeld) or (current is not None and current.alive)
 
 
 @contextlib.contextmanager
 def recorded(config: StudyConfig, args: argparse.Namespace, *, study: str, storage: str) -> Iterator[Run]:
-    """Record the run this process is and, when it ends however it ends, its end; then run the notify hook."""
+    """Record the run this process is (once it holds the lock: :meth:`Run.held`) and, when it ends however it
+    ends, its end; then run the notify hook. A start refused by another run's lock leaves both alone."""
     log: Path | None = getattr(args, "detached_log", None)
     if log is not None:
         _as_detached(log)
-    path = record_path(config, study)
+    path = record_path(config, study, storage)
     created = new_directories(path)
-    command = "tune " + shlex.join(_own_argv(args))
-    try:
-        record: RunRecord | None = RunRecord.begin(path, study=study, command=command, log=log)
-    except OSError:  # the record is a convenience: a run directory that cannot be written is the run's to report
-        record = None
+    command = "tune " + shlex.join(masked_argv(_own_argv(args)))
+    offset = log.stat().st_size if log is not None and log.exists() else 0
+    book = _Book(path=path, study=study, command=command, log=log, offset=offset)
     if log is not None:
         print(f"=== {datetime.now():%Y-%m-%d %H:%M:%S} {command} (pid {os.getpid()}) ===", flush=True)
-    run = Run()
+    run = Run(book=book)
     try:
         yield run
     except BaseException as exc:
+        if book.refused(exc):
+            raise
+        run.ran = getattr(exc, "ran", run.ran)  # an interrupted run still ran its trials (Interrupted.ran)
+        book.begin()  # a run that failed before it held the lock (the SSH host down) is still recorded
         end = ending(exc) or Ending(status=1, state="crashed", reason=f"{type(exc).__name__}: {exc}")
-        _ended(config, record, path, end, study=study, storage=storage, run=run)
-        withdraw(path, created)  # refused before it made anything (a held lock, the preflight): nothing stays
+        _ended(config, book.record, path, end, study=study, storage=storage, run=run)
+        withdraw(path, created)  # refused before it made anything (the preflight): nothing stays
         raise
-    _ended(config, record, path, of_status(run.status), study=study, storage=storage, run=run)
+    book.begin()
+    _ended(config, book.record, path, of_status(run.status), study=study, storage=storage, run=run)
 
 
 def _ended(
@@ -117,7 +162,7 @@ def _ended(
     storage: str,
     run: Run,
 ) -> None:
-    message = config.secrets.text(end.line) if end.line else None
+    message = masked_url(config.secrets.text(end.line)) if end.line else None
     if record is not None:
         with contextlib.suppress(OSError):
             record = record.end(path, status=end.status, state=end.state, message=message)
@@ -163,13 +208,13 @@ def detach(config: StudyConfig, args: argparse.Namespace, *, study: str, storage
     from tuner.cli._output import writing
     from tuner.report import tune_command
 
-    current = RunRecord.read(record_path(config, study))
+    current = RunRecord.read(record_path(config, study, storage))
     if current is not None and current.alive:
         raise EnvironmentFault(
             f"study {study} is running already: {current.describe()}; stop it first with "
             f"{tune_command('interrupt', config, storage=storage, study=study)}"
         )
-    log = log_path(config, study)
+    log = log_path(config, study, storage)
     argv = [sys.executable, "-m", "tuner", *[a for a in _own_argv(args) if a != "--detach"], "--detached-log", str(log)]
     with writing(log, what=f"cannot write the run's log {log}"):
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -224,8 +269,7 @@ def _show(log: Path, offset: int, stream: Any) -> int:
 # -- tune logs, tune interrupt, and what tune status says ---------------------------------------------------
 
 
-def _record(config: StudyConfig, study: str) -> RunRecord:
-    path = record_path(config, study)
+def _record(path: Path, study: str) -> RunRecord:
     record = RunRecord.read(path)
     if record is None:
         raise TuneError(f"no run of study {study} was started from here ({path} does not exist)")
@@ -233,8 +277,9 @@ def _record(config: StudyConfig, study: str) -> RunRecord:
 
 
 def _logs(args: argparse.Namespace) -> int:
-    config, _, study = study_location(args)
-    record = _record(config, study)
+    config, storage, study = study_location(args)
+    path = record_path(config, study, storage)
+    record = _record(path, study)
     if record.log is None:
         raise TuneError(
             f"the last run of study {study} ({record.describe()}) printed to its terminal: only a run started "
@@ -252,15 +297,15 @@ def _logs(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if args.follow:
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a follow is meant to stop
-            _follow(config, study, log, record.log_offset + len(raw))
-            print(f"tune logs: the run ended: {_record(config, study).outcome()}", file=sys.stderr)
+            _follow(path, study, log, record.log_offset + len(raw))
+            print(f"tune logs: the run ended: {_record(path, study).outcome()}", file=sys.stderr)
     return 0
 
 
-def _follow(config: StudyConfig, study: str, log: Path, offset: int) -> int:
+def _follow(path: Path, study: str, log: Path, offset: int) -> int:
     """Print what the log gains until the run has ended and nothing more comes."""
     while True:
-        alive = _record(config, study).alive
+        alive = _record(path, study).alive
         offset = _show(log, offset, sys.stdout)
         if not alive:
             return _show(log, offset, sys.stdout)
@@ -268,9 +313,9 @@ def _follow(config: StudyConfig, study: str, log: Path, offset: int) -> int:
 
 
 def _interrupt(args: argparse.Namespace) -> int:
-    config, _, study = study_location(args)
-    path = record_path(config, study)
-    record = _record(config, study)
+    config, storage, study = study_location(args)
+    path = record_path(config, study, storage)
+    record = _record(path, study)
     if not record.here:
         raise TuneError(f"study {study} runs on {record.host} ({record.describe()}): run tune interrupt there")
     if not record.alive:
@@ -285,22 +330,22 @@ def _interrupt(args: argparse.Namespace) -> int:
     if args.no_wait:
         return 0
     try:
-        _wait_stopped(config, study, record)
+        _wait_stopped(path, study, record)
     except KeyboardInterrupt:
         print("tune interrupt: no longer waiting; the run goes on stopping (tune logs -f follows it)", file=sys.stderr)
         return 130
-    ended = _record(config, study)
+    ended = _record(path, study)
     print(f"the run ended: {ended.outcome()}", file=sys.stderr)
     if ended.message and not ended.log:
         print(ended.message, file=sys.stderr)  # a detached run's last line was in its log, shown above
     return 0
 
 
-def _wait_stopped(config: StudyConfig, study: str, record: RunRecord) -> None:
+def _wait_stopped(path: Path, study: str, record: RunRecord) -> None:
     """Until the run's process is gone: its log as it is written (a detached run), or a line now and then."""
     offset = Path(record.log).stat().st_size if record.log and Path(record.log).exists() else 0
     said = time.monotonic()
-    while _record(config, study).alive:
+    while _record(path, study).alive:
         if record.log:
             offset = _show(Path(record.log), offset, sys.stderr)
         elif time.monotonic() - said > 30:
@@ -315,7 +360,7 @@ def running_run_hint(config: StudyConfig, *, study: str, storage: str) -> str | 
     """How to stop the study's run when one runs from here (None: none does)."""
     from tuner.report import tune_command
 
-    record = RunRecord.read(record_path(config, study))
+    record = RunRecord.read(record_path(config, study, storage))
     if record is None or not record.alive:
         return None
     return f"To stop that run as Ctrl-C would: {tune_command('interrupt', config, storage=storage, study=study)}"
@@ -326,7 +371,7 @@ def run_lines(config: StudyConfig, *, study: str, storage: str) -> list[str]:
     it), or how the last one ended."""
     from tuner.report import tune_command
 
-    record = RunRecord.read(record_path(config, study))
+    record = RunRecord.read(record_path(config, study, storage))
     if record is None:
         return []
     if record.alive:

@@ -80,7 +80,8 @@ def _warm_start_args(p: argparse.ArgumentParser) -> None:
         "--warm-start",
         metavar="STUDY",
         default=None,
-        help="start a new study from another's results: its top configs first, all of it as the sampler's prior",
+        help="start a new study from another's results: its top configs first (all of it as the sampler's prior "
+        "too with [search] warm_start_prior = true)",
     )
     p.add_argument("--warm-start-storage", metavar="URL", default=None, help="where that study is (default: --storage)")
 
@@ -120,13 +121,14 @@ def _start(args: argparse.Namespace) -> int:
         if len(hosts) > 1:
             from tuner.cli._fleet import run_fleet
 
+            run.held()  # its workers hold the servers' locks: the launcher is the study's run from here
             run.status = run_fleet(args, config)
             return run.status
         if hosts:
             from tuner.config import fleet_member
 
             config = fleet_member(config, 0)
-        run.ran = _run_to_the_end(config, args)
+        run.ran = _run_to_the_end(config, args, on_locked=run.held)
     return 0
 
 
@@ -142,7 +144,7 @@ def _fleet_worker(args: argparse.Namespace, config: Any) -> int:
     return 0
 
 
-def _run_to_the_end(config: Any, args: argparse.Namespace) -> int:
+def _run_to_the_end(config: Any, args: argparse.Namespace, *, on_locked: Any = None) -> int:
     """``tune start``'s study loop and its last lines; the trials it ran."""
     from tuner.study import run_study
 
@@ -155,6 +157,7 @@ def _run_to_the_end(config: Any, args: argparse.Namespace) -> int:
         preflight=not args.skip_preflight,
         deadline=args.deadline,
         allow_mixed_targets=args.allow_mixed_targets,
+        on_locked=on_locked,
     )
     _print_end(config, summary)
     return summary.ran
@@ -194,7 +197,12 @@ def _resume(args: argparse.Namespace) -> int:
         with storage_faults(storage):
             trials = args.trials if args.trials is not None else _started_with(storage, study)
         summary = run_study(
-            config, trials=trials, storage=storage, study_name=study, preflight=not args.skip_preflight
+            config,
+            trials=trials,
+            storage=storage,
+            study_name=study,
+            preflight=not args.skip_preflight,
+            on_locked=run.held,
         )
         run.ran = summary.ran
         _print_end(config, summary)
@@ -219,7 +227,7 @@ def _finish(args: argparse.Namespace) -> int:
     if args.detach and args.detached_log is None:
         return detach(config, args, study=name, storage=storage)
     with recorded(config, args, study=name, storage=storage) as run:
-        summary = run_study(config, trials=0, storage=storage, study_name=name)
+        summary = run_study(config, trials=0, storage=storage, study_name=name, on_locked=run.held)
         run.ran = summary.ran
         _print_end(config, summary, more=False)
     return 0
@@ -256,15 +264,17 @@ def _print_end(config: Any, summary: Any, *, more: bool = True) -> None:
     more: ``more``), the recommendation, its launch command, how to deploy."""
     from tuner.report import launch_text, recommendation_lines, tune_command
     from tuner.study import UNTIL_DEADLINE, load_existing
-    from tuner.trials import recommended
+    from tuner.trials import attrs, recommended
 
-    of = f"/{summary.target}" if summary.target != UNTIL_DEADLINE else ""
+    study = load_existing(summary.storage, summary.study_name)
+    # `tune finish` runs to no new trial (a target of 0): the study's own target is the one to show.
+    target = summary.target or study.user_attrs.get(attrs.TARGET_TRIALS, UNTIL_DEADLINE)
+    of = f"/{target}" if target != UNTIL_DEADLINE else ""
     space = f"; all {summary.space_size} configs of the space were measured" if summary.exhausted else ""
     ran = f"{summary.ran} run now, {summary.seconds:.0f} s"
     print(f"study {summary.study_name}: {summary.counted}{of} trials ({ran}){space}")
     if more and summary.ran == 0 and of and summary.counted >= summary.target and not summary.exhausted:
         print(_complete_text(config, summary))
-    study = load_existing(summary.storage, summary.study_name)
     rec = recommended(study)
     if rec is None:
         print("no feasible trial: nothing to recommend (`tune report` groups the failures by reason)")
@@ -442,13 +452,27 @@ def _fit(line: str, width: int | None) -> str:
 # -- tune best ---------------------------------------------------------------------------------------------
 
 
+def _best_row(study: Any, config: Any, rec: Any, t: Any) -> dict[str, Any]:
+    """``tune best --json``'s object for one trial: its row, launch line, verdicts and speed-up."""
+    from tuner.report import launch_text, study_speedup, trial_row
+    from tuner.trials import attrs
+
+    row = trial_row(t, config)
+    row["launch"] = launch_text(config, t)
+    row["recommended"] = t.number == rec.trial.number
+    row["not_verified"] = rec.missing() if t.number == rec.trial.number else None
+    speedup = None if t.user_attrs.get(attrs.BASELINE) else study_speedup(study, config, t)
+    row["speedup"] = speedup.as_json() if speedup is not None else None
+    return row
+
+
 def _best(args: argparse.Namespace) -> int:
     from tuner.report import (
+        baseline_drift,
         launch_text,
         per_scenario_best,
         recommendation_lines,
         scenario_text,
-        trial_row,
         tune_command,
     )
     from tuner.space import format_value
@@ -467,13 +491,7 @@ def _best(args: argparse.Namespace) -> int:
 
     members = list(rec.front) or [rec.trial]
     if args.json:
-        out = []
-        for t in members:
-            row = trial_row(t, config)
-            row["launch"] = launch_text(config, t)
-            row["recommended"] = t.number == rec.trial.number
-            row["not_verified"] = rec.missing() if t.number == rec.trial.number else None
-            out.append(row)
+        out = [_best_row(study, config, rec, t) for t in members]
         json.dump(out if len(out) > 1 else out[0], sys.stdout, indent=2, default=str)
         print()
         return 0
@@ -483,6 +501,8 @@ def _best(args: argparse.Namespace) -> int:
         print(line)
     if rec.confirmed and (confirmed := confirmation_text(study)):
         print(confirmed)
+    if drift := baseline_drift(study, config):
+        print(f"note: {drift}")
     scenarios = [s.name for s in config.benchmark.scenarios]
     for t in members:
         tag = " (recommended)" if len(members) > 1 and t.number == rec.trial.number else ""

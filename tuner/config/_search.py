@@ -47,6 +47,9 @@ class SearchSection:
     fault (0: never)."""
     confirm_top: int = 3
     """At the end of a study, re-measure this many top configs interleaved (A B C A B C); 0 or 1: off."""
+    confirm_baseline: bool = True
+    """Re-measure the baseline in every confirmation round too (base A B C base A B C), so the speed-up is
+    measured side by side; off for a server whose restart costs more than a side-by-side figure is worth."""
 
 
 def parse_search(t: Table | None) -> SearchSection:
@@ -75,6 +78,7 @@ def parse_search(t: Table | None) -> SearchSection:
         prune_objective_margin=t.float("prune_objective_margin", None, min=0),
         max_same_failures=t.int("max_same_failures", d.max_same_failures, min=0),
         confirm_top=t.int("confirm_top", d.confirm_top, min=0),
+        confirm_baseline=t.bool("confirm_baseline", d.confirm_baseline),
     )
     if section.warm_start is not None and section.warm_start_top == 0 and not section.warm_start_prior:
         raise t.error("warm_start_top", ">= 1, or warm_start_prior = true (0 and no prior carry nothing over)", 0)

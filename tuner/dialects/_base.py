@@ -128,6 +128,14 @@ class BaseServerDialect(abc.ABC):
         """What in the launch command this server would ignore, or what it lacks for `tune` to measure it."""
         return []
 
+    def inert(self, argv: Sequence[str], env: Mapping[str, str]) -> frozenset[str]:
+        """The flags and environment variables of a launch command that change nothing the server does.
+
+        Two configs that differ only in these are one config: a study runs it once and never races it against
+        itself. Empty unless the dialect knows its server's rule from the server's own code.
+        """
+        return frozenset()
+
     def missing(self) -> list[str]:
         """Each capability this server lacks, and what `tune` does instead."""
         out = []

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from tuner.dialects._base import BaseServerDialect
@@ -28,6 +28,14 @@ DRAFT_MODEL_FLAGS = ("--spec-draft-model", "-md", "--model-draft")
 #: ``--spec-type`` values that draft with a model (``-md``); the rest are model-free (n-gram lookups).
 MODEL_DRAFTERS = ("draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark")
 MODEL_FREE_DRAFTERS = ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
+#: The draft model's drafting knobs (``params.draft``: common/speculative.cpp reads them only in the model
+#: drafters' implementations), with their environment twins (common/arg.cpp).
+DRAFTING_FLAGS = ("--spec-draft-n-max", "--spec-draft-n-min", "--spec-draft-p-min", "--draft-p-min",
+                  "--spec-draft-p-split", "--draft-p-split")  # fmt: skip
+DRAFTING_ENV = ("LLAMA_ARG_SPEC_DRAFT_N_MAX", "LLAMA_ARG_SPEC_DRAFT_N_MIN", "LLAMA_ARG_SPEC_DRAFT_P_MIN",
+                "LLAMA_ARG_SPEC_DRAFT_P_SPLIT")  # fmt: skip
+#: ``--spec-ngram-<type>-...`` belongs to that n-gram drafter alone (``params.ngram_<type>``).
+_NGRAM_KNOB_TYPES = ("ngram-simple", "ngram-map-k4v", "ngram-map-k", "ngram-mod")
 
 
 class LlamaServerDialect(BaseServerDialect):
@@ -140,6 +148,24 @@ class LlamaServerDialect(BaseServerDialect):
                 use = self.replacement(flag, types) or self.removed_flags[flag]
                 problems.append(f"{flag}: llama-server removed it (it exits at start); use {use}")
         return problems
+
+    def inert(self, argv: Sequence[str], env: Mapping[str, str]) -> frozenset[str]:
+        """Drafting knobs of drafters the command does not use (llama.cpp's common/speculative.cpp, as vendored by
+        llama-cpp-python 0.3.36): the draft length and probability bounds without a model drafter (with
+        ``--spec-type none``, the default, nothing drafts at all), an n-gram drafter's sizes without that drafter.
+        """
+        given = any(a.partition("=")[0] == "--spec-type" for a in argv)  # the command line overrides the env
+        types = set(spec_types(argv if given else ["--spec-type", env.get("LLAMA_ARG_SPEC_TYPE", "none")]))
+        out: set[str] = set()
+        if not types.intersection(MODEL_DRAFTERS):
+            out.update(DRAFTING_FLAGS, DRAFTING_ENV)
+        for arg in argv:
+            flag = arg.partition("=")[0]
+            if flag.startswith("--spec-ngram-"):
+                owner = next((t for t in _NGRAM_KNOB_TYPES if flag.startswith(f"--spec-{t}-")), None)
+                if owner is not None and owner not in types:
+                    out.add(flag)
+        return frozenset(out)
 
     def command_notes(self, argv: Sequence[str]) -> list[str]:
         flags = {a.partition("=")[0] for a in argv}

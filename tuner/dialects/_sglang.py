@@ -4,7 +4,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from tuner.dialects._base import BaseServerDialect
-from tuner.dialects._sglang_init import DFLASH_CONSTRAINTS, dflash_knobs, fit_knobs
+from tuner.dialects._sglang_init import DDTREE_ENV, DFLASH_CONSTRAINTS, algorithm, dflash_knobs, fit_knobs
 from tuner.dialects._sglang_versions import KNOWN_VERSIONS, SGLangVersion
 
 
@@ -69,6 +69,13 @@ class SGLangDialect(BaseServerDialect):
         },
         *dflash_knobs(),
     )
+
+    def inert(self, argv: Sequence[str], env: Mapping[str, str]) -> frozenset[str]:
+        """DDTree's budget and top-k knobs under any other algorithm than DDTREE (the DDTree branch, PR #29907,
+        reads them only in its DDTREE worker)."""
+        if algorithm(argv) == "DDTREE":
+            return frozenset()
+        return frozenset(("--speculative-ddtree-budget", *DDTREE_ENV))
 
     def __init__(self, *, reason: str = "", version: SGLangVersion | None = None, version_reason: str = "") -> None:
         super().__init__(reason=reason)

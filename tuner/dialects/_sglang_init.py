@@ -15,10 +15,12 @@ from typing import Any
 from tuner.dialects._flagtable import server_argv
 from tuner.dialects._sglang_versions import SGLangVersion, renamed_flags
 
-__all__ = ["DFLASH_CONSTRAINTS", "dflash_knobs", "fit_knobs"]
+__all__ = ["DDTREE_ENV", "DFLASH_CONSTRAINTS", "algorithm", "dflash_knobs", "fit_knobs"]
 
 _ALGORITHM = "--speculative-algorithm"
 _DFLASH_FAMILY = ("DFLASH", "DDTREE")
+#: The DDTree branch's environment knobs (PR #29907): read by its DDTREE worker alone.
+DDTREE_ENV = ("SGLANG_DDTREE_MAX_TOPK", "SGLANG_DDTREE_DEPTH_BONUS", "SGLANG_DDTREE_RANK_PROBE")
 
 DFLASH_CONSTRAINTS = (
     ("window", ">=", "block_size"),  # SGLang refuses a draft window below the block size
@@ -52,7 +54,8 @@ def dflash_knobs() -> tuple[dict[str, Any], ...]:
 _DFLASH_NAMES = frozenset(k["name"] for k in dflash_knobs())
 
 
-def _algorithm(argv: Sequence[str]) -> str | None:
+def algorithm(argv: Sequence[str]) -> str | None:
+    """The command's ``--speculative-algorithm``, upper-cased (None: no speculation)."""
     args = server_argv(argv)
     for i, arg in enumerate(args):
         name, eq, inline = arg.partition("=")
@@ -89,12 +92,12 @@ def fit_knobs(
     trained_block_size: int | None = None,
 ) -> tuple[dict[str, Any], ...]:
     """The knobs for ``argv`` on ``version`` (see the module docstring)."""
-    algorithm = _algorithm(argv)
+    chosen = algorithm(argv)
     old = renamed_flags()
     present = {a.partition("=")[0] for a in server_argv(argv)}
     out = []
     for entry in tunable:
-        if entry["name"] in _DFLASH_NAMES and algorithm not in _DFLASH_FAMILY:
+        if entry["name"] in _DFLASH_NAMES and chosen not in _DFLASH_FAMILY:
             continue
         if not _has(version, entry):
             continue

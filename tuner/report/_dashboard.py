@@ -7,6 +7,11 @@ shown instead of the recommendation. :func:`dashboard_app` wraps the dashboard's
 ``best_trials`` become tune's recommendation (:func:`tuner.trials.recommended`; the Pareto front for
 multi-objective studies) and every trial carries its constraint values, which the dashboard's UI does know how to
 show; its parameter importances become the report's (:func:`tuner.report.importances`).
+
+The dashboard is read-only unless asked (``allow_edits``): a night's results must not be one click from gone.
+:class:`_ReadOnly` answers 403 to every request that would change the storage or the artifacts (deleting or
+renaming a study, telling or skipping a trial, user attrs, artifact upload and deletion, preferences) but the
+notes: tune's verdict notes, which a person may edit (a human edit wins, :mod:`tuner.report._notes`).
 """
 
 from __future__ import annotations
@@ -22,13 +27,29 @@ import optuna
 
 from tuner.config import StudyConfig
 from tuner.report._importance import dashboard_importances
-from tuner.trials import FEASIBLE, NOT_GATED, NOT_GATED_YET, outcome, recommended, study_trials, trial_id
+from tuner.trials import (
+    DIED,
+    FEASIBLE,
+    NOT_GATED,
+    NOT_GATED_YET,
+    NOT_STARTED,
+    OTHER,
+    outcome,
+    recommended,
+    study_trials,
+    trial_id,
+)
 
 __all__ = ["DashboardServer", "dashboard_app", "refresh_notes", "serve_dashboard"]
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 _DETAIL = re.compile(r"^/api/studies/(\d+)/?$")
+_FAILED = (NOT_STARTED, DIED, OTHER)
+"""Outcomes of a trial that failed, whatever state it is stored in: the dashboard's badge says "Fail" too."""
+_NOTE = re.compile(r"^/api/studies/\d+/(\d+/)?note/?$")
+_READS = ("GET", "HEAD", "OPTIONS")
+READ_ONLY_REASON = "this dashboard is read-only: restart it with `tune dashboard --allow-edits` to change the study"
 _IMPORTANCES = re.compile(r"^/api/studies/(\d+)/param_importances/?$")
 
 
@@ -95,6 +116,8 @@ class _FeasibilityMiddleware:
             t = trials.get(entry.get("trial_id"))
             if t is not None:
                 entry["constraints"] = _constraint_list(t)
+                if outcome(t) in _FAILED:  # stored PRUNED so the sampler learns; every other view says failed
+                    entry["state"] = "Fail"
             _round(entry)
         system_attrs = self._storage.get_study_system_attrs(study_id)
         rec = recommended(study)
@@ -117,12 +140,30 @@ def _round(entry: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
-def dashboard_app(storage: optuna.storages.BaseStorage, *, artifact_store: Any = None) -> WSGIApp:
-    """optuna-dashboard's WSGI app for ``storage``, with feasible-only best trials and visible constraints."""
+class _ReadOnly:
+    """Refuses every write but a note's (see the module doc) with 403 and the reason, as the UI shows it."""
+
+    def __init__(self, *, app: WSGIApp) -> None:
+        self._app = app
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        method = environ.get("REQUEST_METHOD", "GET").upper()
+        if method in _READS or (method == "PUT" and _NOTE.match(environ.get("PATH_INFO", ""))):
+            return self._app(environ, start_response)
+        body = json.dumps({"reason": READ_ONLY_REASON}).encode()
+        start_response("403 Forbidden", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
+
+
+def dashboard_app(
+    storage: optuna.storages.BaseStorage, *, artifact_store: Any = None, allow_edits: bool = False
+) -> WSGIApp:
+    """optuna-dashboard's WSGI app for ``storage``, with feasible-only best trials and visible constraints;
+    read-only but for the notes unless ``allow_edits``."""
     from optuna_dashboard import wsgi
 
-    app: WSGIApp = wsgi(storage, artifact_store=artifact_store)
-    return _FeasibilityMiddleware(app=app, storage=storage)
+    app: WSGIApp = _FeasibilityMiddleware(app=wsgi(storage, artifact_store=artifact_store), storage=storage)
+    return app if allow_edits else _ReadOnly(app=app)
 
 
 def refresh_notes(storage: optuna.storages.BaseStorage, *, configs: Mapping[str, StudyConfig] | None = None) -> int:
@@ -149,6 +190,7 @@ class DashboardServer:
         port: int = 8080,
         refresh_s: float | None = 30.0,
         configs: Mapping[str, StudyConfig] | None = None,
+        allow_edits: bool = False,
     ) -> None:
         from socketserver import ThreadingMixIn
         from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -168,7 +210,7 @@ class DashboardServer:
         self._server = make_server(
             host,
             port,
-            dashboard_app(storage, artifact_store=artifact_store),
+            dashboard_app(storage, artifact_store=artifact_store, allow_edits=allow_edits),
             server_class=_Threaded,
             handler_class=_Quiet,
         )
@@ -217,7 +259,15 @@ class DashboardServer:
 
 
 def serve_dashboard(
-    storage: optuna.storages.BaseStorage, *, artifact_store: Any = None, host: str = "127.0.0.1", port: int = 8080
+    storage: optuna.storages.BaseStorage,
+    *,
+    artifact_store: Any = None,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    allow_edits: bool = False,
 ) -> None:
     """Block serving the dashboard (``tune dashboard``)."""
-    DashboardServer(storage=storage, artifact_store=artifact_store, host=host, port=port).serve_forever()
+    server = DashboardServer(
+        storage=storage, artifact_store=artifact_store, host=host, port=port, allow_edits=allow_edits
+    )
+    server.serve_forever()

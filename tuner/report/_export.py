@@ -11,7 +11,7 @@ from optuna.trial import FrozenTrial
 from tuner.config import StudyConfig
 from tuner.errors import TuneError
 from tuner.metrics import METRICS, scenario_key
-from tuner.report._facts import baseline_trial, compare_scenarios, figure_text, speedup_over_baseline
+from tuner.report._facts import baseline_trial, compare_scenarios, figure_text, study_speedup
 from tuner.space import render
 from tuner.spec import LaunchSpec
 from tuner.target import base_spec
@@ -125,7 +125,7 @@ def export_json(study: optuna.Study, config: StudyConfig, t: FrozenTrial) -> dic
         scenarios[c.scenario] = figures
     rec = recommended(study)
     is_rec = rec is not None and rec.trial.number == t.number
-    speedup = speedup_over_baseline(t, baseline, config)
+    speedup = study_speedup(study, config, t) if baseline is not None and baseline.number != t.number else None
     out: dict[str, Any] = {
         "study": study.study_name,
         "trial": t.number,
@@ -138,6 +138,7 @@ def export_json(study: optuna.Study, config: StudyConfig, t: FrozenTrial) -> dic
         "values": t.values,
         "score": figure_text(t, config),
         "speedup_vs_baseline": round(speedup.ratio, 4) if speedup is not None else None,
+        "speedup": speedup.as_json() if speedup is not None else None,
         "recommended": is_rec,
         "not_verified": rec.missing() if rec is not None and is_rec else None,
         "params": t.params,

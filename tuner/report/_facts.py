@@ -7,6 +7,10 @@ Figures: a scenario's figure is its point estimate (the geometric mean of its re
 interval at the study's ``[benchmark] confidence``; a trial's figure is its score (the lower end of the objective's
 interval: what ranks) followed by the objective's point and half-width, ``299.0 (305.1 ± 6.1)``. Speed-ups are
 ratios of points with the intervals added in quadrature on logs, as the score itself adds scenarios.
+
+The speed-up every view prints is :func:`study_speedup`: measured side by side when the confirmation
+re-measured the baseline beside the recommendation (same rounds, same machine conditions), else the
+recommendation's own trial against the baseline's, measured hours apart, and it says which.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import StudyConfig
 from tuner.metrics import objective_point_key
+from tuner.secrets import masked_url
 from tuner.space import format_value
 from tuner.trials import (
     MISSES_SLO,
@@ -30,6 +35,7 @@ from tuner.trials import (
     Recommendation,
     attrs,
     client_bound_scenarios,
+    current_confirmation,
     feasible,
     is_counted,
     outcome,
@@ -42,6 +48,7 @@ __all__ = [
     "Figure",
     "ScenarioComparison",
     "Speedup",
+    "baseline_drift",
     "baseline_trial",
     "compare_scenarios",
     "failure_groups",
@@ -52,7 +59,9 @@ __all__ = [
     "recommendation_lines",
     "scenario_figure",
     "scenario_text",
+    "speedup_clause",
     "speedup_over_baseline",
+    "study_speedup",
     "trial_figure",
     "trial_row",
     "tune_command",
@@ -166,6 +175,10 @@ class Speedup:
     ratio: float
     low: float | None
     high: float | None
+    side_by_side: bool = False
+    """Both figures from the same confirmation rounds (else: each from its own trial, hours apart)."""
+    baseline_visits: int | None = None
+    """Rounds the baseline was re-measured in, beside the recommendation (side by side only)."""
 
     @property
     def text(self) -> str:
@@ -176,6 +189,30 @@ class Speedup:
     @property
     def within_noise(self) -> bool:
         return self.low is not None and self.high is not None and self.low <= 1.0 <= self.high
+
+    @property
+    def confident(self) -> bool:
+        """Confidently faster than the baseline: the interval's lower end above 1."""
+        return self.low is not None and self.low > 1.0
+
+    @property
+    def basis(self) -> str:
+        if self.side_by_side:
+            times = "once" if self.baseline_visits == 1 else f"{self.baseline_visits} times"
+            return f"measured side by side in the confirmation (baseline re-measured {times})"
+        return "against the baseline's own trial (not side by side)"
+
+    def as_json(self) -> dict[str, Any]:
+        rounded = {k: round(v, 4) if v is not None else None for k, v in (("low", self.low), ("high", self.high))}
+        return {
+            "ratio": round(self.ratio, 4),
+            **rounded,
+            "text": self.text,
+            "confident": self.confident,
+            "side_by_side": self.side_by_side,
+            "baseline_visits": self.baseline_visits,
+            "basis": self.basis,
+        }
 
 
 def _log_half_width(t: FrozenTrial, scenario: str) -> float | None:
@@ -224,6 +261,72 @@ def speedup_over_baseline(best: FrozenTrial, baseline: FrozenTrial | None, confi
     return _speedup(parts) if parts else None
 
 
+def study_speedup(study: optuna.Study, config: StudyConfig, best: FrozenTrial) -> Speedup | None:
+    """The speed-up of ``best`` over the baseline that every view prints: side by side from the confirmation's
+    fresh repeats when it measured both (see ``tuner.study``'s confirmation), else :func:`speedup_over_baseline`
+    of the two trials' own figures."""
+    baseline = baseline_trial(study)
+    if baseline is None:
+        return None
+    side = _side_by_side(study, config, best.number, baseline.number)
+    return side if side is not None else speedup_over_baseline(best, baseline, config)
+
+
+def _side_by_side(study: optuna.Study, config: StudyConfig, best: int, baseline: int) -> Speedup | None:
+    c = current_confirmation(study)
+    if c is None or best == baseline:
+        return None
+    figures = c.get("figures") or {}
+    mine, theirs = figures.get(str(best)), figures.get(str(baseline))
+    base: dict[str, Any] = c["baseline"] if isinstance(c.get("baseline"), dict) else {}
+    if baseline in c.get("trials", []):
+        visits = c.get("rounds")
+    elif base.get("trial") == baseline and isinstance(base.get("visits"), int):
+        visits = base["visits"]
+    else:
+        return None
+    parts: dict[str, tuple[float, float, float | None]] = {}
+    for name, w in config.benchmark.objective_weights().items():
+        a, b = (mine or {}).get(name), (theirs or {}).get(name)
+        if not a or not b or min(*a, *b) <= 0:
+            return None
+        half = [math.log(p / s) if s <= p else None for p, s in (a, b)]
+        parts[name] = (w, math.log(a[0] / b[0]), math.hypot(*half) if None not in half else None)  # type: ignore[arg-type]
+    found = _speedup(parts) if parts else None
+    if found is None:
+        return None
+    return Speedup(ratio=found.ratio, low=found.low, high=found.high, side_by_side=True, baseline_visits=visits)
+
+
+def baseline_drift(study: optuna.Study, config: StudyConfig) -> str | None:
+    """One sentence when the baseline's own figure moved between its trial and the confirmation by more than the
+    study's precision: the machine changed during the night (None: it held, or was not re-measured)."""
+    c = current_confirmation(study)
+    baseline = baseline_trial(study)
+    base = c.get("baseline") if c is not None else None
+    if not isinstance(base, dict) or baseline is None or base.get("trial") != baseline.number or not baseline.values:
+        return None
+    before, after = baseline.values[0], base.get("value")
+    if not isinstance(after, int | float) or before <= 0 or after <= 0:
+        return None
+    change = after / before - 1
+    if abs(change) <= config.benchmark.precision:
+        return None
+    return (
+        f"the baseline's own score moved during the night: {before:.1f} in trial #{baseline.number}, "
+        f"{after:.1f} when re-measured in the confirmation ({change:+.1%}): the machine's speed changed, so "
+        "only the side-by-side speed-up compares like with like"
+    )
+
+
+def speedup_clause(speedup: Speedup) -> str:
+    """The speed-up in the words every view uses: with its interval and its basis, and the advice to keep the
+    baseline command when the recommendation is not confidently faster."""
+    if speedup.low is not None and not speedup.confident:
+        return f"NOT confidently faster than the baseline ({speedup.text}, {speedup.basis}): keep the baseline command"
+    return f"{speedup.text} the baseline's objective, {speedup.basis}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class ScenarioComparison:
     scenario: str
@@ -259,7 +362,7 @@ def compare_scenarios(
 
 def tune_command(verb: str, config: StudyConfig, *, storage: str, study: str) -> str:
     """``tune VERB`` with the arguments that address this study, as a user can paste it: ``--config FILE`` when
-    the study file says where the study lives, else ``--storage URL --study NAME``."""
+    the study file says where the study lives, else ``--storage URL --study NAME`` (its password ``***``)."""
     import contextlib
     import shlex
     from pathlib import Path
@@ -269,7 +372,8 @@ def tune_command(verb: str, config: StudyConfig, *, storage: str, study: str) ->
         with contextlib.suppress(ValueError):  # a file under the working directory reads shorter as relative
             source = source.resolve().relative_to(Path.cwd())
         return f"tune {verb} --config {shlex.quote(str(source))}"
-    return f"tune {verb} --storage {shlex.quote(storage)} --study {shlex.quote(study)}"
+    # A password never reaches a screen, a log or a hook (docs/configuration.md, "Secrets"): supply it to paste.
+    return f"tune {verb} --storage {shlex.quote(masked_url(storage))} --study {shlex.quote(study)}"
 
 
 def verification_text(rec: Recommendation, *, finish: str) -> str | None:
@@ -288,11 +392,11 @@ def recommendation_lines(
     still missing, when something is."""
     t = rec.trial
     confirmed = f", confirmed {rec.confirmed_value:.1f} on re-measurement" if rec.confirmed_value is not None else ""
-    speedup = speedup_over_baseline(t, baseline_trial(study), config)
+    speedup = study_speedup(study, config, t)
     if t.user_attrs.get(attrs.BASELINE):
         vs = "; it is the baseline: no tried change beat it"
     elif speedup is not None:
-        vs = f"; {speedup.text} the baseline's objective"
+        vs = f"; {speedup_clause(speedup)}"
     else:
         vs = ""
     gate = {"passed": f"gate {t.user_attrs.get(attrs.GATE)}", "pending": "gate not run yet", "none": "no gate"}

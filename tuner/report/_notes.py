@@ -15,7 +15,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import StudyConfig
-from tuner.report._facts import figure_text
+from tuner.report._facts import Speedup, figure_text, speedup_clause, study_speedup
 from tuner.report._importance import LABEL
 from tuner.space import Param, format_value
 from tuner.target import base_spec
@@ -178,6 +178,15 @@ def _objective_lines(config: StudyConfig) -> list[str]:
     return lines
 
 
+_GATE_WHEN = {
+    "before": "run before the benchmark",
+    "after": "run after the benchmark",
+    "contenders": "run on the configs that could become the best",
+    "final": "run on the finalists, at the end of the study",
+}
+"""``[gate] when`` in words, as the study note says it."""
+
+
 def _gate_lines(config: StudyConfig) -> list[str]:
     gate = config.gate
     if gate is None or not gate.enabled:
@@ -186,7 +195,7 @@ def _gate_lines(config: StudyConfig) -> list[str]:
     return [
         "",
         "## Correctness",
-        f"A config must pass {gate.min_passed}/{n} coding problems (run {gate.when} the benchmark). "
+        f"A config must pass {gate.min_passed}/{n} coding problems ({_GATE_WHEN.get(gate.when, gate.when)}). "
         "A faster config that fails is **infeasible**: it is never the best.",
     ]
 
@@ -218,7 +227,7 @@ def write_study_note(study: optuna.Study, config: StudyConfig) -> None:
     _save(storage_of(study), study_id(study), None, study_note_text(config, study_name=study.study_name))
 
 
-def _recommended_note(rec: Recommendation, config: StudyConfig | None) -> str:
+def _recommended_note(rec: Recommendation, config: StudyConfig | None, speedup: Speedup | None) -> str:
     t = rec.trial
     score = f", score {figure_text(t, config)}" if config is not None else ""
     lines = [
@@ -226,6 +235,8 @@ def _recommended_note(rec: Recommendation, config: StudyConfig | None) -> str:
     ]
     if rec.confirmed_value is not None:
         lines.append(f"Confirmed {rec.confirmed_value:.1f} when the top configs were re-measured at the end.")
+    if speedup is not None:
+        lines.append(f"Speed-up: {speedup_clause(speedup)}.")
     if gate := t.user_attrs.get(attrs.GATE):
         lines.append(f"Correctness gate: {gate}.")
     missing = rec.missing()
@@ -273,13 +284,14 @@ def trial_note_text(
     rec: Recommendation | None = None,
     confirmation: Any = None,
     config: StudyConfig | None = None,
+    speedup: Speedup | None = None,
 ) -> str | None:
     """The verdict note for one trial, or None when there is nothing to flag (``config``: the study's file, for
-    the recommendation's figure)."""
+    the recommendation's figure; ``speedup``: the recommendation's, as every view prints it)."""
     head: str | None
     body: list[str]
     if rec is not None and t.number == rec.trial.number:
-        head, body = _recommended_note(rec, config), []
+        head, body = _recommended_note(rec, config, speedup), []
     else:
         head, body = _verdict_note(t, confirmation)
     if bound := client_bound_scenarios(t):
@@ -299,12 +311,15 @@ def annotate_trials(study: optuna.Study, *, config: StudyConfig | None = None) -
     """Write verdict notes on every trial that needs one; returns how many notes changed."""
     rec = recommended(study)
     confirmation = current_confirmation(study)
+    speedup = None
+    if rec is not None and config is not None and not rec.trial.user_attrs.get(attrs.BASELINE):
+        speedup = study_speedup(study, config, rec.trial)
     changed = 0
     for t in study_trials(study):
         if t.state == TrialState.RUNNING:
             continue
         # "" clears a note of ours that no longer applies (a trial that was best earlier but is not now).
-        text = trial_note_text(t, rec=rec, confirmation=confirmation, config=config) or ""
+        text = trial_note_text(t, rec=rec, confirmation=confirmation, config=config, speedup=speedup) or ""
         if _save(storage_of(study), study_id(study), trial_id(t), text):
             changed += 1
     return changed

@@ -20,6 +20,7 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.config import StudyConfig
 from tuner.report._export import export_dropin, launch_text
 from tuner.report._facts import (
+    baseline_drift,
     baseline_trial,
     compare_scenarios,
     failure_groups,
@@ -28,6 +29,8 @@ from tuner.report._facts import (
     recommendation_lines,
     scenario_figure,
     scenario_text,
+    speedup_clause,
+    study_speedup,
     tune_command,
 )
 from tuner.report._importance import LABEL, feasible_study, importance_target, importances
@@ -217,9 +220,14 @@ class _ReportWriter:
             return
         if baseline.number == best.number:
             self.md += ["The baseline itself is the recommendation: no tried change beat it.", ""]
+        elif (overall := study_speedup(self.study, self.config, best)) is not None:
+            self.md += [f"**Objective: {speedup_clause(overall)}.**", ""]
+        if drift := baseline_drift(self.study, self.config):
+            self.md += [f"Note: {drift}.", ""]
         comps = compare_scenarios(best, baseline, self.scenarios)
         self.md += [
-            f"Baseline = trial #{baseline.number}, recommended = trial #{best.number}. tok/s is the scenario's "
+            f"Baseline = trial #{baseline.number}, recommended = trial #{best.number}, each by its own trial's "
+            "measurement. tok/s is the scenario's "
             f"point estimate (geometric mean of its repeats) ± the half-width of its "
             f"{self.config.benchmark.confidence:.0%} interval (`[benchmark] confidence`; the study's pooled noise "
             "gives one repeat an interval too); the speed-up's interval adds the two intervals on logs.",

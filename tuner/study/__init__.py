@@ -34,6 +34,7 @@ from tuner.study._storage import (
     load_existing,
     make_storage,
     open_study,
+    storage_problem,
 )
 from tuner.study._warm import map_config, prior_scale, read_warm_start, warm_prior
 from tuner.study._warmups import describe_warmups, warmup_states
@@ -87,6 +88,7 @@ __all__ = [
     "run_study",
     "score",
     "storage_faults",
+    "storage_problem",
     "warm_prior",
     "warmup_states",
 ]

@@ -21,10 +21,18 @@ of the coding-agent study: 14 confirmations chose a finalist up to 1.6 points wo
 race pays for more samples, a clear one does not, and differences below the precision the study asked for are
 not worth a restart.
 
+The baseline is re-measured in every round too, first (base A B C base A B C; ``[search] confirm_baseline``),
+unless it is a finalist itself: the speed-up every view prints is then the winner's fresh repeats against the
+baseline's, measured side by side under the same machine conditions, not against a figure from the start of
+the night. The baseline is never a racer: it only stands beside them.
+
 Recorded as the study's user attr ``confirmation`` (Optuna cannot change a finished trial's attrs):
 ``{"trials": [...], "values": {n: objective from the fresh repeats, 0 when the config failed}, "ranks":
 {n: 1 = best}, "errors": {n: reason}, "winner": n, "best_before": n, "held": bool, "rounds": r,
-"precision": p}`` (``rounds``: the most any finalist was measured in; ``precision``: what the race resolved).
+"precision": p, "figures": {n: {scenario: [point, lower bound]}}, "baseline": {"trial": n, "visits": k,
+"value": objective} or {"trial": n, "error": reason}}`` (``rounds``: the most any finalist was measured in;
+``precision``: what the race resolved; ``figures``: output tok/s of the fresh repeats of the finalists and the
+baseline, what the side-by-side speed-up is computed from).
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from tuner.bench import ScenarioResult, WarmupLookup
 from tuner.config import StudyConfig
 from tuner.endpoint import Endpoint
 from tuner.errors import TrialFailure
+from tuner.report import baseline_trial
 from tuner.space import render
 from tuner.spec import LaunchSpec
 from tuner.stats import EMPTY_POOL, Noise, Reference, SequentialPolicy, objective_slower, pooled_noise
@@ -120,12 +129,14 @@ def confirm_top(
         policy=visit_policy(config, noise_known=all(n is not None for n in noise.values())),
         warmups=first_passes_lookup(study, config, trial_number=-1),
         gating=gates_at_the_end(config, parts),
+        baseline=_beside(study, config, ranked[:k]),
     )
     say(
         f"confirming the top {len(race.top)}: "
         + " ".join(f"#{t.number}" for t in race.top)
         + f" ({ROUNDS} rounds, up to {MAX_ROUNDS} while one could beat the leader by more than "
         + f"{config.benchmark.precision:.1%})"
+        + (f", the baseline #{race.baseline.number} re-measured beside them" if race.baseline is not None else "")
     )
     for r in range(MAX_ROUNDS):
         racing = race.racing(r)
@@ -135,7 +146,7 @@ def confirm_top(
     if len(race.top) < 2:
         return None
     values = {t.number: 0.0 if t.number in race.errors else race.value(t) for t in race.top}
-    return _record(study, race.top, values, race.errors, race.rounds, config.benchmark.precision, say)
+    return _record(study, race, values, say)
 
 
 @dataclass(kw_only=True)
@@ -154,6 +165,9 @@ class _Race:
     policy: SequentialPolicy
     warmups: WarmupLookup | None
     gating: bool
+    baseline: FrozenTrial | None = None
+    """The baseline, re-measured first in every round beside the finalists (None: not, or it failed)."""
+    baseline_error: tuple[int, str] | None = None
     visits: dict[int, list[ScenarioResult]] = field(default_factory=dict)
     errors: dict[int, str] = field(default_factory=dict)
     spent: list[float] = field(default_factory=list)
@@ -171,7 +185,8 @@ class _Race:
         if r < ROUNDS:
             return racing
         shown = " ".join(f"#{t.number}" for t in racing)
-        if self.until is not None and time.time() + len(racing) * _mean(self.spent) > self.until:
+        visits = len(racing) + (self.baseline is not None)
+        if self.until is not None and time.time() + visits * _mean(self.spent) > self.until:
             self.say(f"  no round {r + 1} for {shown}: it would end after the deadline")
             return None
         precision = self.config.benchmark.precision
@@ -180,12 +195,30 @@ class _Race:
 
     def run_round(self, r: int, racing: list[FrozenTrial]) -> None:
         self.rounds = r + 1
+        if self.baseline is not None:
+            self.visit_baseline(r)
         i = 0
         while i < len(racing):  # grows while it is walked: a finalist that fails the gate hands over its place
             t = racing[i]
             i += 1
             if t.number not in self.errors and not self.visit(t, r):
                 i -= 1
+
+    def visit_baseline(self, r: int) -> None:
+        """The baseline's visit of round ``r``: one that fails leaves the speed-up to the night's figures."""
+        assert self.baseline is not None
+        n = self.baseline.number
+        try:
+            label = f"confirm-{n:04d}-{r + 1}"
+            results = _measure(self.parts, self.config, self.baseline, self.policy, label=label, check=None,
+                               warmups=self.warmups)  # fmt: skip
+        except TrialFailure as failure:
+            self.baseline_error = (n, f"[{failure.phase}] {failure.reason}"[:500])
+            self.say(f"  the baseline #{n} failed on re-measurement: {self.baseline_error[1]}")
+            self.baseline = None
+            self.visits.pop(n, None)
+            return
+        self.visits.setdefault(n, []).extend(results or ())
 
     def visit(self, t: FrozenTrial, r: int) -> bool:
         """One visit of finalist ``t`` in round ``r``; False when it failed the end-of-study gate (it is out)."""
@@ -209,6 +242,14 @@ class _Race:
             return False
         self.visits.setdefault(t.number, []).extend(results)
         return True
+
+
+def _beside(study: optuna.Study, config: StudyConfig, top: list[FrozenTrial]) -> FrozenTrial | None:
+    """The baseline to re-measure beside the finalists: a measured one that is not a finalist itself."""
+    base = baseline_trial(study) if config.search.confirm_baseline else None
+    if base is None or base.state != optuna.trial.TrialState.COMPLETE or base.number in {t.number for t in top}:
+        return None
+    return base
 
 
 def _mean(xs: list[float]) -> float:
@@ -381,9 +422,25 @@ def study_noise(study: optuna.Study, config: StudyConfig) -> dict[str, Noise | N
 
 def _value(config: StudyConfig, results: list[ScenarioResult], noise: dict[str, Noise | None]) -> float:
     """The objective of a finalist's pooled fresh repeats, scored exactly like a trial (with the study's noise)."""
+    return score(_pooled(config, results, noise), config.objective, config.benchmark).values[0]
+
+
+def _figures(config: StudyConfig, results: list[ScenarioResult], noise: dict[str, Noise | None]) -> dict[str, Any]:
+    """Per scenario, ``[point, lower bound]`` output tok/s of a config's pooled fresh repeats."""
+    return {
+        r.name: [round(r.point, 3), round(r.score, 3)]
+        for r in _pooled(config, results, noise)
+        if r.point is not None and r.score is not None
+    }
+
+
+def _pooled(
+    config: StudyConfig, results: list[ScenarioResult], noise: dict[str, Noise | None]
+) -> tuple[ScenarioResult, ...]:
+    """Each scenario's fresh repeats over every visit, as one result (with the study's noise)."""
     scenarios = {s.name: s for s in config.benchmark.scenarios}
     tok_s, per_stream = _repeats(results, "output_tok_s"), _repeats(results, "per_stream_tok_s")
-    pooled = tuple(
+    return tuple(
         ScenarioResult.from_repeats(
             scenario=scenarios[name],
             repeats_tok_s=repeats,
@@ -393,18 +450,10 @@ def _value(config: StudyConfig, results: list[ScenarioResult], noise: dict[str, 
         )
         for name, repeats in tok_s.items()
     )
-    return score(pooled, config.objective, config.benchmark).values[0]
 
 
-def _record(
-    study: optuna.Study,
-    top: list[FrozenTrial],
-    values: dict[int, float],
-    errors: dict[int, str],
-    rounds: int,
-    precision: float,
-    say: Any,
-) -> Confirmation:
+def _record(study: optuna.Study, race: _Race, values: dict[int, float], say: Any) -> Confirmation:
+    top = race.top
     ranked = sorted(values, key=lambda n: values[n], reverse=True)
     result = Confirmation(
         trials=tuple(t.number for t in top),
@@ -413,22 +462,34 @@ def _record(
         winner=ranked[0],
         held=ranked[0] == top[0].number,
     )
+    measured = [n for n in race.visits if n not in race.errors]
     study.set_user_attr(
         CONFIRMATION,
         {
             "trials": list(result.trials),
             "values": {str(n): round(v, 3) for n, v in values.items()},
             "ranks": {str(n): rank for rank, n in enumerate(ranked, start=1)},
-            "errors": {str(n): e for n, e in errors.items()},
+            "errors": {str(n): e for n, e in race.errors.items()},
             "best_before": result.best_before,
             "winner": result.winner,
             "held": result.held,
-            "rounds": rounds,
-            "precision": precision,
+            "rounds": race.rounds,
+            "precision": race.config.benchmark.precision,
+            "figures": {str(n): _figures(race.config, race.visits[n], race.noise) for n in measured},
+            "baseline": _baseline_record(race),
         },
     )
     say(confirmation_text(study) or "")
     return result
+
+
+def _baseline_record(race: _Race) -> dict[str, Any] | None:
+    if race.baseline_error is not None:
+        return {"trial": race.baseline_error[0], "error": race.baseline_error[1]}
+    if race.baseline is None:
+        return None
+    n = race.baseline.number
+    return {"trial": n, "visits": race.rounds, "value": round(race.value(race.baseline), 3)}
 
 
 def maybe_confirm(

@@ -219,7 +219,7 @@ def _run_one(loop: Loop, trial: optuna.Trial, done: int) -> bool:
 
     study, config, console, policy = loop.study, loop.config, loop.console, loop.policy
     params = suggest(trial, config.space)
-    if _rejected(loop, trial, params) or _repeat(study, trial):
+    if _rejected(loop, trial, params) or _repeat(study, config, trial):
         return False
     is_baseline = bool(trial.user_attrs.get(attrs.BASELINE))
     spec = loop.base if is_baseline else render(config.space, loop.base, params)
@@ -275,11 +275,11 @@ def _rejected(loop: Loop, trial: optuna.Trial, params: dict[str, Value]) -> bool
     return True
 
 
-def _repeat(study: optuna.Study, trial: optuna.Trial) -> bool:
+def _repeat(study: optuna.Study, config: StudyConfig, trial: optuna.Trial) -> bool:
     """A config already measured (or being measured elsewhere) is told its known outcome, never run again."""
     from tuner.report import mark_feasibility
 
-    duplicate = find_duplicate(study, dict(trial.params), trial.number)
+    duplicate = find_duplicate(study, config, dict(trial.params), trial.number)
     if duplicate is not None and trial.user_attrs.get(attrs.BASELINE) and duplicate.state == TrialState.PRUNED:
         duplicate = None  # a baseline PRUNED by an older tune is run again, never taken as its verdict
     if duplicate is None:

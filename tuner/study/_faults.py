@@ -25,6 +25,7 @@ import sqlalchemy.exc
 from sqlalchemy import event
 
 from tuner.errors import EnvironmentFault
+from tuner.secrets import masked_url
 
 __all__ = ["BUSY_NOTICE_AFTER_S", "RUN_AFTERMATH", "masked_url", "storage_faults", "watch_busy"]
 
@@ -85,14 +86,6 @@ def describe(exc: BaseException, url: str) -> str | None:
 def _shown(url: str) -> str:
     """The storage as a message shows it: a SQLite file's path; any other URL without its password."""
     return url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else masked_url(url)
-
-
-def masked_url(url: str) -> str:
-    """A storage URL as people may see it: without its password."""
-    try:
-        return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
-    except sqlalchemy.exc.ArgumentError:
-        return url.split("@")[-1]  # not a URL SQLAlchemy can parse: at least nothing before the host
 
 
 def _full(path: str) -> bool:

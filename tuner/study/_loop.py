@@ -33,7 +33,7 @@ from tuner.study._storage import open_study
 from tuner.study._warm import read_warm_start, warm_prior
 from tuner.study._warmups import describe_warmups
 from tuner.target import Target, open_target
-from tuner.trials import WarmStart, attrs, counted_trials, recommended, warm_start_of
+from tuner.trials import WarmStart, attrs, counted_trials, recommended, storage_of, warm_start_of
 
 __all__ = ["Interrupted", "RunSummary", "resume_command", "run_study"]
 
@@ -42,6 +42,11 @@ PartsFactory = Callable[[StudyConfig, Target], TrialParts]
 
 class Interrupted(TuneError):
     """Ctrl-C or SIGTERM: the running trial was marked FAIL and the server put back per ``on_exit``."""
+
+    def __init__(self, message: str, *, ran: int | None = None) -> None:
+        super().__init__(message)
+        self.ran = ran
+        """Trials the interrupted run ran (the notify summary's ``run_now``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,6 +83,7 @@ def run_study(
     worker_name: str | None = None,
     allow_mixed_targets: bool = False,
     preflight: bool = True,
+    on_locked: Callable[[], None] | None = None,
 ) -> RunSummary:
     """Run trials until the study holds ``trials`` counted trials in total (a resume continues to N), then
     re-measure and gate the top (``confirm=True`` forces it: ``tune best --confirm``).
@@ -86,7 +92,8 @@ def run_study(
     ``deadline`` (Unix time): no trial starts that would end after it; without ``trials``, run until then.
     ``worker_name`` names this worker of a fleet; a server unlike the study's is refused unless
     ``allow_mixed_targets``. With the config's own target the preflight runs and the lock is taken before the
-    study is created: a broken environment or a busy server is refused with nothing created or changed.
+    study is created: a broken environment or a busy server is refused with nothing created or changed;
+    ``on_locked`` is called once the lock is held: from then on the run is the study's (its run record).
     """
     from_file = config  # what the study file says: a hint addresses the study by the file only if it names it
     if study_name and study_name != config.study.name:
@@ -107,21 +114,16 @@ def run_study(
     worker = _fleet.WorkerId.for_target(config, name=worker_name)
     start = time.monotonic()
     with storage_faults(run.storage, aftermath=RUN_AFTERMATH), target, target.locked():
-        study = _open(
-            run,
-            target,
-            worker,
-            storage=storage,
-            force_config=force_config,
-            check=check,
-            allow_mixed_targets=allow_mixed_targets,
-        )
+        if on_locked is not None:
+            on_locked()
+        study = _open(run, target, worker, storage=storage, force_config=force_config, check=check,
+                      allow_mixed_targets=allow_mixed_targets)  # fmt: skip
         _run_locked(run, study, target)
     with storage_faults(run.storage):
         summary = _summarise(study, run, seconds=time.monotonic() - start)
     if run.interrupted:
         hint = resume_command(from_file, run.storage, run.goal, study=config.study.name)
-        raise Interrupted(f"stopped at {summary.counted}/{run.goal} trials. Resume with: {hint}")
+        raise Interrupted(f"stopped at {summary.counted}/{run.goal} trials. Resume with: {hint}", ran=summary.ran)
     return summary
 
 
@@ -307,7 +309,11 @@ def _prepare_study(
     if _fleet.claim_starting_points(
         fleet.claims, worker, has_baseline=has_baseline, stale_after_s=config.study.stale_after_s
     ):
-        warm = _warm_start(config, storage=storage or config.study.storage, console=console)
+        try:
+            warm = _warm_start(config, storage=storage or config.study.storage, console=console)
+        except BaseException:
+            _drop_if_empty(study)  # a warm start that cannot be read leaves no empty study behind
+            raise
         enqueue_starting_points(study, config, warm=warm)
     else:
         _retry_failed_baseline(study, config, fleet)
@@ -323,6 +329,13 @@ def _prepare_study(
     study.sampler = make_sampler(seeded, offset=0, prior=warm_prior(config) if with_prior else None)
     study.pruner = make_pruner(config)
     return study, fleet
+
+
+def _drop_if_empty(study: optuna.Study) -> None:
+    """Delete a study that holds no trial (created by this run, which is failing before its first)."""
+    with contextlib.suppress(Exception):  # the run's own error is the one to report
+        if not study.get_trials(deepcopy=False):
+            optuna.delete_study(study_name=study.study_name, storage=storage_of(study))
 
 
 def _warm_start(config: StudyConfig, *, storage: str, console: Console) -> WarmStart | None:

@@ -21,7 +21,7 @@ import optuna
 from tuner.bench import BaseBenchmark, ScenarioResult, slo_miss
 from tuner.config import StudyConfig
 from tuner.endpoint import Endpoint
-from tuner.errors import GateFailed, RegressionPruned, TrialFailure
+from tuner.errors import DiedUnderLoad, GateFailed, RegressionPruned, TrialFailure
 from tuner.gate import GateResult
 from tuner.metrics import scenario_attrs
 from tuner.spec import LaunchSpec
@@ -302,14 +302,19 @@ class TrialRunner:
         trial.set_user_attr(attrs.FAILURE_REASON, failure.reason[:1000])
         if failure.evidence:
             trial.set_user_attr(attrs.EVIDENCE, failure.evidence[-4000:])
-        tail = secrets.text(self._log_tail(restarted))
+        watch = self._log_watch(restarted)
+        tail = secrets.text("\n".join(watch.tail)) if watch is not None else ""
+        if isinstance(failure, DiedUnderLoad) and watch is not None and (cause := watch.cause()):
+            failure.reason += f"; the server log says: {secrets.text(cause)}"  # why, in the one line a stop shows
+            trial.set_user_attr(attrs.FAILURE_REASON, failure.reason[:1000])
         if tail:
             trial.set_user_attr(attrs.LOG_TAIL, tail[-4000:])
             self._evidence.attach(trial, "server-log.txt", tail)
 
-    def _log_tail(self, restarted: Restarted | None, lines: int = 60) -> str:
+    def _log_watch(self, restarted: Restarted | None, lines: int = 60) -> LogWatch | None:
+        """The new process's log since its launch, read (None: no process, or its log cannot be read)."""
         if restarted is None:
-            return ""
+            return None
         watch = LogWatch(
             service=self._parts.target.service,
             cursor=restarted.log_cursor,
@@ -321,5 +326,5 @@ class TrialRunner:
             watch.poll(elapsed=0)
             watch.flush(elapsed=0)
         except Exception:  # evidence is best effort: never hide the real failure behind a log-read error
-            return ""
-        return "\n".join(watch.tail)
+            return None
+        return watch

@@ -11,12 +11,16 @@ break the run instead of stopping it:
 
 :func:`stop_signals` therefore defers a signal that arrives while the main thread holds a database connection
 (:func:`defer_during_connections` hooks each engine's pool checkout/checkin) and raises it once the connection
-is back in the pool, and re-raises a stop that Python swallowed (``sys.unraisablehook``). Either way the loop
-sees exactly one :class:`Stop` (a ``KeyboardInterrupt``) per signal, at a point where the storage is sound.
+is back in the pool, and re-raises a stop that Python swallowed (``sys.unraisablehook``). A signal that comes
+while an event loop runs (the benchmark's ``asyncio.run``) is raised from one of the loop's callbacks rather than
+inside whichever task was running, so every task of the trial is cancelled and awaited by ``asyncio.run``. Either
+way the loop sees exactly one :class:`Stop` (a ``KeyboardInterrupt``) per signal, at a point where the storage is
+sound and no task is left holding it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import sys
@@ -83,7 +87,29 @@ class _Guard:
             return
         self.pending = None
         self._cancel()
+        loop = _running_loop()
+        if loop is not None:
+            self._stop_loop(loop, signum, now)
+            return
         raise Stop(signum)
+
+    def _stop_loop(self, loop: asyncio.AbstractEventLoop, signum: int, now: float) -> None:
+        """Raise the stop from a callback of the running event loop, never inside one of its tasks: a task that
+        ended in the stop would keep it ("Task exception was never retrieved"), while a callback's stop leaves
+        every task to ``asyncio.run``, which cancels and awaits them all. Should the loop end before it runs the
+        callback, the signal is delivered again, to the code after it."""
+        self.pending, self.deferred_since = signum, now
+
+        def stop() -> None:
+            with self._lock:
+                if self.pending != signum or not self.active:
+                    return  # stopped already, by an earlier callback or the redelivered signal
+                self.pending = None
+                self._cancel_locked()
+            raise Stop(signum)
+
+        loop.call_soon_threadsafe(stop)
+        self._redeliver(after_s=_REDELIVER_AFTER_S * 4)
 
     def unraisable(self, previous: Any, unraisable: Any) -> None:
         if not (isinstance(unraisable.exc_value, Stop) and self.active):
@@ -123,12 +149,23 @@ class _Guard:
 
     def _cancel(self) -> None:
         with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-            self._timer = None
+            self._cancel_locked()
+
+    def _cancel_locked(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = None
 
 
 _guard = _Guard()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running in this (the main) thread, if any: a benchmark's ``asyncio.run``."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def defer_during_connections(engine: Any) -> None:

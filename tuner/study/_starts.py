@@ -7,13 +7,15 @@ real measurements chosen by people or by coverage, not by TPE's random start-up.
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import StudyConfig
-from tuner.space import Value, iter_configs
+from tuner.space import Value, iter_configs, render
 from tuner.study._policy import ensure_baseline
+from tuner.target import base_spec
 from tuner.trials import WarmStart, attrs, is_counted
 
 __all__ = [
@@ -24,6 +26,7 @@ __all__ = [
     "enqueue_unmeasured",
     "find_duplicate",
     "retry_branch",
+    "same_config",
 ]
 
 MAX_BRANCH_TRIES = 20
@@ -57,10 +60,13 @@ def enqueue_branches(study: optuna.Study, config: StudyConfig) -> None:
                 study.enqueue_trial({p.name: choice}, user_attrs={attrs.BRANCH: {p.name: choice}}, skip_if_exists=True)
 
 
-def find_duplicate(study: optuna.Study, params: dict[str, Value], number: int) -> FrozenTrial | None:
-    """A measured (or, with several workers, currently running) trial with exactly these params."""
+def find_duplicate(
+    study: optuna.Study, config: StudyConfig, params: Mapping[str, Value], number: int
+) -> FrozenTrial | None:
+    """A measured (or, with several workers, currently running) trial of the same config (:func:`same_config`)."""
+    key = same_config(config, params)
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)):
-        if t.number == number or t.params != params:
+        if t.number == number or same_config(config, t.params) != key:
             continue
         if t.state == TrialState.RUNNING or is_counted(t):
             return t
@@ -77,9 +83,22 @@ def retry_branch(study: optuna.Study, trial: optuna.Trial) -> None:
         study.enqueue_trial(dict(branch), user_attrs={attrs.BRANCH: branch})
 
 
-def config_key(params: dict[str, Value]) -> tuple[tuple[str, Value], ...]:
+def config_key(params: Mapping[str, Value]) -> tuple[tuple[str, Value], ...]:
     """Params comparable across Optuna's float arithmetic and the space's own grid (10 significant digits)."""
     return tuple(sorted((k, float(f"{v:.10g}") if isinstance(v, float) else v) for k, v in params.items()))
+
+
+def same_config(config: StudyConfig, params: Mapping[str, Value]) -> tuple[tuple[str, Value], ...]:
+    """What makes a config itself: its params (:func:`config_key`) but those its server ignores in the launch
+    command they render (the dialect's :meth:`~tuner.dialects.BaseServerDialect.inert`: llama-server's draft
+    length under ``--spec-type none``, SGLang's DDTree knobs under DFLASH). Two trials with one key are one
+    config: it is measured once, and never raced against itself."""
+    spec = render(config.space, base_spec(config.target), params)
+    inert = config.dialect.inert(spec.argv, spec.env)
+    if not inert:
+        return config_key(params)
+    names = {p.name: {p.flag, *p.aliases, p.env} for p in config.space.params}
+    return config_key({k: v for k, v in params.items() if not names.get(k, set()) & inert})
 
 
 def enqueue_unmeasured(study: optuna.Study, config: StudyConfig) -> bool:
@@ -89,11 +108,11 @@ def enqueue_unmeasured(study: optuna.Study, config: StudyConfig) -> bool:
     its known value): one unmeasured config, picked at random, ends that.
     """
     done = {
-        config_key(t.system_attrs.get("fixed_params", t.params))
+        same_config(config, t.system_attrs.get("fixed_params", t.params))
         for t in study.get_trials(deepcopy=False)
         if is_counted(t) or t.state in (TrialState.RUNNING, TrialState.WAITING)
     }
-    left = [params for params in iter_configs(config.space) if config_key(params) not in done]
+    left = [params for params in iter_configs(config.space) if same_config(config, params) not in done]
     if not left:
         return False
     study.enqueue_trial(random.Random(len(study.trials)).choice(left), skip_if_exists=True)

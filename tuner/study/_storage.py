@@ -12,9 +12,9 @@ import optuna
 import sqlalchemy.exc
 
 from tuner.config import StudyConfig, parse_config
-from tuner.errors import ConfigError, TuneError
-from tuner.secrets import REDACTED
-from tuner.study._faults import watch_busy
+from tuner.errors import ConfigError, EnvironmentFault, TuneError
+from tuner.secrets import REDACTED, masked_url
+from tuner.study._faults import describe, watch_busy
 from tuner.study._signals import defer_during_connections
 from tuner.wait import wait_until
 
@@ -39,11 +39,12 @@ def make_storage(url: str, *, busy_s: float = 60.0, create: bool = True) -> optu
     read) refuses a SQLite file that does not exist instead of creating an empty one.
     """
     kwargs: dict[str, object] = {"pool_pre_ping": True}
+    _check_url(url)
     if url.startswith("sqlite:///"):
         path = Path(url.removeprefix("sqlite:///"))
         if not create and not path.exists():
             raise NoSuchStudy(f"no study database at {path}: run `tune start` first")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _make_directory(path)
         _use_wal(path, busy_s=busy_s)
         kwargs = {"connect_args": {"timeout": busy_s}}
     attempts = 8
@@ -63,6 +64,57 @@ def make_storage(url: str, *, busy_s: float = 60.0, create: bool = True) -> optu
                 raise
             time.sleep(0.25 * (attempt + 1))
     raise AssertionError("unreachable")
+
+
+def _check_url(url: str) -> None:
+    """A storage URL SQLAlchemy can open: a typo or a missing driver is one line, not a traceback."""
+    try:
+        parsed = sqlalchemy.engine.make_url(url)
+        parsed.get_dialect().import_dbapi()
+    except sqlalchemy.exc.ArgumentError:  # also NoSuchModuleError: a scheme no dialect is known for
+        raise ConfigError(
+            file=None, key="storage", expected="a database URL: sqlite:///PATH or postgresql://USER@HOST/DB",
+            got=masked_url(url),
+        ) from None
+    except ImportError as exc:
+        raise EnvironmentFault(
+            f"storage {masked_url(url)}: its database driver is not installed ({exc.name or exc})"
+        ) from None
+    if parsed.get_backend_name() == "sqlite" and not parsed.database:
+        raise ConfigError(file=None, key="storage", expected="a SQLite file's path after sqlite:///", got=url)
+
+
+def storage_problem(url: str) -> str | None:
+    """Why ``tune start`` could not use storage ``url`` (None: it can), without creating anything: the URL and
+    its driver, and a database server that answers; a SQLite file's directory is the preflight's (``tune
+    check``)."""
+    try:
+        _check_url(url)
+        if url.startswith("sqlite:///"):
+            return None
+        engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool)
+        try:
+            with engine.connect():
+                return None
+        finally:
+            engine.dispose()
+    except TuneError as exc:
+        return str(exc)
+    except sqlalchemy.exc.SQLAlchemyError as exc:
+        return describe(exc, url) or f"storage {masked_url(url)}: {type(exc).__name__}"
+
+
+def _make_directory(path: Path) -> None:
+    """The SQLite file's directory, made: one line naming it when it cannot be (a pseudo or read-only file
+    system, a file where a directory should be, no permission)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        where = exc.filename or path.parent
+        raise EnvironmentFault(
+            f"storage {path}: its directory cannot be made ({where}: {exc.strerror or exc}); fix it or choose "
+            "another --storage"
+        ) from None
 
 
 def _use_wal(path: Path, *, busy_s: float) -> None:

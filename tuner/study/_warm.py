@@ -31,7 +31,7 @@ from tuner.errors import TuneError
 from tuner.search import Prior
 from tuner.space import Param, SearchSpace, Value, format_value, param_distribution
 from tuner.study._faults import masked_url
-from tuner.study._starts import config_key
+from tuner.study._starts import config_key, same_config
 from tuner.study._storage import NoSuchStudy, directions, load_existing
 from tuner.trials import (
     CarriedTrial,
@@ -156,12 +156,12 @@ def _top(other: optuna.Study, carried: Mapping[int, CarriedTrial], config: Study
     rec = recommended(other)
     ranked = ([rec.trial] if rec is not None else []) + candidates(other)
     chosen: list[CarriedTrial] = []
-    seen = [config_key(dict(config.baseline))]
+    seen = [same_config(config, dict(config.baseline))]
     for t in ranked:
         mine = carried.get(t.number)
-        if mine is None or config_key(mine.params) in seen or len(chosen) >= config.search.warm_start_top:
+        if mine is None or same_config(config, mine.params) in seen or len(chosen) >= config.search.warm_start_top:
             continue
-        seen.append(config_key(mine.params))
+        seen.append(same_config(config, mine.params))
         chosen.append(mine)
     return tuple(chosen)
 

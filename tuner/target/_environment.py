@@ -9,6 +9,7 @@ directories the study writes to.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -97,9 +98,20 @@ def _local_dir(path: Path, what: str) -> list[str]:
     while not p.exists() and p != p.parent:
         p = p.parent
     if os.access(p, os.W_OK | os.X_OK) and p.is_dir():
-        return []
+        made = _makes_directories(p)
+        return [] if made is None else [f"{what} {path} cannot be written ({p}: {made})"]
     why = "is on a read-only file system" if os.statvfs(p).f_flag & os.ST_RDONLY else "is not a writable directory"
     return [f"{what} {path} cannot be written ({p} {why})"]
+
+
+def _makes_directories(p: Path) -> str | None:
+    """Why no directory can be made in ``p`` (None: one can), tried with one that is removed at once: write
+    permission says nothing of a pseudo file system (``/proc``, ``/sys``) that refuses even root."""
+    try:
+        tempfile.TemporaryDirectory(prefix=".tune-check-", dir=p).cleanup()
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
 
 
 def _storage(url: str) -> list[str]:

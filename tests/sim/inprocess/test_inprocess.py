@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import time
 
@@ -255,7 +256,7 @@ def test_a_noisy_confirmation_races_the_finalists_that_could_still_win_and_drops
 
     same, slower = GOOD | {"mem_fraction_static": 0.88}, GOOD | {"block_size": 8, "mem_fraction_static": 0.70}
     cfg = make_config(
-        search=seeds(GOOD, same, slower) + "\npruning = false\nconfirm_top = 3",
+        search=seeds(GOOD, same, slower) + "\npruning = false\nconfirm_top = 3\nconfirm_baseline = false",
         edit=lambda text: text.replace(
             '"--speculative-dflash-block-size", "8"', '"--speculative-dflash-block-size", "4"'
         ),
@@ -279,14 +280,16 @@ def test_finalists_within_the_study_s_precision_are_not_raced_at_low_noise(make_
     cfg = make_config(search=seeds(*same) + "\npruning = false\nconfirm_top = 3")
     run = run_inprocess(cfg, storage=cfg.study.storage, trials=4, seed=0)
     c = study_of(run).user_attrs["confirmation"]
-    assert c["rounds"] == 2 and len([v for v in run.clock.trials if v.startswith("confirm-")]) == 6
+    visits = [v for v in run.clock.trials if v.startswith("confirm-")]
+    assert c["rounds"] == 2 and len([v for v in visits if not v.startswith("confirm-0000-")]) == 6
+    assert c["baseline"]["trial"] == 0 and c["baseline"]["visits"] == 2  # beside them in both rounds
 
 
 def test_no_race_round_starts_that_would_end_after_the_deadline(make_config: MakeConfig) -> None:
     from tuner.study._confirm import ROUNDS, confirm_top
 
     same = [GOOD | {"mem_fraction_static": m} for m in (0.86, 0.87, 0.88)]  # one true speed, 5% noise: a race
-    cfg = make_config(search=seeds(*same) + "\npruning = false\nconfirm_top = 0")
+    cfg = make_config(search=seeds(*same) + "\npruning = false\nconfirm_top = 0\nconfirm_baseline = false")
     run = run_inprocess(cfg, storage=cfg.study.storage, trials=4, seed=0, noise=0.05)
     service = ModelService(base=base_spec(cfg.target), load_time_s=1.0)
     parts = model_parts(cfg, model_target(cfg, service), seed=0, noise=0.05)
@@ -329,9 +332,13 @@ def test_confirm_top_remeasures_the_top_three_interleaved(make_config: MakeConfi
         reverse=True,
     )[:3]
     assert c["trials"] == [t.number for t in top] and c["best_before"] == top[0].number
-    # A B C A B C: each visit is its own restart, in that order; then the race of those still within noise.
-    visits = [label for label in run.clock.trials if label.startswith("confirm-")]
-    assert visits[:6] == [f"confirm-{n:04d}-{r}" for r in (1, 2) for n in c["trials"]]
+    # base A B C base A B C: each visit is its own restart, in that order, the baseline first in every round;
+    # then the race of those still within noise, the baseline still beside them.
+    everything = [label for label in run.clock.trials if label.startswith("confirm-")]
+    base = [label for label in everything if label.startswith("confirm-0000-")]
+    assert 0 not in c["trials"] and base == [f"confirm-0000-{r}" for r in range(1, c["rounds"] + 1)]
+    assert everything[:8] == [f"confirm-{n:04d}-{r}" for r in (1, 2) for n in (0, *c["trials"])]
+    visits = [label for label in everything if label not in base]
     racing = c["trials"]
     for r in range(3, c["rounds"] + 1):
         later = [n for n in c["trials"] if f"confirm-{n:04d}-{r}" in visits]
@@ -349,3 +356,56 @@ def test_confirm_top_remeasures_the_top_three_interleaved(make_config: MakeConfi
     assert rec is not None and rec.confirmed and rec.trial.number == c["winner"]
     text = confirmation_text(study)
     assert text is not None and ("held its place" in text if c["held"] else f"#{c['winner']} recommended" in text)
+
+
+def test_the_speed_up_is_measured_side_by_side_in_the_confirmation(make_config: MakeConfig) -> None:
+    """The baseline stands beside the finalists in every round: the speed-up every view prints is the winner's
+    fresh repeats over the baseline's, from the same rounds, and says so."""
+    from tuner.report import baseline_drift, recommendation_lines, speedup_clause, study_speedup, trial_note_text
+    from tuner.trials import recommended
+
+    twin = GOOD | {"mem_fraction_static": 0.88}  # two finalists ahead of the baseline
+    cfg = make_config(search=seeds(GOOD, twin) + "\npruning = false\nconfirm_top = 2")
+    study = study_of(run_inprocess(cfg, storage=cfg.study.storage, trials=3, seed=0))
+    c = study.user_attrs["confirmation"]
+    rec = recommended(study)
+    assert rec is not None and rec.confirmed and 0 not in c["trials"]
+    assert c["baseline"]["trial"] == 0 and c["baseline"]["visits"] == c["rounds"] >= 2
+    speedup = study_speedup(study, cfg, rec.trial)
+    assert speedup is not None and speedup.side_by_side and speedup.baseline_visits == c["rounds"]
+    winner, base = c["figures"][str(rec.trial.number)], c["figures"]["0"]
+    weights = cfg.benchmark.objective_weights()
+    ratio = math.exp(sum(w * math.log(winner[s][0] / base[s][0]) for s, w in weights.items()) / sum(weights.values()))
+    assert speedup.ratio == pytest.approx(ratio)
+    assert speedup.low is not None and speedup.low < speedup.ratio < (speedup.high or 0)
+    clause = speedup_clause(speedup)
+    side = f"measured side by side in the confirmation (baseline re-measured {c['rounds']} times)"
+    if speedup.confident:
+        assert clause == f"{speedup.text} the baseline's objective, {side}"
+    else:
+        assert clause == f"NOT confidently faster than the baseline ({speedup.text}, {side}): keep the baseline command"
+    assert clause in recommendation_lines(study, cfg, rec, finish="tune finish")[0]
+    assert clause in (trial_note_text(rec.trial, rec=rec, config=cfg, speedup=speedup) or "")
+    assert baseline_drift(study, cfg) is None  # the simulated machine does not drift
+    # A machine 10% slower by the end of the night: the baseline's own figure says so.
+    before = study.trials[0].values[0]
+    study.set_user_attr("confirmation", c | {"baseline": c["baseline"] | {"value": round(before * 0.9, 3)}})
+    drift = baseline_drift(study, cfg)
+    assert drift is not None and f"{before:.1f} in trial #0" in drift and "(-10.0%)" in drift
+
+
+def test_without_the_baseline_beside_them_the_speed_up_says_it_is_not_side_by_side(make_config: MakeConfig) -> None:
+    from tuner.report import speedup_clause, study_speedup
+    from tuner.trials import recommended
+
+    twin = GOOD | {"mem_fraction_static": 0.88}
+    cfg = make_config(search=seeds(GOOD, twin) + "\npruning = false\nconfirm_top = 2\nconfirm_baseline = false")
+    run = run_inprocess(cfg, storage=cfg.study.storage, trials=3, seed=0)
+    study = study_of(run)
+    assert study.user_attrs["confirmation"]["baseline"] is None
+    assert not any(label.startswith("confirm-0000-") for label in run.clock.trials)
+    rec = recommended(study)
+    assert rec is not None
+    speedup = study_speedup(study, cfg, rec.trial)
+    assert speedup is not None and not speedup.side_by_side
+    assert "against the baseline's own trial (not side by side)" in speedup_clause(speedup)

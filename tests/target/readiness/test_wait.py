@@ -138,3 +138,40 @@ def test_the_waiting_line_names_the_pid_without_kernel_clock_ticks(process_servi
     waiting = [line for line in lines if line.startswith("waiting for ")]
     assert waiting, lines
     assert all(line.startswith(f"waiting for pid {restarted.new.pid}: ") for line in waiting), waiting
+
+
+@pytest.mark.parametrize(
+    ("log", "cause"),
+    [
+        # llama-server over its context: no traceback, the line that names the error
+        (
+            "slot launch_slot_: id  3 | task 12 | processing task\n"
+            "srv  update_slots: decode() failed: Context size has been exceeded\n"
+            "srv    operator(): operator(): cleaning up before exit...\n",
+            "srv  update_slots: decode() failed: Context size has been exceeded",
+        ),
+        # a Python server: the traceback's exception line, not its header or the notes after it
+        (
+            "[TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+            '  File "scheduler.py", line 9, in run\n'
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.56 GiB.\n"
+            "Received sigquit from a child process. It usually means the child failed.\n",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.56 GiB.",
+        ),
+        ("INFO: 127.0.0.1 - POST /v1/chat/completions 200\ntune: server exited with status 0\n", None),
+    ],
+    ids=["llama-server", "traceback", "nothing-said"],
+)
+def test_the_cause_line_of_a_death(log: str, cause: str | None) -> None:
+    from tuner.target.readiness import LogWatch
+
+    class _Log:
+        def read_log(self, cursor: object) -> object:
+            from types import SimpleNamespace
+
+            return SimpleNamespace(text=log, cursor=cursor)
+
+    watch = LogWatch(service=_Log(), cursor=0, fatal_patterns=(), phase_markers=())  # type: ignore[arg-type]
+    watch.poll(elapsed=0)
+    watch.flush(elapsed=0)
+    assert watch.cause() == cause

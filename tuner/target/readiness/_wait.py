@@ -48,6 +48,12 @@ class ReadinessCheck(Protocol):
     ) -> Ready: ...
 
 
+_EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b:\s")
+_CAUSE_WORDS = re.compile(
+    r"\b(?:error|failed|fatal|exceeded|out of memory|aborted|assertion|segmentation fault|killed)\b", re.IGNORECASE
+)
+
+
 class LogWatch:
     """Follows a service's log from a cursor: fatal patterns, phase markers and a tail kept for evidence."""
 
@@ -105,6 +111,15 @@ class LogWatch:
             return said[-1][:300] if said else ""
         specific = [line for line in self.fatal_lines if not line.startswith("Traceback (most recent call last)")]
         return (specific[-1] if specific else self.fatal_lines[0]).strip()[:300]
+
+    def cause(self) -> str | None:
+        """The log's line that says why the server stopped serving (None: no line says): a traceback's exception
+        line (``RuntimeError: CUDA error: ...``), else the last line naming an error (llama-server's ``decode()
+        failed: Context size has been exceeded``)."""
+        said = [line.strip() for line in self.tail if line.strip() and not line.startswith("tune: ")]
+        raised = [line for line in said if _EXCEPTION_LINE.match(line)]
+        worded = raised or [line for line in said if _CAUSE_WORDS.search(line)]
+        return worded[-1][:300] if worded else None
 
     def evidence(self) -> str:
         tail = "\n".join(self.tail)
