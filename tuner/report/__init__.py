@@ -46,6 +46,7 @@ from tuner.report._notes import (
     write_study_note,
 )
 from tuner.report._report import Report, build_report
+from tuner.report._slo import closest_slo_lines, slo_object
 
 __all__ = [
     "FEASIBLE_ATTR",
@@ -62,6 +63,7 @@ __all__ = [
     "baseline_trial",
     "build_report",
     "choose_trial",
+    "closest_slo_lines",
     "compare_scenarios",
     "dashboard_app",
     "export_dropin",
@@ -81,6 +83,7 @@ __all__ = [
     "scenario_text",
     "secrets_note",
     "serve_dashboard",
+    "slo_object",
     "speedup_clause",
     "speedup_over_baseline",
     "study_note_text",

@@ -59,6 +59,7 @@ from tuner.trials._recommend import (
     current_confirmation,
     recommended,
 )
+from tuner.trials._slo import closest_to_slo, misses_slo, slo_attainment
 from tuner.trials._verdicts import GateVerdict, gate_pending, gate_verdicts, record_gate_verdict, study_trials
 from tuner.trials._warm import CarriedTrial, WarmStart, warm_start_of
 
@@ -87,6 +88,7 @@ __all__ = [
     "candidates",
     "claims_table",
     "client_bound_scenarios",
+    "closest_to_slo",
     "confirmation_text",
     "counted_trials",
     "current_confirmation",
@@ -98,6 +100,7 @@ __all__ = [
     "infeasibility",
     "is_counted",
     "is_feasible",
+    "misses_slo",
     "outcome",
     "outcome_text",
     "outcome_words",
@@ -108,6 +111,7 @@ __all__ = [
     "record_gate_verdict",
     "scenario_repeats",
     "set_trial_attr",
+    "slo_attainment",
     "storage_of",
     "study_id",
     "study_trials",
