@@ -104,3 +104,36 @@ def test_a_promise_every_config_keeps_leaves_the_study_as_it_was(
     # Every scenario is promised the same; the in-process model judges the open-loop one only.
     assert set(slo["scenarios"]) == {"c1-short", "c8-short", "chat-4rps"}
     assert slo["scenarios"]["c1-short"]["attainment"] is None
+
+
+def test_goodput_objective_is_the_geomean_of_the_rates_that_met_the_slo(make_config: MakeConfig) -> None:
+    from tuner.config import StudyConfig
+    from tuner.sim.inprocess import run_inprocess
+    from tuner.study import objective_bound
+    from tuner.trials import CONFIRMATION
+
+    def edit(text: str) -> str:
+        text = _with_slo("ttft_s = 60\ntpot_s = 10")(text)
+        return text.replace('kind = "geomean"\nmetric = "output_tok_s"', 'kind = "goodput"', 1)
+
+    cfg: StudyConfig = make_config(name="goodput", edit=edit)
+    assert cfg.objective.metric == "goodput_rps"
+    run_inprocess(cfg, storage=cfg.study.storage, trials=5)
+    study = optuna.load_study(study_name="goodput", storage=cfg.study.storage)
+    done = feasible(study)
+    assert len(done) >= 2
+    names = [s.name for s in cfg.benchmark.scenarios]
+    for t in done:
+        user = t.user_attrs
+        # The open-loop scenario: its achieved rate times the attainment's lower end (every request met it).
+        rate = user["chat-4rps.achieved_rps"]
+        assert user["chat-4rps.goodput_rps_low"] == pytest.approx(rate * user["chat-4rps.attainment_low"], rel=1e-3)
+        # A closed-loop scenario the model does not judge counts every request: tok/s over tokens per answer.
+        assert user["c1-short.goodput_rps"] == pytest.approx(user["c1-short.point"] / 32, rel=1e-3)
+        points = {n: user[f"{n}.goodput_rps"] for n in names}
+        lows = {n: user[f"{n}.goodput_rps_low"] for n in names}
+        assert t.values[0] == pytest.approx(objective_bound(points, lows, cfg.benchmark), rel=1e-3)
+    # The confirmation re-scores its fresh repeats as goodput too (requests/s, not tokens/s).
+    confirmation = study.user_attrs[CONFIRMATION]
+    best = max(t.values[0] for t in done)
+    assert all(0.5 * best < v < 2 * best for v in confirmation["values"].values()), confirmation

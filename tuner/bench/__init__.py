@@ -9,7 +9,7 @@ from tuner.bench._load import LoadResult, LoadTarget, make_client, run_load
 from tuner.bench._prompts import build_prompt
 from tuner.bench._request import RequestRecord, RequestSpec, build_body, stream_request
 from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between, parse_prometheus, prometheus_series
-from tuner.bench._slo import slo_miss
+from tuner.bench._slo import goodput_fields, pooled_slo_fields, slo_miss
 from tuner.bench._sse import SSEDecoder
 from tuner.bench._warmup import (
     WARMUP_KINDS,
@@ -51,9 +51,11 @@ __all__ = [
     "choose_processes",
     "client_load",
     "first_pass_slowdown",
+    "goodput_fields",
     "latency_figures",
     "make_client",
     "parse_prometheus",
+    "pooled_slo_fields",
     "prometheus_series",
     "run_load",
     "slo_miss",

@@ -7,6 +7,7 @@ from tuner.config._member import fleet_member
 from tuner.config._search import SearchSection
 from tuner.config._sections import (
     ARRIVALS,
+    GOODPUT_METRICS,
     WARMUPS,
     BenchmarkSection,
     GpuWaitSection,
@@ -25,6 +26,7 @@ from tuner.config._workloads import chat_text, load_chats, sample_chat, tag_chat
 
 __all__ = [
     "ARRIVALS",
+    "GOODPUT_METRICS",
     "WARMUPS",
     "BenchmarkSection",
     "FleetHost",
