@@ -20,7 +20,7 @@ from tuner.config._sections import (
     TargetSection,
     default_storage,
 )
-from tuner.config._slo import Slo
+from tuner.config._slo import Slo, parse_slo_option
 from tuner.config._traces import TraceRequest, load_trace
 from tuner.config._workloads import chat_text, load_chats, sample_chat, tag_chat
 
@@ -50,6 +50,7 @@ __all__ = [
     "load_config",
     "load_trace",
     "parse_config",
+    "parse_slo_option",
     "sample_chat",
     "tag_chat",
 ]
