@@ -46,7 +46,7 @@ from tuner.report._notes import (
     write_study_note,
 )
 from tuner.report._report import Report, build_report
-from tuner.report._slo import closest_slo_lines, slo_object
+from tuner.report._slo import closest_slo_lines, slo_object, slo_sentence
 
 __all__ = [
     "FEASIBLE_ATTR",
@@ -84,6 +84,7 @@ __all__ = [
     "secrets_note",
     "serve_dashboard",
     "slo_object",
+    "slo_sentence",
     "speedup_clause",
     "speedup_over_baseline",
     "study_note_text",

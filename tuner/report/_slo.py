@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial
 
-from tuner.config import StudyConfig
+from tuner.config import Slo, StudyConfig
 from tuner.trials import attrs, closest_to_slo, misses_slo, slo_attainment
 
-__all__ = ["closest_slo_lines", "slo_object"]
+__all__ = ["RatePoint", "closest_slo_lines", "rate_points", "slo_object", "slo_sentence"]
 
 
 def _round(x: Any) -> Any:
@@ -54,3 +55,58 @@ def closest_slo_lines(study: optuna.Study, config: StudyConfig) -> list[str]:
         f"closest (does NOT meet the SLO): trial #{t.number}, attainment " + ", ".join(shares),
         f"  why: {t.user_attrs.get(attrs.SLO_MISSED) or 'misses the SLO'}",
     ]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RatePoint:
+    """One open-loop scenario with an SLO, as one trial measured it."""
+
+    scenario: str
+    rate: float
+    """The scenario's offered rate (requests/s) as the study file sets it."""
+    slo: Slo
+    met: bool | None
+    """Not confidently below the required share (the study's rule); None: no attainment measured."""
+    ttft_p99_s: float | None
+    tpot_p99_s: float | None
+
+
+def rate_points(t: FrozenTrial, config: StudyConfig) -> list[RatePoint]:
+    """``t``'s open-loop scenarios with an SLO, by rate (the report's latency-against-rate view)."""
+    out = []
+    for s in config.benchmark.scenarios:
+        if s.rate is None or s.slo is None:
+            continue
+        a = slo_attainment(t, s.name)
+        read = t.user_attrs.get
+        out.append(
+            RatePoint(
+                scenario=s.name,
+                rate=s.rate,
+                slo=s.slo,
+                met=None if a["high"] is None else a["high"] >= s.slo.attainment,
+                ttft_p99_s=read(attrs.scenario_key(s.name, "ttft_p99_s")),
+                tpot_p99_s=read(attrs.scenario_key(s.name, "tpot_p99_s")),
+            )
+        )
+    return sorted(out, key=lambda p: p.rate)
+
+
+def _highest_met(points: list[RatePoint]) -> RatePoint | None:
+    met = [p for p in points if p.met]
+    return met[-1] if met else None
+
+
+def slo_sentence(best: FrozenTrial, baseline: FrozenTrial | None, config: StudyConfig) -> str | None:
+    """``meets TTFT 1 s / TPOT 40 ms for 99% of requests up to 7.5 req/s (baseline: 5 req/s, 1.5x)``: the
+    highest open-loop rate at which each kept the promise (None: the recommendation kept it at no rate)."""
+    top = _highest_met(rate_points(best, config))
+    if top is None:
+        return None
+    text = f"meets {top.slo.describe()} for {top.slo.attainment:.0%} of requests up to {top.rate:g} req/s"
+    if baseline is None or baseline.number == best.number:
+        return text
+    base = _highest_met(rate_points(baseline, config))
+    if base is None:
+        return f"{text} (baseline: at none of the rates measured)"
+    return f"{text} (baseline: {base.rate:g} req/s, {top.rate / base.rate:.1f}x)"
