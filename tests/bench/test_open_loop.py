@@ -20,9 +20,9 @@ from tests.bench.conftest import DDTREE
 from tuner.bench import HttpBenchmark, ScenarioResult
 from tuner.bench._arrivals import arrival_schedule
 from tuner.bench._latency import span_rate
-from tuner.bench._load import LoadTarget
+from tuner.bench._load import LoadResult, LoadTarget
 from tuner.bench._request import RequestSpec
-from tuner.bench._workers import InProcessRunner, LoadPlan
+from tuner.bench._workers import InProcessRunner, LoadPlan, ProcessRunner
 from tuner.config import BenchmarkSection, Scenario
 from tuner.endpoint import Endpoint
 from tuner.sim import ServerConfig
@@ -156,3 +156,30 @@ def test_the_in_process_model_agrees_with_the_http_simulator(start_sim: Callable
     for field in ("ttft_p50_s", "latency_p50_s", "latency_p99_s", "tpot_p50_s", "achieved_rps"):
         assert getattr(result, field) == pytest.approx(model.latency[field], rel=0.15, abs=0.03), field
     assert result.offered_rps == pytest.approx(model.latency["offered_rps"], rel=1e-3)
+
+
+def test_client_processes_share_one_schedule(start_sim: Callable[..., SimProcess]) -> None:
+    """Two client processes, one time origin: every request is due at the schedule's offset from the same start,
+    and each process reports its CPU over its share."""
+    sim = start_sim(*DDTREE, "--sim-time-scale", "4", env=ENV)
+    sc = _open("r40", rate=40.0, requests=24, arrival="constant", prompt_tokens=64, output_tokens=8)
+    specs = [RequestSpec(index=i, prompt=f"hello {i} " * 32, max_tokens=8) for i in range(24)]
+    schedule = arrival_schedule(sc, count=24, seed=0)
+    assert schedule is not None
+    target = LoadTarget(url=sim.url + "/v1/chat/completions", headers={}, api="chat", model="default", timeout_s=30.0)
+
+    async def go() -> LoadResult:
+        runner = ProcessRunner(target=target, plan=LoadPlan(), streams=4, processes=2)
+        await runner.start()
+        try:
+            return await runner.run(specs, concurrency=24, seed=0, arrivals=schedule)
+        finally:
+            await runner.aclose()
+
+    res = asyncio.run(go())
+    assert not res.failures and len(res.records) == 24 and len(res.cpu_s) == 2
+    due = {r.index: r.t_scheduled for r in res.records}
+    origin = due[0]
+    assert origin is not None
+    for i, offset in enumerate(schedule):
+        assert due[i] == pytest.approx(origin + offset, abs=1e-6)

@@ -46,3 +46,40 @@ def test_a_confident_miss_says_so_in_one_line() -> None:
 def test_no_slo_no_attainment() -> None:
     figures = latency_figures([LoadResult(records=_requests([0.5, 0.6]), started=2)])
     assert "attainment" not in figures and slo_miss(_result(figures), None) is None
+
+
+def test_goodput_is_the_rate_of_the_requests_that_met_the_slo() -> None:
+    from tuner.config import Scenario
+
+    slo = Slo(ttft_s=1.0)
+    # 100 requests, one a second; 80 on time with 10 tokens, 20 late with 30 tokens each.
+    records = _requests([0.5] * 80 + [1.5] * 20)
+    for r in records[80:]:
+        r.output_tokens = 30
+    figures = latency_figures([LoadResult(records=records, started=100)], slo=slo, confidence=0.8)
+    assert figures["attainment"] == pytest.approx(0.8)
+    assert figures["good_token_share"] == pytest.approx(800 / 1400)
+    scenario = Scenario(name="chat-1rps", concurrency=1, prompt_tokens=64, rate=1.0, requests=100, output_tokens=10)
+    result = ScenarioResult.from_repeats(
+        scenario=scenario, repeats_tok_s=[14.0, 14.0], repeats_per_stream_tok_s=[], confidence=0.8, **figures
+    )
+    achieved = figures["achieved_rps"]
+    assert achieved is not None and achieved == pytest.approx(1.0, rel=0.02)
+    assert result.goodput_rps == pytest.approx(achieved * 0.8)
+    assert result.goodput_rps_low == pytest.approx(achieved * figures["attainment_low"])  # type: ignore[operator]
+    assert result.goodput_tok_s == pytest.approx(result.point * 800 / 1400)  # type: ignore[operator]
+    assert result.goodput_tok_s_low is not None and result.goodput_tok_s_low < result.goodput_tok_s
+    attrs = scenario_attrs(result)
+    assert attrs["chat-1rps.goodput_rps"] == round(achieved * 0.8, 4)
+
+
+def test_goodput_without_an_slo_counts_every_request() -> None:
+    from tuner.config import Scenario
+
+    scenario = Scenario(name="c8", concurrency=8, prompt_tokens=64, requests=16, output_tokens=100)
+    result = ScenarioResult.from_repeats(
+        scenario=scenario, repeats_tok_s=[400.0], repeats_per_stream_tok_s=[], confidence=0.8,
+        requests=16, output_tokens=1600,
+    )  # fmt: skip
+    assert result.goodput_rps == pytest.approx(4.0)  # 400 tok/s of 100-token answers: 4 requests/s
+    assert result.goodput_tok_s == result.point

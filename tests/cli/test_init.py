@@ -252,3 +252,37 @@ def test_a_context_too_small_or_unsaid_is_said(tmp_path: Path, capsys: pytest.Ca
     assert "# The command sets no context size (-c / --ctx-size): sized for a server whose context holds" in (
         path.read_text()
     )
+def test_slo_writes_the_promise_and_an_open_loop_scenario(tmp_path: Path) -> None:
+    from tuner.config import Slo
+
+    cfg = load_config(_init(tmp_path, SGLANG, "--slo", "ttft=1,tpot=0.04"))
+    assert cfg.slo == Slo(ttft_s=1.0, tpot_s=0.04, attainment=0.99)
+    opened = [s for s in cfg.benchmark.scenarios if s.open_loop]
+    assert [(s.name, s.rate) for s in opened] == [("chat-2rps", 2.0)]  # half a request per chat stream
+    assert all(s.slo == cfg.slo for s in cfg.benchmark.scenarios)
+    (tmp_path / "b").mkdir()
+    again = load_config(_init(tmp_path / "b", SGLANG, "--slo", "e2e_s=30, attainment=0.9, rate=6.5"))
+    assert again.slo == Slo(e2e_s=30.0, attainment=0.9)
+    assert [s.rate for s in again.benchmark.scenarios if s.open_loop] == [6.5]
+
+
+@pytest.mark.parametrize(
+    ("slo", "said"),
+    [
+        ("ttft=1,tpot", "--slo: expected KEY=VALUE pairs"),
+        ("ttft=fast", "got 'ttft=fast'"),
+        ("latency=1", "got 'latency=1'"),
+        ("ttft=-1", "--slo.ttft_s: expected a number of seconds > 0, got -1.0"),
+        ("attainment=0.9", "--slo.ttft_s: expected at least one limit"),
+        ("ttft=1,attainment=99", "--slo.attainment: expected a share of requests in (0, 1]"),
+        ("ttft=1,rate=0", "--slo rate: expected requests/s > 0"),
+    ],
+)
+def test_a_bad_slo_is_one_line_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], slo: str, said: str
+) -> None:
+    out = tmp_path / "x.toml"
+    assert main(["init", "--out", str(out), "--slo", slo, "--", *SGLANG]) == 2
+    err = capsys.readouterr().err
+    assert said in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()

@@ -53,3 +53,32 @@ def test_slo_errors_name_file_key_and_expectation(tmp_path: Path, slo: str, key:
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert info.value.key == key and expected in info.value.expected and str(path) in str(info.value)
+
+
+def _objective(path: Path, lines: str) -> Path:
+    path.write_text(path.read_text().replace('kind = "geomean"\nmetric = "output_tok_s"\n', lines + "\n", 1))
+    return path
+
+
+def test_goodput_objective_scores_requests_or_tokens_that_met_the_slo(tmp_path: Path) -> None:
+    cfg = load_config(_objective(study(tmp_path, "[slo]\nttft_s = 1\n"), "kind = 'goodput'"))
+    assert (cfg.objective.kind, cfg.objective.metric) == ("goodput", "goodput_rps")
+    path = _objective(study(tmp_path, "[slo]\nttft_s = 1\n"), "kind = 'goodput'\nmetric = 'output_tok_s'")
+    assert load_config(path).objective.metric == "goodput_tok_s"
+
+
+@pytest.mark.parametrize(
+    ("slo", "objective", "key", "expected"),
+    [
+        ("", "kind = 'goodput'", "objective.kind", "an [slo] section"),
+        ("[slo]\nttft_s = 1\n", "kind = 'goodput'\nmetric = 'per_stream_tok_s'", "objective.metric", "rps"),
+        ("[slo]\nttft_s = 1\n", "kind = 'goodput'\nobjectives = ['c1-short']", "objective.objectives", "known key"),
+    ],
+)
+def test_goodput_errors_name_file_key_and_expectation(
+    tmp_path: Path, slo: str, objective: str, key: str, expected: str
+) -> None:
+    path = _objective(study(tmp_path, slo), objective)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert info.value.key == key and expected in info.value.expected and str(path) in str(info.value)

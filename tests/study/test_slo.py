@@ -4,17 +4,20 @@ Runs whole studies on the in-process model, whose open-loop scenarios queue as t
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fixtures_demo import MakeConfig, make_config
 
-from tuner.trials import MISSES_SLO, feasible, outcome, outcome_text, record_of
+from tuner.cli import main
+from tuner.trials import MISSES_SLO, closest_to_slo, feasible, outcome, outcome_text, record_of
 
 __all__ = ["make_config"]
 
@@ -31,7 +34,16 @@ def _complete(cfg_name: str, storage: str) -> list[optuna.trial.FrozenTrial]:
     return [t for t in study.trials if t.state == TrialState.COMPLETE and "slo" in t.constraints]
 
 
-def test_a_promise_no_config_keeps_makes_every_trial_infeasible(make_config: MakeConfig) -> None:
+def _tune(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_promise_no_config_keeps_makes_every_trial_infeasible(
+    make_config: MakeConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
     from tuner.sim.inprocess import run_inprocess
 
     cfg = make_config(name="tight", edit=_with_slo("ttft_s = 0.001\nattainment = 0.99"))
@@ -47,9 +59,34 @@ def test_a_promise_no_config_keeps_makes_every_trial_infeasible(make_config: Mak
         assert outcome_text(t) == "infeasible: " + missed
     study = optuna.load_study(study_name="tight", storage=cfg.study.storage)
     assert feasible(study) == []
+    _no_config_met_the_slo(capsys, str(cfg.source), closest_to_slo(study))
 
 
-def test_a_promise_every_config_keeps_leaves_the_study_as_it_was(make_config: MakeConfig) -> None:
+def _no_config_met_the_slo(capsys: pytest.CaptureFixture[str], source: str, closest: object) -> None:
+    """``tune best`` names the closest config, marked as not meeting the SLO; ``apply --best`` refuses it."""
+    assert isinstance(closest, optuna.trial.FrozenTrial)
+    n = closest.number
+    code, out, _ = _tune(capsys, "best", "--config", source)
+    assert code == 1
+    assert "no config met the SLO: nothing to recommend" in out
+    assert f"closest (does NOT meet the SLO): trial #{n}, attainment chat-4rps 0.0% (needs 99%)" in out
+    code, out, _ = _tune(capsys, "best", "--config", source, "--json")
+    best = json.loads(out)
+    assert code == 1 and best["number"] == n and best["recommended"] is False
+    slo = best["slo"]
+    assert slo["met"] is False and slo["limits"] == {"ttft_s": 0.001} and slo["attainment"] == 0.99
+    assert slo["scenarios"]["chat-4rps"]["attainment"] == 0.0 and slo["scenarios"]["chat-4rps"]["high"] < 0.99
+    assert slo["missed"].startswith("misses the SLO in chat-4rps")
+    code, out, err = _tune(capsys, "apply", "--best", "--config", source)
+    assert code != 0 and "applying" not in out
+    assert len(err.strip().splitlines()) == 1, err
+    assert f"no config met the SLO (the closest, trial #{n}, misses the SLO in chat-4rps" in err
+    assert f"apply it anyway with --trial {n}" in err
+
+
+def test_a_promise_every_config_keeps_leaves_the_study_as_it_was(
+    make_config: MakeConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
     from tuner.sim.inprocess import run_inprocess
 
     cfg = make_config(name="loose", edit=_with_slo("ttft_s = 60\ntpot_s = 10"))
@@ -60,3 +97,44 @@ def test_a_promise_every_config_keeps_leaves_the_study_as_it_was(make_config: Ma
         assert t.constraints["slo"] <= 0 and record_of(t).slo_missed is None
         assert t.user_attrs["chat-4rps.attainment"] == 1.0
         assert t.user_attrs["chat-4rps.offered_rps"] > 0 and t.user_attrs["chat-4rps.ttft_p99_s"] > 0
+    code, out, _ = _tune(capsys, "best", "--config", str(cfg.source), "--json")
+    slo = json.loads(out)["slo"]
+    assert code == 0 and slo["met"] is True and slo["limits"] == {"ttft_s": 60.0, "tpot_s": 10.0}
+    chat = slo["scenarios"]["chat-4rps"]
+    assert chat["attainment"] == 1.0 and 0 < chat["low"] < 1.0 == chat["high"] and chat["required"] == 0.99
+    # Every scenario is promised the same; the in-process model judges the open-loop one only.
+    assert set(slo["scenarios"]) == {"c1-short", "c8-short", "chat-4rps"}
+    assert slo["scenarios"]["c1-short"]["attainment"] is None
+
+
+def test_goodput_objective_is_the_geomean_of_the_rates_that_met_the_slo(make_config: MakeConfig) -> None:
+    from tuner.config import StudyConfig
+    from tuner.sim.inprocess import run_inprocess
+    from tuner.study import objective_bound
+    from tuner.trials import CONFIRMATION
+
+    def edit(text: str) -> str:
+        text = _with_slo("ttft_s = 60\ntpot_s = 10")(text)
+        return text.replace('kind = "geomean"\nmetric = "output_tok_s"', 'kind = "goodput"', 1)
+
+    cfg: StudyConfig = make_config(name="goodput", edit=edit)
+    assert cfg.objective.metric == "goodput_rps"
+    run_inprocess(cfg, storage=cfg.study.storage, trials=5)
+    study = optuna.load_study(study_name="goodput", storage=cfg.study.storage)
+    done = feasible(study)
+    assert len(done) >= 2
+    names = [s.name for s in cfg.benchmark.scenarios]
+    for t in done:
+        user = t.user_attrs
+        # The open-loop scenario: its achieved rate times the attainment's lower end (every request met it).
+        rate = user["chat-4rps.achieved_rps"]
+        assert user["chat-4rps.goodput_rps_low"] == pytest.approx(rate * user["chat-4rps.attainment_low"], rel=1e-3)
+        # A closed-loop scenario the model does not judge counts every request: tok/s over tokens per answer.
+        assert user["c1-short.goodput_rps"] == pytest.approx(user["c1-short.point"] / 32, rel=1e-3)
+        points = {n: user[f"{n}.goodput_rps"] for n in names}
+        lows = {n: user[f"{n}.goodput_rps_low"] for n in names}
+        assert t.values[0] == pytest.approx(objective_bound(points, lows, cfg.benchmark), rel=1e-3)
+    # The confirmation re-scores its fresh repeats as goodput too (requests/s, not tokens/s).
+    confirmation = study.user_attrs[CONFIRMATION]
+    best = max(t.values[0] for t in done)
+    assert all(0.5 * best < v < 2 * best for v in confirmation["values"].values()), confirmation

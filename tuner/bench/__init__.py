@@ -8,7 +8,7 @@ from tuner.bench._load import LoadResult
 from tuner.bench._prompts import build_prompt
 from tuner.bench._request import RequestRecord, build_body, stream_request
 from tuner.bench._server import parse_prometheus
-from tuner.bench._slo import slo_miss
+from tuner.bench._slo import goodput_fields, pooled_slo_fields, slo_miss
 from tuner.bench._warmup import FirstPasses, Slowdown, WarmupLookup, WarmupPlan, WarmupPolicy, first_pass_slowdown
 
 __all__ = [
@@ -26,8 +26,10 @@ __all__ = [
     "build_body",
     "build_prompt",
     "first_pass_slowdown",
+    "goodput_fields",
     "latency_figures",
     "parse_prometheus",
+    "pooled_slo_fields",
     "slo_miss",
     "stream_request",
 ]

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from tuner.bench._slo import goodput_fields
 from tuner.bench._warmup import WarmupLookup, WarmupPlan, WarmupPolicy
 from tuner.config import Scenario
 from tuner.stats import Noise, Reference, ReferenceLookup, RepeatDecision, SequentialPolicy, estimate
@@ -66,6 +67,14 @@ class ScenarioResult:
     attainment_low: float | None = None
     attainment_high: float | None = None
     """The attainment's Clopper-Pearson interval at the benchmark's confidence."""
+    good_token_share: float | None = None
+    """With an SLO: the share of output tokens in requests that met it."""
+    goodput_rps: float | None = None
+    """Requests/s that met the SLO (tuner.bench._slo.goodput_fields), and its lower bound below."""
+    goodput_rps_low: float | None = None
+    goodput_tok_s: float | None = None
+    """Output tokens/s of the requests that met the SLO, and its lower bound below."""
+    goodput_tok_s_low: float | None = None
     output_tokens: int = 0
     """Output tokens of the measured requests (all repeats; warm-up excluded)."""
     tokens_from_usage: bool = True
@@ -141,6 +150,9 @@ class ScenarioResult:
         """
         est = estimate(repeats_tok_s, confidence, noise)
         per_stream = tuple(repeats_per_stream_tok_s)
+        tokens, requests = measured.get("output_tokens"), measured.get("requests")
+        per_request = tokens / requests if tokens and requests else scenario.output_tokens or None
+        goodput = goodput_fields(point=est.point, score=est.score, figures=measured, tokens_per_request=per_request)
         return cls(
             name=scenario.name,
             concurrency=scenario.concurrency,
@@ -154,7 +166,7 @@ class ScenarioResult:
             ci_high=est.high if est.half_width is not None else None,
             repeats_per_stream_tok_s=per_stream,
             per_stream_score=estimate(per_stream, confidence, noise).score if per_stream else None,
-            **measured,
+            **{**goodput, **measured},
         )
 
     def stopped_by(self, decision: RepeatDecision | None) -> ScenarioResult:

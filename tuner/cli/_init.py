@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.cli._init_sglang import drafter_block_size, versioned_dialect
+from tuner.config import Slo, parse_slo_option
 from tuner.dialects import SERVER_CHOICES, BaseServerDialect, LlamaServerDialect, get_dialect, spec_types
 from tuner.errors import ConfigError, TuneError
 
@@ -44,6 +45,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--name", metavar="NAME", help="study name (default: the file name)")
     p.add_argument("--server-version", metavar="V", default="auto",
                    help="SGLang version to check the command against (0.5.23, ddtree-pr29907; default: from it)")
+    p.add_argument("--slo", metavar="LIMITS",
+                   help="a latency promise, such as ttft=1,tpot=0.04 (seconds; also e2e, attainment=0.99, "
+                        "rate=REQ/S): writes [slo] and an open-loop scenario at that rate")
     p.add_argument("launch", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the server's launch command")
     p.set_defaults(func=cmd_init)
 
@@ -60,7 +64,9 @@ def cmd_init(args: argparse.Namespace) -> int:
     if out.exists():
         raise TuneError(f"{out} exists: tune init never overwrites a file (choose another --out)")
     output_file(out, option="--out")
-    text, notes = init_study(argv, server=args.server, name=args.name or out.stem, server_version=args.server_version)
+    text, notes = init_study(
+        argv, server=args.server, name=args.name or out.stem, server_version=args.server_version, slo=args.slo
+    )
     with writing(out, what=f"cannot write {out}"):
         out.write_text(text)
     for note in notes:
@@ -335,9 +341,12 @@ def init_study_text(argv: list[str], *, server: str = "auto", name: str = "study
 
 
 def init_study(
-    argv: list[str], *, server: str = "auto", name: str = "study", server_version: str = "auto"
+    argv: list[str], *, server: str = "auto", name: str = "study", server_version: str = "auto",
+    slo: str | None = None,
 ) -> tuple[str, list[str]]:
-    """The study file's text, and a note for each change made to the command (said to the user too)."""
+    """The study file's text, and a note for each change made to the command (said to the user too); ``slo``:
+    the ``--slo`` option's text (an ``[slo]`` section and an open-loop scenario)."""
+    promise = parse_slo_option(slo) if slo is not None else None  # bad input fails before anything is read
     command, env = _split_env(argv)
     dialect = versioned_dialect(get_dialect(server, command), command, env, server_version)
     notes: list[str] = []
@@ -373,8 +382,34 @@ def init_study(
         *_space_text(space),
         *_constraints_text(dialect, space),
         _SCENARIOS.format(conc=conc, requests=4 * conc, **_sizes(dialect, command, space, conc=conc)),
+        *(_slo_text(*promise, conc=conc) if promise else []),
     ]
     return _with_trials("\n".join(lines)), notes
+
+
+def _slo_text(slo: Slo, rate: float | None, *, conc: int) -> list[str]:
+    """``[slo]`` and an open-loop scenario that judges it: requests at ``rate`` (default: half a request per
+    stream of the chat scenario per second), whatever is in flight."""
+    rate = rate if rate is not None else conc / 2
+    name = f"chat-{rate:g}rps".replace(".", "_")
+    limits = [f"{key} = {_toml(value)}" for key, value in slo.limits().items()]
+    return [
+        f"# Open loop: requests arrive {rate:g} per second (Poisson, the same arrivals for every trial) whatever",
+        "# is in flight, as a service's users send them; set the rate to your peak.",
+        "[[benchmark.scenarios]]",
+        f"name = {_toml(name)}",
+        f"rate = {_toml(float(rate))}",
+        "prompt_tokens = 512",
+        "output_tokens = 128",
+        f"requests = {max(60, round(rate * 30))}",
+        "",
+        "# The latency promised to each request (every scenario): a config whose attainment is confidently below",
+        "# the share is infeasible, never recommended (docs/configuration.md#slo).",
+        "[slo]",
+        *limits,
+        f"attainment = {_toml(slo.attainment)}",
+        "",
+    ]
 
 
 def _target_text(

@@ -150,12 +150,18 @@ def cmd_apply(args: argparse.Namespace) -> int:
     from tuner.config import launch_spec
     from tuner.report import launch_text, recommendation_lines, tune_command
     from tuner.study import load_existing
-    from tuner.trials import outcome_text, recommended
+    from tuner.trials import closest_to_slo, outcome_text, recommended, record_of
 
     config, storage, name = study_location(args)
     study = load_existing(storage, name)  # never creates an empty study to apply nothing from
     if args.best:
         rec = recommended(study)
+        if rec is None and (closest := closest_to_slo(study)) is not None:
+            raise TuneError(
+                f"study {study.study_name!r}: no config met the SLO (the closest, trial #{closest.number}, "
+                f"{record_of(closest).slo_missed or 'misses it'}): nothing to apply; apply it anyway "
+                f"with --trial {closest.number}"
+            )
         if rec is None:
             raise TuneError(f"study {study.study_name!r} has no feasible completed trial yet: nothing to apply")
         finish = tune_command("finish", config, storage=storage, study=study.study_name)

@@ -268,7 +268,7 @@ def _deadline(args: argparse.Namespace) -> float | None:
 def _print_end(config: Any, summary: Any, *, more: bool = True) -> None:
     """The end of a run in at most seven lines: what ran (and, for a study that was complete already, how to run
     more: ``more``), the recommendation, its launch command, how to deploy."""
-    from tuner.report import launch_text, recommendation_lines, tune_command
+    from tuner.report import closest_slo_lines, launch_text, recommendation_lines, tune_command
     from tuner.study import UNTIL_DEADLINE, load_existing
     from tuner.trials import recommended, study_record
 
@@ -284,7 +284,9 @@ def _print_end(config: Any, summary: Any, *, more: bool = True) -> None:
         print(_complete_text(config, summary))
     rec = recommended(study)
     if rec is None:
-        print("no feasible trial: nothing to recommend (`tune report` groups the failures by reason)")
+        slo = closest_slo_lines(study, config)
+        print("\n".join(slo) if slo else "no feasible trial: nothing to recommend (`tune report` groups the "
+              "failures by reason)")
         return
     def command(verb: str) -> str:
         return tune_command(verb, config, storage=summary.storage, study=summary.study_name)
@@ -470,9 +472,32 @@ def _fit(line: str, width: int | None) -> str:
 # -- tune best ---------------------------------------------------------------------------------------------
 
 
+def _no_recommendation(args: argparse.Namespace, study: Any, config: Any) -> int:
+    """Nothing feasible: when configs missed only the SLO, the closest one, marked as not meeting it."""
+    from tuner.report import closest_slo_lines, launch_text, slo_object, trial_row
+    from tuner.trials import closest_to_slo
+
+    closest = closest_to_slo(study)
+    if closest is None:
+        print("no feasible completed trial yet: nothing to recommend (`tune status` says what became of each)",
+              file=sys.stderr)
+        return 1
+    if args.json:
+        row = trial_row(closest, config)
+        row.update(launch=launch_text(config, closest), recommended=False, slo=slo_object(closest, config))
+        json.dump(row, sys.stdout, indent=2, default=str)
+        print()
+        return 1
+    print(f"study {study.study_name}:")
+    for line in closest_slo_lines(study, config):
+        print(line)
+    print(f"    launch:  {launch_text(config, closest)} (does not meet the SLO)")
+    return 1
+
+
 def _best_row(study: Any, config: Any, rec: Any, t: Any) -> dict[str, Any]:
-    """``tune best --json``'s object for one trial: its row, launch line, verdicts and speed-up."""
-    from tuner.report import launch_text, study_speedup, trial_row
+    """``tune best --json``'s object for one trial: its row, launch line, verdicts, speed-up and ``[slo]``."""
+    from tuner.report import launch_text, slo_object, study_speedup, trial_row
     from tuner.trials import record_of
 
     row = trial_row(t, config)
@@ -481,6 +506,7 @@ def _best_row(study: Any, config: Any, rec: Any, t: Any) -> dict[str, Any]:
     row["not_verified"] = rec.missing() if t.number == rec.trial.number else None
     speedup = None if record_of(t).is_baseline else study_speedup(study, config, t)
     row["speedup"] = speedup.as_json() if speedup is not None else None
+    row["slo"] = slo_object(t, config)
     return row
 
 
@@ -501,9 +527,7 @@ def _best(args: argparse.Namespace) -> int:
     config, study, storage = _load(args)
     rec = recommended(study)
     if rec is None:
-        print("no feasible completed trial yet: nothing to recommend (`tune status` says what became of each)",
-              file=sys.stderr)
-        return 1
+        return _no_recommendation(args, study, config)
     def command(verb: str) -> str:
         return tune_command(verb, config, storage=storage, study=study.study_name)
 

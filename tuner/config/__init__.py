@@ -5,6 +5,7 @@ from tuner.config._launch import base_spec, launch_spec, spec_for
 from tuner.config._load import StudyConfig, load_config, parse_config
 from tuner.config._member import fleet_member
 from tuner.config._sections import (
+    GOODPUT_METRICS,
     WARMUPS,
     BenchmarkSection,
     GpuWaitSection,
@@ -16,11 +17,12 @@ from tuner.config._sections import (
     TargetSection,
     default_storage,
 )
-from tuner.config._slo import Slo
+from tuner.config._slo import Slo, parse_slo_option
 from tuner.config._traces import load_trace
 from tuner.config._workloads import chat_text, load_chats, sample_chat, tag_chat
 
 __all__ = [
+    "GOODPUT_METRICS",
     "WARMUPS",
     "BenchmarkSection",
     "GateSection",
@@ -42,6 +44,7 @@ __all__ = [
     "load_config",
     "load_trace",
     "parse_config",
+    "parse_slo_option",
     "sample_chat",
     "spec_for",
     "tag_chat",

@@ -268,9 +268,11 @@ class BenchmarkSection:
 @dataclass(frozen=True, kw_only=True)
 class ObjectiveSection:
     kind: str = "geomean"
-    """``geomean``: weighted geometric mean of per-scenario scores; ``multi``: one objective per entry."""
+    """``geomean``: weighted geometric mean of per-scenario scores; ``multi``: one objective per entry;
+    ``goodput``: the geomean of the scenarios' goodput (the rate of the requests that met the SLO)."""
     metric: str = "output_tok_s"
-    """``output_tok_s`` (aggregate output tokens/s) or ``per_stream_tok_s``."""
+    """``output_tok_s`` (aggregate output tokens/s) or ``per_stream_tok_s``; for ``goodput`` the registry's
+    ``goodput_rps`` or ``goodput_tok_s`` (:data:`GOODPUT_METRICS`)."""
     objectives: tuple[str, ...] = ()
     """For ``multi``: the scenario names, each maximised."""
 
@@ -649,7 +651,9 @@ def _confidence(t: Table, default: float) -> float:
 def parse_objective(t: Table | None, bench: BenchmarkSection) -> ObjectiveSection:
     if t is None:
         return ObjectiveSection()
-    kind = t.choice("kind", ("geomean", "multi"), "geomean")
+    kind = t.choice("kind", ("geomean", "multi", "goodput"), "geomean")
+    if kind == "goodput":
+        return _parse_goodput(t, bench)
     objectives = t.str_list("objectives", ())
     known = {s.name for s in bench.scenarios}
     for name in objectives:
@@ -659,11 +663,30 @@ def parse_objective(t: Table | None, bench: BenchmarkSection) -> ObjectiveSectio
         raise t.error("objectives", "at least two scenario names for kind = 'multi'", list(objectives))
     section = ObjectiveSection(
         kind=kind,
-        metric=t.choice("metric", OBJECTIVE_METRICS, "output_tok_s"),
+        metric=t.choice("metric", tuple(m for m in OBJECTIVE_METRICS if m not in GOODPUT_METRICS), "output_tok_s"),
         objectives=objectives,
     )
     t.finish()
     return section
+
+
+#: ``kind = "goodput"``: its ``metric`` as the study file says it, and the registry's metric it scores.
+GOODPUT_METRICS = {"goodput_rps": "rps", "goodput_tok_s": "output_tok_s"}
+
+
+def _parse_goodput(t: Table, bench: BenchmarkSection) -> ObjectiveSection:
+    """``kind = "goodput"``: per scenario the rate of the requests that met the SLO (``metric = "rps"``, the
+    default, or ``"output_tok_s"``), geomean-weighted; every weighted scenario needs an SLO to be judged by."""
+    said = t.choice("metric", tuple(GOODPUT_METRICS.values()), "rps")
+    unjudged = [s.name for s in bench.scenarios if s.weight > 0 and s.slo is None]
+    if unjudged:
+        raise t.error(
+            "kind", f"an [slo] section (or a [benchmark.scenarios.slo] for {', '.join(unjudged)}) for 'goodput'",
+            "goodput",
+        )
+    t.finish()
+    metric = next(k for k, v in GOODPUT_METRICS.items() if v == said)
+    return ObjectiveSection(kind="goodput", metric=metric)
 
 
 def precision_share(bench: BenchmarkSection, objective: ObjectiveSection) -> float:

@@ -18,8 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from tuner.config._reader import Table
+from tuner.errors import ConfigError
 
-__all__ = ["LIMITS", "Slo", "parse_slo"]
+__all__ = ["LIMITS", "Slo", "parse_slo", "parse_slo_option"]
 
 #: The per-request limits, by key, with the name a sentence uses for each.
 LIMITS = {"ttft_s": "TTFT", "tpot_s": "TPOT", "e2e_s": "E2E"}
@@ -71,3 +72,32 @@ def parse_slo(t: Table | None, *, base: Slo | None = None) -> Slo | None:
     if not out.limits():
         raise t.error("ttft_s", "at least one limit: ttft_s, tpot_s or e2e_s (seconds)", None)
     return out
+
+
+_OPTION_KEYS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s", "attainment": "attainment", "rate": "rate"}
+_OPTION_HELP = (
+    "KEY=VALUE pairs joined by commas: ttft, tpot, e2e (seconds), attainment (a share), rate (requests/s), "
+    "such as ttft=1,tpot=0.04"
+)
+
+
+def parse_slo_option(text: str, *, option: str = "--slo") -> tuple[Slo, float | None]:
+    """``ttft=1,tpot=0.04[,e2e=30][,attainment=0.99][,rate=4]`` (a command line's SLO): the SLO, validated as
+    ``[slo]`` is, and the open-loop rate to judge it at (None: not given)."""
+    values: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, raw = item.partition("=")
+        name = _OPTION_KEYS.get(key.strip().removesuffix("_s"))
+        try:
+            value = float(raw)
+        except ValueError:
+            value = None
+        if not sep or name is None or value is None:
+            raise ConfigError(file=None, key=option, expected=_OPTION_HELP, got=item)
+        values[name] = value
+    rate = values.pop("rate", None)
+    if rate is not None and rate <= 0:
+        raise ConfigError(file=None, key=f"{option} rate", expected="requests/s > 0", got=rate)
+    slo = parse_slo(Table(values, file=None, key=option))
+    assert slo is not None  # parse_slo of a table is never None
+    return slo, rate

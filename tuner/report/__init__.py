@@ -20,6 +20,7 @@ from tuner.report._facts import (
 )
 from tuner.report._notes import mark_feasibility, study_note_text, trial_note_text, write_study_note
 from tuner.report._report import build_report
+from tuner.report._slo import closest_slo_lines, slo_object, slo_sentence
 
 __all__ = [
     "DashboardServer",
@@ -27,6 +28,7 @@ __all__ = [
     "baseline_trial",
     "build_report",
     "choose_trial",
+    "closest_slo_lines",
     "export_text",
     "figure_text",
     "launch_text",
@@ -35,6 +37,8 @@ __all__ = [
     "recommendation_lines",
     "scenario_text",
     "secrets_note",
+    "slo_object",
+    "slo_sentence",
     "speedup_clause",
     "speedup_over_baseline",
     "study_note_text",

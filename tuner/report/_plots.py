@@ -17,6 +17,7 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.config import StudyConfig
 from tuner.report._facts import ScenarioComparison, figure_text
 from tuner.report._map import MapView
+from tuner.report._slo import RatePoint
 from tuner.trials import (
     FEASIBLE,
     MISSES_SLO,
@@ -34,7 +35,7 @@ from tuner.trials import (
     study_trials,
 )
 
-__all__ = ["plot_history", "plot_importances", "plot_param_map", "plot_scenarios"]
+__all__ = ["plot_history", "plot_importances", "plot_latency_vs_rate", "plot_param_map", "plot_scenarios"]
 
 Target = Callable[[FrozenTrial], float]
 
@@ -268,3 +269,34 @@ def plot_scenarios(
 
 def _interval(point: float | None, half_width: float | None) -> tuple[float, float] | None:
     return None if point is None or half_width is None else (point - half_width, point + half_width)
+
+
+def plot_latency_vs_rate(series: dict[str, list[RatePoint]], path: Path) -> Path:
+    """TTFT p99 and TPOT p99 against the offered rate, one line per config (``series``: label -> its points),
+    with the SLO's limit as a dashed line and a cross where a config missed it."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    colors = ["#9e9e9e", "#2e7d32", "#1565c0", "#ef6c00"]
+    for ax, field, key, label in (
+        (axes[0], "ttft_p99_s", "ttft_s", "TTFT p99 (s)"),
+        (axes[1], "tpot_p99_s", "tpot_s", "TPOT p99 (ms)"),
+    ):
+        scale = 1000.0 if key == "tpot_s" else 1.0
+        limits: set[float] = set()
+        for (name, points), color in zip(series.items(), colors, strict=False):
+            xy = [(p.rate, getattr(p, field) * scale) for p in points if getattr(p, field) is not None]
+            if xy:
+                ax.plot(*zip(*xy, strict=True), marker="o", color=color, label=name)
+            missed = [(p.rate, getattr(p, field) * scale) for p in points if p.met is False and getattr(p, field)]
+            if missed:
+                ax.scatter(*zip(*missed, strict=True), marker="x", s=90, color="tab:red", zorder=3)
+            limits |= {v * scale for p in points if (v := p.slo.limits().get(key)) is not None}
+        for limit in sorted(limits):
+            unit = "ms" if key == "tpot_s" else "s"
+            ax.axhline(limit, color="tab:red", linestyle="--", linewidth=1, label=f"SLO {limit:g} {unit}")
+        ax.set_xlabel("offered rate (requests/s)")
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="best", fontsize=8)
+    fig.suptitle("Latency against offered rate (× = misses the SLO there)")
+    return _save(fig, path)

@@ -34,6 +34,7 @@ from tuner.report._facts import (
     tune_command,
 )
 from tuner.report._importance import LABEL, feasible_study, importance_target, importances
+from tuner.report._slo import rate_points, slo_sentence
 from tuner.space import format_value
 from tuner.trials import (
     FEASIBLE,
@@ -93,6 +94,7 @@ def build_report(study: optuna.Study, config: StudyConfig, out_dir: Path, *, sto
         writer.header,
         writer.recommendation,
         writer.speedup,
+        writer.latency_vs_rate,
         writer.top_configs,
         writer.by_target,
         writer.failures,
@@ -259,6 +261,21 @@ class _ReportWriter:
         self.draw("scenarios", lambda: _plot_scenarios(comps, self.out_dir, best.number, level))
         self.image("scenarios", "Per-scenario tok/s, baseline vs recommended")
 
+    def latency_vs_rate(self) -> None:
+        """``[slo]`` with open-loop scenarios: the rate up to which each config keeps the promise, and a plot."""
+        best, baseline = self.best, self.baseline
+        if best is None or not rate_points(best, self.config):
+            return
+        self.md += ["## Latency against offered rate", ""]
+        sentence = slo_sentence(best, baseline, self.config)
+        self.md += [f"**Recommended: {sentence}.**" if sentence else "The recommendation met the SLO at no rate "
+                    "measured (it is feasible on the scenarios it was judged in).", ""]
+        series = {f"recommended (#{best.number})": rate_points(best, self.config)}
+        if baseline is not None and baseline.number != best.number and baseline.state == TrialState.COMPLETE:
+            series = {f"baseline (#{baseline.number})": rate_points(baseline, self.config), **series}
+        self.draw("latency_rate", lambda: _plot_latency(series, self.out_dir))
+        self.image("latency_rate", "TTFT and TPOT p99 against offered rate, baseline vs recommended, SLO line")
+
     def top_configs(self) -> None:
         ranked = feasible(self.study)
         self.md += ["## Top 10 feasible configs", ""]
@@ -411,6 +428,12 @@ def _plot_scenarios(comps: Any, out_dir: Path, number: int, confidence: float) -
     from tuner.report._plots import plot_scenarios
 
     return plot_scenarios(comps, out_dir / "scenarios.png", best_number=number, confidence=confidence)
+
+
+def _plot_latency(series: Any, out_dir: Path) -> Path:
+    from tuner.report._plots import plot_latency_vs_rate
+
+    return plot_latency_vs_rate(series, out_dir / "latency_rate.png")
 
 
 def _plot_importances(study: optuna.Study, out_dir: Path, evaluator: Any, target: Any, name: str) -> Path:

@@ -46,10 +46,11 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
-from tuner.bench import ScenarioResult, WarmupLookup
-from tuner.config import StudyConfig, launch_spec
+from tuner.bench import ScenarioResult, WarmupLookup, pooled_slo_fields
+from tuner.config import GOODPUT_METRICS, StudyConfig, launch_spec
 from tuner.endpoint import Endpoint
 from tuner.errors import TrialFailure
+from tuner.metrics import objective_point
 from tuner.report import baseline_trial
 from tuner.spec import LaunchSpec
 from tuner.stats import EMPTY_POOL, Noise, Reference, SequentialPolicy, objective_slower, pooled_noise
@@ -299,6 +300,9 @@ def _repeats(results: list[ScenarioResult], metric: str) -> dict[str, list[float
     out: dict[str, list[float]] = {}
     for res in results:
         xs = res.repeats_per_stream_tok_s if metric == "per_stream_tok_s" else res.repeats_tok_s
+        if metric in GOODPUT_METRICS and res.point:
+            # Goodput is this visit's throughput times its share of requests (tokens) that met the SLO.
+            xs = tuple(x * objective_point(res, metric) / res.point for x in xs)
         out.setdefault(res.name, []).extend(xs)
     return out
 
@@ -441,13 +445,16 @@ def _pooled(
     """Each scenario's fresh repeats over every visit, as one result (with the study's noise)."""
     scenarios = {s.name: s for s in config.benchmark.scenarios}
     tok_s, per_stream = _repeats(results, "output_tok_s"), _repeats(results, "per_stream_tok_s")
+    confidence = config.benchmark.confidence
     return tuple(
         ScenarioResult.from_repeats(
             scenario=scenarios[name],
             repeats_tok_s=repeats,
             repeats_per_stream_tok_s=per_stream.get(name, []),
-            confidence=config.benchmark.confidence,
+            confidence=confidence,
             noise=noise.get(name),
+            # The SLO's figures over every visit, so a goodput objective scores the fresh repeats as a trial's.
+            **pooled_slo_fields([r for r in results if r.name == name], confidence),
         )
         for name, repeats in tok_s.items()
     )

@@ -61,6 +61,7 @@ from tuner.trials._record import (
     write_stored,
     write_study,
 )
+from tuner.trials._slo import closest_to_slo, misses_slo, slo_attainment
 from tuner.trials._verdicts import GateVerdict, gate_pending, gate_verdicts, record_gate_verdict, study_trials
 from tuner.trials._warm import CarriedTrial, WarmStart, warm_start_of
 
@@ -88,6 +89,7 @@ __all__ = [
     "candidates",
     "claims_table",
     "client_bound_scenarios",
+    "closest_to_slo",
     "confirmation_text",
     "counted_trials",
     "current_confirmation",
@@ -100,6 +102,7 @@ __all__ = [
     "infeasibility",
     "is_counted",
     "is_feasible",
+    "misses_slo",
     "outcome",
     "outcome_text",
     "outcome_words",
@@ -109,6 +112,7 @@ __all__ = [
     "record_gate_verdict",
     "record_of",
     "scenario_repeats",
+    "slo_attainment",
     "storage_of",
     "study_id",
     "study_record",

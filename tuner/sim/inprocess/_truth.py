@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from tuner.bench import LoadResult, RequestRecord, arrival_schedule, latency_figures
+from tuner.bench import LoadResult, RequestRecord, arrival_schedule, goodput_fields, latency_figures
 from tuner.config import Scenario, StudyConfig, base_spec, load_trace, spec_for
 from tuner.metrics import objective_value
 from tuner.sim import ServerConfig, acceptance_length, corrupts_code, step_time_s, workload_kind
@@ -79,11 +79,26 @@ class ModelledScenario:
     """Whether that failure takes the server down (``--sim-crash-above-batch-tokens``)."""
     latency: Mapping[str, float | None] = dataclasses.field(default_factory=dict)
     """Open loop: TTFT/TPOT/E2E percentiles and the offered/achieved rates, by their ScenarioResult fields."""
+    tokens_per_request: float | None = None
+    """Closed loop: output tokens per request (the completion rate is the throughput over it)."""
 
     @property
     def output_tok_s(self) -> float:
         """The benchmark's name for :attr:`tok_s` (so the metric registry reads both alike)."""
         return self.tok_s
+
+    @property
+    def goodput_rps(self) -> float | None:
+        """Requests/s that met the SLO, as the benchmark defines it (the metric registry reads it)."""
+        return self._goodput()["goodput_rps"]
+
+    @property
+    def goodput_tok_s(self) -> float | None:
+        return self._goodput()["goodput_tok_s"]
+
+    def _goodput(self) -> dict[str, float | None]:
+        return goodput_fields(point=self.tok_s, score=self.tok_s, figures=self.latency,
+                              tokens_per_request=self.tokens_per_request)  # fmt: skip
 
 
 def parse_launch(spec: LaunchSpec) -> tuple[ServerConfig, EmulatedVersion, list[str]]:
@@ -258,6 +273,7 @@ def _lockstep(
         per_stream_tok_s=output / (wave.steps * wave.step_seconds),
         accept_length=requests * output / steps,
         seconds=seconds,
+        tokens_per_request=output,
     )
 
 
@@ -285,6 +301,7 @@ def _scheduled(cfg: ServerConfig, akey: ServerConfig, shape: tuple[str, int, int
         accept_length=run.generated / max(1, run.verify_steps),
         seconds=run.seconds,
         retractions=lines,
+        tokens_per_request=output,
     )
 
 
