@@ -110,7 +110,7 @@ def test_a_promise_every_config_keeps_leaves_the_study_as_it_was(
 def test_goodput_objective_is_the_geomean_of_the_rates_that_met_the_slo(make_config: MakeConfig) -> None:
     from tuner.config import StudyConfig
     from tuner.sim.inprocess import run_inprocess
-    from tuner.study import objective_bound
+    from tuner.study._scoring import objective_bound
     from tuner.trials import CONFIRMATION
 
     def edit(text: str) -> str:

@@ -2,8 +2,9 @@
 attr keys `tune` has always written) loads and reports the same: ``tune status``, ``tune best`` and ``tune export``
 print what they printed before the record existed.
 
-The expected outputs in ``data/stored_format/`` were recorded by the code before the change, from this very
-study: ``python tests/trials/test_stored_format.py DIR`` (with that code on ``PYTHONPATH``) writes them again.
+The expected outputs in ``data/stored_format/`` were first recorded by the code before the record existed, from
+this very study, and change only where a view deliberately says more (a new figure, new words):
+``python tests/trials/test_stored_format.py DIR`` (with the code on ``PYTHONPATH``) writes them again.
 """
 
 from __future__ import annotations
