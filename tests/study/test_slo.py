@@ -77,6 +77,9 @@ def _no_config_met_the_slo(capsys: pytest.CaptureFixture[str], source: str, clos
     assert slo["met"] is False and slo["limits"] == {"ttft_s": 0.001} and slo["attainment"] == 0.99
     assert slo["scenarios"]["chat-4rps"]["attainment"] == 0.0 and slo["scenarios"]["chat-4rps"]["high"] < 0.99
     assert slo["missed"].startswith("misses the SLO in chat-4rps")
+    code, out, _ = _tune(capsys, "finish", "--config", source)  # the end of a study says it too
+    assert code == 0 and "no config met the SLO: nothing to recommend" in out
+    assert f"closest (does NOT meet the SLO): trial #{n}" in out
     code, out, err = _tune(capsys, "apply", "--best", "--config", source)
     assert code != 0 and "applying" not in out
     assert len(err.strip().splitlines()) == 1, err

@@ -275,6 +275,10 @@ class ObjectiveSection:
     ``goodput_rps`` or ``goodput_tok_s`` (:data:`GOODPUT_METRICS`)."""
     objectives: tuple[str, ...] = ()
     """For ``multi``: the scenario names, each maximised."""
+    scenario: str | None = None
+    """For ``max_rate``: the open-loop scenario whose rate is searched (its SLO is the promise)."""
+    rate_steps: int = 6
+    """For ``max_rate``: the rate search's steps per trial."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -651,9 +655,11 @@ def _confidence(t: Table, default: float) -> float:
 def parse_objective(t: Table | None, bench: BenchmarkSection) -> ObjectiveSection:
     if t is None:
         return ObjectiveSection()
-    kind = t.choice("kind", ("geomean", "multi", "goodput"), "geomean")
+    kind = t.choice("kind", ("geomean", "multi", "goodput", "max_rate"), "geomean")
     if kind == "goodput":
         return _parse_goodput(t, bench)
+    if kind == "max_rate":
+        return _parse_max_rate(t, bench)
     objectives = t.str_list("objectives", ())
     known = {s.name for s in bench.scenarios}
     for name in objectives:
@@ -687,6 +693,19 @@ def _parse_goodput(t: Table, bench: BenchmarkSection) -> ObjectiveSection:
     t.finish()
     metric = next(k for k, v in GOODPUT_METRICS.items() if v == said)
     return ObjectiveSection(kind="goodput", metric=metric)
+
+
+def _parse_max_rate(t: Table, bench: BenchmarkSection) -> ObjectiveSection:
+    """``kind = "max_rate"``: per trial, the highest rate of ``scenario`` (an open-loop scenario with an SLO; by
+    default the first) at which the SLO holds, searched in at most ``rate_steps`` steps on the running server."""
+    judged = [s.name for s in bench.scenarios if s.rate is not None and s.slo is not None]
+    name = t.str("scenario", judged[0] if judged else "")
+    if name not in judged:
+        expected = "an open-loop scenario (rate) with an SLO" + (f": one of {', '.join(judged)}" if judged else "")
+        raise t.error("scenario", expected, name or None)
+    section = ObjectiveSection(kind="max_rate", scenario=name, rate_steps=t.int("rate_steps", 6, min=2, max=20))
+    t.finish()
+    return section
 
 
 def precision_share(bench: BenchmarkSection, objective: ObjectiveSection) -> float:

@@ -25,6 +25,7 @@ from tuner.errors import DiedUnderLoad, GateFailed, RegressionPruned, TrialFailu
 from tuner.gate import GateResult
 from tuner.spec import LaunchSpec
 from tuner.study._partial import PartialObjective
+from tuner.study._rate import search_rate
 from tuner.study._scoring import References, Score, score
 from tuner.study._steps import (
     BenchmarkOutcome,
@@ -121,7 +122,10 @@ class TrialRunner:
                 self._gate(trial, endpoint)
             outcome = self._benchmark(trial, endpoint, up.restarted, references)
             result = score(outcome.results, self._config.objective, self._config.benchmark)
-            if not self._slo(trial, outcome.results):  # a config that breaks the promise needs no verdict
+            if self._config.objective.kind == "max_rate":
+                result = self._max_rate(trial, endpoint, references)
+                self._gate_after(trial, endpoint, result, references)
+            elif not self._slo(trial, outcome.results):  # a config that breaks the promise needs no verdict
                 self._gate_after(trial, endpoint, result, references)
             write(trial, score={k: round(v, 3) for k, v in result.per_scenario.items()})
             return result
@@ -181,6 +185,29 @@ class TrialRunner:
             if self._progress:
                 self._progress(f"infeasible: {misses[0]}")
         return bool(misses)
+
+    def _max_rate(self, trial: optuna.Trial, endpoint: Endpoint, references: References) -> Score:
+        """``kind = "max_rate"``: the rate search on the server this trial brought up (no restart)."""
+        objective = self._config.objective
+        scenario = next(s for s in self._config.benchmark.scenarios if s.name == objective.scenario)
+        assert scenario.rate is not None
+        bench = self._parts.benchmark(endpoint)
+
+        def step(result: ScenarioResult, met: bool) -> None:
+            if self._progress:
+                verdict = "meets" if met else "misses"
+                self._progress(f"at {result.offered_rps or 0:.3g} req/s: {describe_result(result)}: {verdict} the SLO")
+
+        try:
+            bracket = search_rate(
+                bench, scenario, start=references.max_rate or scenario.rate, steps=objective.rate_steps, on_step=step
+            )
+        finally:
+            bench.close()
+        write(trial, max_rate_rps=bracket.met or 0.0, max_rate_bracket=[bracket.met, bracket.missed])
+        if self._progress:
+            self._progress(bracket.describe())
+        return Score(values=(bracket.met or 0.0,), per_scenario={scenario.name: bracket.met or 0.0})
 
     def _gate_after(self, trial: optuna.Trial, endpoint: Endpoint, result: Score, references: References) -> None:
         """The gate after the benchmark: now (``after``), only for a contender (``contenders``), or at the end of

@@ -21,7 +21,7 @@ from tuner.metrics import objective_point, objective_value
 from tuner.search import RegressionPruner
 from tuner.stats import ReferenceLookup
 from tuner.study._warmups import first_passes_lookup
-from tuner.trials import best_trials, candidates
+from tuner.trials import best_trials, candidates, record_of
 
 __all__ = [
     "References",
@@ -98,6 +98,8 @@ class References:
     best: FrozenTrial | None = None
     """The best feasible trial so far: the scale the partial objective is reported on, and what ``[gate] when =
     "contenders"`` measures "behind the best" against."""
+    max_rate: float | None = None
+    """``kind = "max_rate"``: the best trial's highest met rate, where this trial's rate search starts."""
 
 
 def references_for(study: optuna.Study, config: StudyConfig, *, trial_number: int) -> References:
@@ -109,7 +111,13 @@ def references_for(study: optuna.Study, config: StudyConfig, *, trial_number: in
         finalist=reference_lookup(study, exclude=trial_number, against=finalist) if finalist else None,
         first_passes=first_passes_lookup(study, config, trial_number=trial_number),
         best=best[0] if best else None,
+        max_rate=_max_rate(best[0]) if best else None,
     )
+
+
+def _max_rate(t: FrozenTrial) -> float | None:
+    rate = record_of(t).max_rate_rps
+    return rate if rate is not None and rate > 0 else None
 
 
 def last_finalist(study: optuna.Study, config: StudyConfig, *, exclude: int) -> FrozenTrial | None:

@@ -142,6 +142,8 @@ def directions(config: StudyConfig) -> list[optuna.study.StudyDirection]:
 def metric_names(config: StudyConfig) -> list[str]:
     if config.objective.kind == "multi":
         return [f"{name} {config.objective.metric}" for name in config.objective.objectives]
+    if config.objective.kind == "max_rate":
+        return [f"max rate req/s ({config.objective.scenario})"]
     return [f"weighted geomean {config.objective.metric}"]
 
 

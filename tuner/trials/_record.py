@@ -80,6 +80,8 @@ class TrialFacts(TypedDict, total=False):
     pruning_saved_s: float
     dashboard_feasible: str
     slo_missed: str
+    max_rate_rps: float
+    max_rate_bracket: list[float | None]
 
 
 _TRIAL_KEYS: dict[str, str] = {
@@ -117,6 +119,8 @@ _TRIAL_KEYS: dict[str, str] = {
     "pruning_saved_s": attrs.PRUNING_SAVED_S,
     "dashboard_feasible": attrs.DASHBOARD_FEASIBLE,
     "slo_missed": attrs.SLO_MISSED,
+    "max_rate_rps": attrs.MAX_RATE,
+    "max_rate_bracket": attrs.MAX_RATE_BRACKET,
 }
 
 
@@ -177,6 +181,10 @@ class TrialRecord:
     pruning_saved_s: float | None = None
     slo_missed: str | None = None
     """Why the trial misses ``[slo]`` (its ``slo`` constraint is then > 0), one line per scenario."""
+    max_rate_rps: float | None = None
+    """``kind = "max_rate"``: the highest offered rate that kept the SLO (0: none did)."""
+    max_rate_bracket: tuple[float | None, float | None] | None = None
+    """``[highest met, lowest missed]`` of the rate search (None where the search found no such rate)."""
     scenarios: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Per-scenario figures: scenario -> :mod:`tuner.metrics` key -> value, for every metric the trial recorded."""
     counted: bool = False
@@ -248,6 +256,13 @@ def _number(value: Any) -> float | None:
     return None if v is None else float(v)
 
 
+def _bracket(value: Any) -> tuple[float | None, float | None] | None:
+    if not isinstance(value, list) or len(value) != 2:
+        return None
+    low, high = (_number(v) for v in value)
+    return low, high
+
+
 def record_of(t: FrozenTrial | optuna.Trial) -> TrialRecord:
     """The trial's facts (a live ``optuna.Trial`` is read as stored now)."""
     frozen = current_trial(t) if isinstance(t, optuna.Trial) else t
@@ -293,6 +308,8 @@ def record_of(t: FrozenTrial | optuna.Trial) -> TrialRecord:
         pruned_skipped=tuple(str(s) for s in skipped) if isinstance(skipped, list) else None,
         pruning_saved_s=_number(u.get(attrs.PRUNING_SAVED_S)),
         slo_missed=_text(u.get(attrs.SLO_MISSED)),
+        max_rate_rps=_number(u.get(attrs.MAX_RATE)),
+        max_rate_bracket=_bracket(u.get(attrs.MAX_RATE_BRACKET)),
         scenarios=_scenarios(u),
         counted=is_counted(frozen),
         feasible=is_feasible(frozen),
