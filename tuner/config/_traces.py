@@ -14,11 +14,11 @@ either ``input_length`` (prompt tokens, random words as ``prompts = "random"`` b
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from tuner.config._workloads import read_jsonl
 from tuner.errors import ConfigError
 
 __all__ = ["TraceRequest", "load_trace"]
@@ -78,23 +78,7 @@ def _request(row: object, *, path: Path, number: int) -> tuple[float, TraceReque
 def load_trace(path: str) -> tuple[TraceRequest, ...]:
     """The trace at ``path`` sorted by arrival, offsets from its first arrival; ConfigError for a bad file."""
     file = Path(path)
-    try:
-        lines = file.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise ConfigError(file=file, key="(file)", expected=f"a readable JSONL trace ({exc.strerror})") from None
-    rows: list[tuple[float, TraceRequest]] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as exc:
-            raise ConfigError(
-                file=file, key=f"line {number}", expected="a JSON object per line", got=str(exc)
-            ) from None
-        rows.append(_request(row, path=file, number=number))
-    if not rows:
-        raise ConfigError(file=file, key="(file)", expected="at least one request")
+    rows = [_request(row, path=file, number=number) for number, row in read_jsonl(file, "request")]
     rows.sort(key=lambda r: r[0])
     first = rows[0][0]
     return tuple(dataclasses.replace(r, offset_s=t - first) for t, r in rows)

@@ -65,28 +65,32 @@ def _chat(row: object, *, path: Path, number: int) -> tuple[tuple[str, str], ...
     return tuple(chat)
 
 
-@cache
-def _read_file(path: Path) -> tuple[tuple[tuple[str, str], ...], ...]:
+def read_jsonl(path: Path, what: str) -> list[tuple[int, object]]:
+    """``(line number, parsed JSON)`` of every non-blank line of a JSONL file, one ``what`` a line (``chat``: for
+    the error a user reads); ConfigError naming the file or the line when it cannot be read, or holds nothing."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
-        raise ConfigError(
-            file=path, key="(file)", expected=f"a readable JSONL file of chats ({exc.strerror})"
-        ) from None
-    chats = []
+        expected = f"a readable JSONL file of {what}s ({exc.strerror})"
+        raise ConfigError(file=path, key="(file)", expected=expected) from None
+    rows = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            rows.append((number, json.loads(line)))
         except ValueError as exc:
             raise ConfigError(
                 file=path, key=f"line {number}", expected="a JSON object per line", got=str(exc)
             ) from None
-        chats.append(_chat(row, path=path, number=number))
-    if not chats:
-        raise ConfigError(file=path, key="(file)", expected="at least one chat")
-    return tuple(chats)
+    if not rows:
+        raise ConfigError(file=path, key="(file)", expected=f"at least one {what}")
+    return rows
+
+
+@cache
+def _read_file(path: Path) -> tuple[tuple[tuple[str, str], ...], ...]:
+    return tuple(_chat(row, path=path, number=number) for number, row in read_jsonl(path, "chat"))
 
 
 @cache
