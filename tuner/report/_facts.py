@@ -15,6 +15,7 @@ recommendation's own trial against the baseline's, measured hours apart, and it 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -75,6 +76,9 @@ class Figure:
 
     score: float
     point: float | None = None
+    missed: float | None = None
+    """``kind = "max_rate"``: the lowest rate the trial missed the SLO at, above ``score`` (None: not a rate)."""
+    rate: bool = False
 
     @property
     def half_width(self) -> float | None:
@@ -86,6 +90,8 @@ class Figure:
 
     @property
     def text(self) -> str:
+        if self.rate:
+            return f"{self.score:.3g} req/s" + (f" (misses at {self.missed:.3g})" if self.missed is not None else "")
         hw = self.half_width
         if self.point is None or hw is None:
             return f"{self.score:.1f}"
@@ -109,6 +115,9 @@ def trial_figure(t: FrozenTrial, config: StudyConfig) -> Figure | None:
     """A single-objective trial's score with the objective's point estimate (None: no score to show)."""
     if t.state != TrialState.COMPLETE or not t.values or len(t.values) != 1 or not math.isfinite(t.values[0]):
         return None
+    if config.objective.kind == "max_rate":
+        bracket = record_of(t).max_rate_bracket
+        return Figure(score=t.values[0], missed=bracket[1] if bracket else None, rate=True)
     points = _points(t, config)
     weights = {k: w for k, w in config.benchmark.objective_weights().items() if k in points}
     if not weights or len(weights) != len(config.benchmark.objective_weights()):
@@ -242,11 +251,29 @@ def _scenario_speedup(best: FrozenTrial, baseline: FrozenTrial, scenario: str) -
     return None if found is None else _speedup({scenario: (1.0, *found)})
 
 
+def rate_speedup(best: Sequence[float | None] | None, baseline: Sequence[float | None] | None) -> Speedup | None:
+    """``kind = "max_rate"``: the ratio of two highest met rates, its interval from the two brackets ``[highest
+    met, lowest missed]`` (the true rates lie in them): from the best's met over the baseline's missed to the
+    best's missed over the baseline's met. None when either met no rate, or a bracket is missing."""
+    if not best or not baseline or len(best) != 2 or len(baseline) != 2:
+        return None
+    (met, missed), (base_met, base_missed) = best, baseline
+    if not met or not base_met:
+        return None
+    return Speedup(
+        ratio=met / base_met,
+        low=met / base_missed if base_missed else None,
+        high=missed / base_met if missed else None,
+    )
+
+
 def speedup_over_baseline(best: FrozenTrial, baseline: FrozenTrial | None, config: StudyConfig) -> Speedup | None:
     """The objective's speed-up of ``best`` over the baseline: the weighted geomean of per-scenario point ratios,
     their interval half-widths (on logs) added in quadrature. None without both trials' figures."""
     if baseline is None or baseline.state != TrialState.COMPLETE:
         return None
+    if config.objective.kind == "max_rate":
+        return rate_speedup(record_of(best).max_rate_bracket, record_of(baseline).max_rate_bracket)
     parts: dict[str, tuple[float, float, float | None]] = {}
     for name, w in config.benchmark.objective_weights().items():
         found = _log_ratio(best, baseline, name)
@@ -280,6 +307,9 @@ def _side_by_side(study: optuna.Study, config: StudyConfig, best: int, baseline:
         visits = base["visits"]
     else:
         return None
+    if config.objective.kind == "max_rate":
+        found = rate_speedup(*((f or {}).get("max_rate_bracket") for f in (mine, theirs)))
+        return dataclasses.replace(found, side_by_side=True, baseline_visits=visits) if found else None
     parts: dict[str, tuple[float, float, float | None]] = {}
     for name, w in config.benchmark.objective_weights().items():
         a, b = (mine or {}).get(name), (theirs or {}).get(name)

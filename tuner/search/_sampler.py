@@ -82,8 +82,9 @@ def make_pruner(config: StudyConfig) -> optuna.pruners.BasePruner:
     """The regression pruner, or none when pruning is off, multi-objective, or there is one scenario."""
     search = config.search
     order = scenario_order(config)
-    # Optuna's Trial.report/should_prune are single-objective only; with one scenario nothing can be skipped.
-    if not search.pruning or config.objective.kind == "multi" or len(order) < 2:
+    # Optuna's Trial.report/should_prune are single-objective only; with one scenario nothing can be skipped. A
+    # max-rate study's objective is a rate: its throughput scenarios say nothing about it (the rate search prunes).
+    if not search.pruning or config.objective.kind in ("multi", "max_rate") or len(order) < 2:
         return optuna.pruners.NopPruner()
     return RegressionPruner(
         scenarios=order,
