@@ -13,7 +13,7 @@ from optuna.trial import TrialState
 from tuner.bench import slo_miss
 from tuner.config import StudyConfig, base_spec, load_config
 from tuner.errors import ConfigError
-from tuner.report import study_speedup
+from tuner.report import build_report, speedup_clause, study_speedup
 from tuner.sim.inprocess import model_scenario, parse_server_config, run_inprocess
 from tuner.space import render
 from tuner.trials import current_confirmation, recommended, record_of
@@ -94,11 +94,15 @@ def test_each_trial_brackets_its_highest_rate_that_keeps_the_slo(tmp_path: Path)
     # The baseline (trial #0) is measured beside the finalists, or is one of them.
     assert "0" in confirmation["figures"] and confirmation["figures"]["0"]["max_rate_bracket"][0] is not None
     speedup = study_speedup(study, config, rec.trial)
-    if rec.trial.number != 0:
-        assert speedup is not None and speedup.side_by_side
-        met, base = (confirmation["figures"][n]["max_rate_bracket"] for n in (str(rec.trial.number), "0"))
-        assert speedup.ratio == pytest.approx(met[0] / base[0])
-        assert speedup.low == (pytest.approx(met[0] / base[1]) if base[1] else None)
+    assert rec.trial.number != 0  # (seeded: a config beats the baseline's rate)
+    assert speedup is not None and speedup.side_by_side
+    met, base = (confirmation["figures"][n]["max_rate_bracket"] for n in (str(rec.trial.number), "0"))
+    assert speedup.ratio == pytest.approx(met[0] / base[0])
+    assert speedup.low == (pytest.approx(met[0] / base[1]) if base[1] else None)
+    # The report's sentence quotes the same two rates and the same speed-up as every other view.
+    text = build_report(study, config, tmp_path / "report", storage=storage).path.read_text()
+    assert f"up to {met[0]:.3g} req/s (baseline: {base[0]:.3g} req/s, {speedup.text})" in text
+    assert speedup_clause(speedup) in text
     assert study.metric_names == ["max rate req/s (chat-4rps)"]
 
 

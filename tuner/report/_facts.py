@@ -47,6 +47,7 @@ from tuner.trials import (
 __all__ = [
     "FailureGroup",
     "Figure",
+    "RateBrackets",
     "ScenarioComparison",
     "Speedup",
     "baseline_drift",
@@ -55,8 +56,10 @@ __all__ = [
     "failure_groups",
     "figure_text",
     "format_value",
+    "max_rate_brackets",
     "params_text",
     "per_scenario_best",
+    "rate_speedup",
     "recommendation_lines",
     "scenario_figure",
     "scenario_text",
@@ -272,7 +275,7 @@ def speedup_over_baseline(best: FrozenTrial, baseline: FrozenTrial | None, confi
     their interval half-widths (on logs) added in quadrature. None without both trials' figures."""
     if baseline is None or baseline.state != TrialState.COMPLETE:
         return None
-    if config.objective.kind == "max_rate":
+    if config.objective.kind == "max_rate":  # each from its own trial (study_speedup prefers the confirmation's)
         return rate_speedup(record_of(best).max_rate_bracket, record_of(baseline).max_rate_bracket)
     parts: dict[str, tuple[float, float, float | None]] = {}
     for name, w in config.benchmark.objective_weights().items():
@@ -290,16 +293,25 @@ def study_speedup(study: optuna.Study, config: StudyConfig, best: FrozenTrial) -
     baseline = baseline_trial(study)
     if baseline is None:
         return None
+    if config.objective.kind == "max_rate":
+        found = max_rate_brackets(study, best, baseline)
+        if found is None:
+            return None
+        speedup = rate_speedup(found.best, found.baseline)
+        if speedup is None or found.visits is None:
+            return speedup
+        return dataclasses.replace(speedup, side_by_side=True, baseline_visits=found.visits)
     side = _side_by_side(study, config, best.number, baseline.number)
     return side if side is not None else speedup_over_baseline(best, baseline, config)
 
 
-def _side_by_side(study: optuna.Study, config: StudyConfig, best: int, baseline: int) -> Speedup | None:
+def _confirmed_pair(study: optuna.Study, best: int, baseline: int) -> tuple[Any, Any, int] | None:
+    """The confirmation's ``figures`` of ``best`` and ``baseline`` and the rounds the baseline was re-measured in
+    beside it (None: the confirmation did not measure both)."""
     c = current_confirmation(study)
     if c is None or best == baseline:
         return None
     figures = c.get("figures") or {}
-    mine, theirs = figures.get(str(best)), figures.get(str(baseline))
     base: dict[str, Any] = c["baseline"] if isinstance(c.get("baseline"), dict) else {}
     if baseline in c.get("trials", []):
         visits = c.get("rounds")
@@ -307,9 +319,38 @@ def _side_by_side(study: optuna.Study, config: StudyConfig, best: int, baseline:
         visits = base["visits"]
     else:
         return None
-    if config.objective.kind == "max_rate":
-        found = rate_speedup(*((f or {}).get("max_rate_bracket") for f in (mine, theirs)))
-        return dataclasses.replace(found, side_by_side=True, baseline_visits=visits) if found else None
+    return figures.get(str(best)), figures.get(str(baseline)), visits if isinstance(visits, int) else 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class RateBrackets:
+    """``kind = "max_rate"``: the recommendation's and the baseline's ``[highest met, lowest missed]`` rates."""
+
+    best: Sequence[float | None] | None
+    baseline: Sequence[float | None] | None
+    visits: int | None = None
+    """Rounds of the confirmation both come from (None: each from its own trial)."""
+
+
+def max_rate_brackets(study: optuna.Study, best: FrozenTrial, baseline: FrozenTrial | None) -> RateBrackets | None:
+    """The brackets every view compares: the confirmation's side by side when it measured both, else the two
+    trials' own (None without a baseline)."""
+    if baseline is None:
+        return None
+    pair = _confirmed_pair(study, best.number, baseline.number)
+    if pair is not None:
+        mine, theirs, visits = pair
+        return RateBrackets(
+            best=(mine or {}).get("max_rate_bracket"), baseline=(theirs or {}).get("max_rate_bracket"), visits=visits
+        )
+    return RateBrackets(best=record_of(best).max_rate_bracket, baseline=record_of(baseline).max_rate_bracket)
+
+
+def _side_by_side(study: optuna.Study, config: StudyConfig, best: int, baseline: int) -> Speedup | None:
+    pair = _confirmed_pair(study, best, baseline)
+    if pair is None:
+        return None
+    mine, theirs, visits = pair
     parts: dict[str, tuple[float, float, float | None]] = {}
     for name, w in config.benchmark.objective_weights().items():
         a, b = (mine or {}).get(name), (theirs or {}).get(name)

@@ -25,6 +25,7 @@ from tuner.report._facts import (
     compare_scenarios,
     failure_groups,
     figure_text,
+    max_rate_brackets,
     params_text,
     recommendation_lines,
     scenario_figure,
@@ -267,7 +268,8 @@ class _ReportWriter:
         if best is None or not rate_points(best, self.config):
             return
         self.md += ["## Latency against offered rate", ""]
-        sentence = slo_sentence(best, baseline, self.config)
+        brackets = max_rate_brackets(self.study, best, baseline) if self.config.objective.kind == "max_rate" else None
+        sentence = slo_sentence(best, baseline, self.config, brackets=brackets)
         self.md += [f"**Recommended: {sentence}.**" if sentence else "The recommendation met the SLO at no rate "
                     "measured (it is feasible on the scenarios it was judged in).", ""]
         series = {f"recommended (#{best.number})": rate_points(best, self.config)}

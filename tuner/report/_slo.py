@@ -9,6 +9,7 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from tuner.config import Slo, StudyConfig
+from tuner.report._facts import RateBrackets, rate_speedup
 from tuner.trials import closest_to_slo, misses_slo, record_of, slo_attainment
 
 __all__ = ["RatePoint", "closest_slo_lines", "rate_points", "slo_object", "slo_sentence"]
@@ -97,9 +98,14 @@ def _highest_met(points: list[RatePoint]) -> RatePoint | None:
     return met[-1] if met else None
 
 
-def slo_sentence(best: FrozenTrial, baseline: FrozenTrial | None, config: StudyConfig) -> str | None:
+def slo_sentence(
+    best: FrozenTrial, baseline: FrozenTrial | None, config: StudyConfig, *, brackets: RateBrackets | None = None
+) -> str | None:
     """``meets TTFT 1 s / TPOT 40 ms for 99% of requests up to 7.5 req/s (baseline: 5 req/s, 1.5x)``: the
-    highest open-loop rate at which each kept the promise (None: the recommendation kept it at no rate)."""
+    highest open-loop rate at which each kept the promise (None: the recommendation kept it at no rate). In a
+    ``kind = "max_rate"`` study, ``brackets`` gives those rates: the ones its speed-up is computed from."""
+    if brackets is not None:
+        return _max_rate_sentence(config, brackets)
     top = _highest_met(rate_points(best, config))
     if top is None:
         return None
@@ -110,3 +116,18 @@ def slo_sentence(best: FrozenTrial, baseline: FrozenTrial | None, config: StudyC
     if base is None:
         return f"{text} (baseline: at none of the rates measured)"
     return f"{text} (baseline: {base.rate:g} req/s, {top.rate / base.rate:.1f}x)"
+
+
+def _max_rate_sentence(config: StudyConfig, brackets: RateBrackets) -> str | None:
+    scenario = next(s for s in config.benchmark.scenarios if s.name == config.objective.scenario)
+    met = brackets.best[0] if brackets.best else None
+    if not met or scenario.slo is None:
+        return None
+    text = f"meets {scenario.slo.describe()} for {scenario.slo.attainment:.0%} of requests up to {met:.3g} req/s"
+    base = brackets.baseline[0] if brackets.baseline else None
+    if brackets.baseline is None:
+        return text
+    if not base:
+        return f"{text} (baseline: at none of the rates tried)"
+    speedup = rate_speedup(brackets.best, brackets.baseline)
+    return f"{text} (baseline: {base:.3g} req/s, {speedup.text if speedup else f'{met / base:.2f}x'})"

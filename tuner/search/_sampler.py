@@ -9,6 +9,7 @@ from typing import Any
 import optuna
 
 from tuner.config import StudyConfig
+from tuner.search._feasible import FeasibleFirstSampler
 from tuner.search._prior import Prior, PriorSampler
 from tuner.search._pruner import RegressionPruner
 
@@ -65,11 +66,17 @@ def tpe_sampler(config: StudyConfig, seed: int | None, **settings: Any) -> optun
         )
 
 
+def _tpe_feasible_first(config: StudyConfig, seed: int | None) -> optuna.samplers.BaseSampler:
+    """``[search] sampler = "tpe"``: :func:`tpe_sampler`, drawing at random while no trial is feasible
+    (:class:`~tuner.search._feasible.FeasibleFirstSampler` says why)."""
+    return FeasibleFirstSampler(tpe_sampler(config, seed), seed=seed)
+
+
 def _random_sampler(config: StudyConfig, seed: int | None) -> optuna.samplers.BaseSampler:
     return optuna.samplers.RandomSampler(seed=seed)
 
 
-SAMPLERS: dict[str, SamplerFactory] = {"tpe": tpe_sampler, "random": _random_sampler}
+SAMPLERS: dict[str, SamplerFactory] = {"tpe": _tpe_feasible_first, "random": _random_sampler}
 """The samplers ``[search] sampler`` names (scripts/bench_search.py adds the variants it compares)."""
 
 
