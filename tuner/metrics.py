@@ -12,6 +12,7 @@ Dependency-free on purpose (the config validates against it).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,7 @@ __all__ = [
     "Metric",
     "by_key",
     "interval_key",
+    "interval_text",
     "objective_point",
     "objective_point_key",
     "objective_value",
@@ -85,6 +87,17 @@ def _interval_metrics() -> tuple[Metric, ...]:
         for q in INTERVAL_PERCENTILES
         for side in ("low", "high")
     )
+
+
+def interval_text(point: float, interval: Sequence[float | None] | None, *, scale: float = 1.0) -> str:
+    """A percentile as a text view prints it: ``0.412 [0.398, 0.431]``, ``1.2 [1.1, none]`` (``none``: too few
+    requests for that bound, never a guess); the point alone without an interval (``scale``: seconds to the unit
+    shown, 1000 for ms)."""
+
+    def shown(x: float | None) -> str:
+        return "none" if x is None else f"{x * scale:.3g}"
+
+    return shown(point) if interval is None else f"{shown(point)} [{shown(interval[0])}, {shown(interval[1])}]"
 
 
 METRICS: tuple[Metric, ...] = (
