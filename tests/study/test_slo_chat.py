@@ -47,3 +47,9 @@ def test_the_fastest_closed_loop_config_misses_the_slo_and_tune_recommends_one_t
     text = report.path.read_text()
     assert "meets TTFT 3 s / TPOT 30 ms for 99% of requests up to 4 req/s (baseline: 2 req/s, 2.0x)" in text
     assert report.plots["latency_rate"].stat().st_size > 10_000
+    # Its table quotes each p99 with its interval; 160 requests allow no upper bound on it at 80%.
+    assert "| config | scenario | offered req/s | SLO attainment | TTFT p99 s | TPOT p99 ms | E2E p99 s |" in text
+    row = next(x for x in text.splitlines() if x.startswith(f"| recommended (#{rec.trial.number}) | chat-4rps | 4 |"))
+    tpot, low = (rec.trial.user_attrs[f"chat-4rps.tpot_p99{k}_s"] for k in ("", "_low"))
+    assert f"| {tpot * 1000:.3g} [{low * 1000:.3g}, none] |" in row
+    assert any(x.startswith("| baseline (#") and "| chat-4rps |" in x and "(misses)" in x for x in text.splitlines())
