@@ -3,13 +3,13 @@ null (too few requests), and a study recorded before the intervals existed read 
 
 from __future__ import annotations
 
-from optuna.trial import TrialState, create_trial
+from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from tuner.metrics import interval_text
 from tuner.report._latency import latency_object, percentile_figure
 
 
-def _trial(**figures: object):  # type: ignore[no-untyped-def]
+def _trial(**figures: object) -> FrozenTrial:
     return create_trial(state=TrialState.COMPLETE, value=1.0, user_attrs={f"chat.{k}": v for k, v in figures.items()})
 
 

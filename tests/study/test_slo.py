@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
@@ -113,7 +114,9 @@ def test_a_promise_every_config_keeps_leaves_the_study_as_it_was(
     _latency_with_intervals(capsys, cfg.source, cfg.study.storage, json.loads(out))
 
 
-def _latency_with_intervals(capsys: pytest.CaptureFixture[str], source: Path, storage: str, best: dict) -> None:  # type: ignore[type-arg]
+def _latency_with_intervals(
+    capsys: pytest.CaptureFixture[str], source: Path, storage: str, best: dict[str, Any]
+) -> None:
     """``tune best`` gives each percentile its interval as recorded; the p99 of 60 requests has no upper bound at
     80% (the largest of 60 is above the p99 only 45% of the time): null in JSON, ``none`` in text."""
     attrs = optuna.load_study(study_name="loose", storage=storage).trials[best["number"]].user_attrs
