@@ -27,6 +27,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import StudyConfig
 from tuner.metrics import objective_point_key
+from tuner.report._latency import latency_object
 from tuner.secrets import masked_url
 from tuner.space import format_value
 from tuner.trials import (
@@ -524,12 +525,16 @@ def params_text(params: Mapping[str, Any]) -> str:
     return " ".join(f"{k}={format_value(v)}" for k, v in params.items())
 
 
-def trial_row(t: FrozenTrial, config: StudyConfig) -> dict[str, Any]:
-    """A trial as ``tune status --json`` / ``tune best --json`` give it (the text views print these fields)."""
+def trial_row(t: FrozenTrial, config: StudyConfig, *, latency: bool = False) -> dict[str, Any]:
+    """A trial as ``tune status --json`` / ``tune best --json`` give it (the text views print these fields).
+
+    ``latency``: each scenario also carries its latency percentiles with their intervals
+    (:func:`~tuner.report._latency.latency_object`; ``tune best``).
+    """
     scenarios = [s.name for s in config.benchmark.scenarios]
     figure = trial_figure(t, config)
     r = record_of(t)
-    return {
+    row = {
         "number": t.number,
         "state": t.state.name,
         "outcome": outcome(t) if t.state in (TrialState.COMPLETE, TrialState.PRUNED) else t.state.name,
@@ -552,6 +557,7 @@ def trial_row(t: FrozenTrial, config: StudyConfig) -> dict[str, Any]:
                 "stopped": r.figure(s, "stopped"),
                 "warmup": r.figure(s, "warmup"),
                 "accept_length": scenario_figure(t, s, "accept_length"),
+                **({"latency": latency_object(t, s, config.benchmark.confidence)} if latency else {}),
             }
             for s in scenarios
         },
@@ -567,3 +573,4 @@ def trial_row(t: FrozenTrial, config: StudyConfig) -> dict[str, Any]:
         "worker": r.worker_name,
         "target": r.target_fingerprint,
     }
+    return row

@@ -10,6 +10,7 @@ from optuna.trial import FrozenTrial
 
 from tuner.config import Slo, StudyConfig
 from tuner.report._facts import RateBrackets, rate_speedup
+from tuner.report._latency import Percentile, percentile_figure
 from tuner.trials import closest_to_slo, misses_slo, record_of, slo_attainment
 
 __all__ = ["RatePoint", "closest_slo_lines", "rate_points", "slo_object", "slo_sentence"]
@@ -68,8 +69,11 @@ class RatePoint:
     slo: Slo
     met: bool | None
     """Not confidently below the required share (the study's rule); None: no attainment measured."""
-    ttft_p99_s: float | None
-    tpot_p99_s: float | None
+    attainment: float | None
+    ttft_p99: Percentile | None
+    tpot_p99: Percentile | None
+    e2e_p99: Percentile | None
+    """The p99s with their intervals (:mod:`tuner.report._latency`)."""
 
 
 def rate_points(t: FrozenTrial, config: StudyConfig) -> list[RatePoint]:
@@ -79,15 +83,16 @@ def rate_points(t: FrozenTrial, config: StudyConfig) -> list[RatePoint]:
         if s.rate is None or s.slo is None:
             continue
         a = slo_attainment(t, s.name)
-        record = record_of(t)
         out.append(
             RatePoint(
                 scenario=s.name,
                 rate=s.rate,
                 slo=s.slo,
                 met=None if a["high"] is None else a["high"] >= s.slo.attainment,
-                ttft_p99_s=record.number_figure(s.name, "ttft_p99_s"),
-                tpot_p99_s=record.number_figure(s.name, "tpot_p99_s"),
+                attainment=a["attainment"],
+                ttft_p99=percentile_figure(t, s.name, "ttft_p99_s"),
+                tpot_p99=percentile_figure(t, s.name, "tpot_p99_s"),
+                e2e_p99=percentile_figure(t, s.name, "e2e_p99_s"),
             )
         )
     return sorted(out, key=lambda p: p.rate)
