@@ -12,7 +12,7 @@ Strategies:
   random  random search + baseline trial 0 + branch coverage, no pruning
   grid    the seed session's sweep: baseline + b8t4/none, b16t4/2048, b4t4/2048, b12t6/2048 (= the baseline)
 
-``tune`` takes another sampler as ``tune:NAME`` (``--list-samplers`` lists them: ``tpe`` is tune's TPE without
+``tune`` takes another sampler as ``tune:NAME`` (``--list-samplers`` lists them: ``tpe-plain`` is tune's TPE without
 the random draws while no trial is feasible (:class:`tuner.search.FeasibleFirstSampler`), others TPE with other
 settings, Optuna's GPSampler and CmaEsSampler where their packages are installed), and structured starting points
 from what is known about speculative decoding as ``tune+structured`` or ``tune:NAME+structured``
@@ -121,6 +121,7 @@ def strategy_config(config: Any, strategy: str, seed: int, **search: Any) -> tup
 
 #: TPE settings to compare with tune's own (tuner.search.TPE_SETTINGS), by name.
 TPE_VARIANTS: dict[str, dict[str, Any]] = {
+    "tpe-plain": {},  # without tune's random draws while no trial is feasible (FeasibleFirstSampler)
     "tpe-startup2": {"n_startup_trials": 2},
     "tpe-startup8": {"n_startup_trials": 8},
     "tpe-startup12": {"n_startup_trials": 12},
@@ -146,10 +147,10 @@ def sampler_factory(name: str) -> Any:
     """``tune:NAME``'s sampler as a :data:`tuner.search.SamplerFactory`."""
     import optuna
 
-    from tuner.search import tpe_sampler
+    from tuner.search import SAMPLERS, tpe_sampler
 
     if name == "tpe":
-        return tpe_sampler
+        return SAMPLERS["tpe"]
     if name in TPE_VARIANTS:
         return lambda config, seed: tpe_sampler(config, seed, **TPE_VARIANTS[name])
     if name == "gp":
@@ -479,7 +480,7 @@ def main() -> int:
     parser.add_argument("--list-samplers", action="store_true", help="list the samplers tune:NAME can name")
     args = parser.parse_args()
     if args.list_samplers:
-        print("tpe: tune's TPE (tuner.search.TPE_SETTINGS) without its random draws while no trial is feasible")
+        print("tpe: tune's own (tuner.search.TPE_SETTINGS, random draws while no trial is feasible)")
         for name, settings in TPE_VARIANTS.items():
             print(f"{name}: TPE with {settings}")
         for name, text in OTHER_SAMPLERS.items():
