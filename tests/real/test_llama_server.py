@@ -344,7 +344,9 @@ _TIMING = re.compile(
 
 @dataclass(frozen=True)
 class ServerTask:
-    """One request as llama-server's log tells it: seconds on the log's own clock, and the slot's timings."""
+    """One request as llama-server's log tells it: seconds on the log's own clock (its timestamps: the wall clock
+    since the server started; a pass spans seconds, so it ticks as the client's monotonic one), and the slot's
+    timings."""
 
     launched_s: float
     """When the slot took the task: after any wait in the server's queue for the one slot."""
