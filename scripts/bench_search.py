@@ -12,9 +12,11 @@ Strategies:
   random  random search + baseline trial 0 + branch coverage, no pruning
   grid    the seed session's sweep: baseline + b8t4/none, b16t4/2048, b4t4/2048, b12t6/2048 (= the baseline)
 
-``tune`` takes another sampler as ``tune:NAME`` (``--list-samplers`` lists them: TPE with other settings, Optuna's
-GPSampler and CmaEsSampler where their packages are installed), and structured starting points from what is known
-about speculative decoding as ``tune+structured`` or ``tune:NAME+structured`` (:func:`structured_seeds`).
+``tune`` takes another sampler as ``tune:NAME`` (``--list-samplers`` lists them: ``tpe`` is tune's TPE without
+the random draws while no trial is feasible (:class:`tuner.search.FeasibleFirstSampler`), others TPE with other
+settings, Optuna's GPSampler and CmaEsSampler where their packages are installed), and structured starting points
+from what is known about speculative decoding as ``tune+structured`` or ``tune:NAME+structured``
+(:func:`structured_seeds`).
 
 ``--warm-start related,different`` is the warm-start benchmark instead: for every seed, a study on the model (the
 source) and then, on each named variant of the model's server (:data:`tuner.sim.inprocess.VARIANTS`), the same
@@ -477,7 +479,7 @@ def main() -> int:
     parser.add_argument("--list-samplers", action="store_true", help="list the samplers tune:NAME can name")
     args = parser.parse_args()
     if args.list_samplers:
-        print("tpe: tune's own (tuner.search.TPE_SETTINGS)")
+        print("tpe: tune's TPE (tuner.search.TPE_SETTINGS) without its random draws while no trial is feasible")
         for name, settings in TPE_VARIANTS.items():
             print(f"{name}: TPE with {settings}")
         for name, text in OTHER_SAMPLERS.items():

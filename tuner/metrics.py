@@ -12,15 +12,19 @@ Dependency-free on purpose (the config validates against it).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "INTERVAL_PERCENTILES",
     "METRICS",
     "OBJECTIVE_METRICS",
     "STATUS_METRICS",
     "Metric",
     "by_key",
+    "interval_key",
+    "interval_text",
     "objective_point",
     "objective_point_key",
     "objective_value",
@@ -59,6 +63,43 @@ class Metric:
         return f"{value:.{self.digits}f}"
 
 
+#: The latency percentiles recorded with an interval: the typical request and the tail.
+INTERVAL_PERCENTILES: tuple[int, ...] = (50, 99)
+
+
+def interval_key(point: str, side: str) -> str:
+    """The key of one bound (``side``: ``low`` or ``high``) of a percentile's interval: ``ttft_p99_s`` ->
+    ``ttft_p99_low_s`` (as user attr suffix and as :class:`~tuner.bench.ScenarioResult` field alike)."""
+    return f"{point.removesuffix('_s')}_{side}_s"
+
+
+def _interval_metrics() -> tuple[Metric, ...]:
+    """``ttft_p50_low_s`` ... ``e2e_p99_high_s``: both bounds of each interval, the percentile's digits."""
+    measures = (("ttft", "ttft", "TTFT", 3), ("tpot", "tpot", "TPOT", 4), ("e2e", "latency", "E2E", 3))
+    return tuple(
+        Metric(
+            key=interval_key(f"{key}_p{q}_s", side),
+            field=interval_key(f"{field}_p{q}_s", side),
+            label=f"{label} p{q} {side} s",
+            digits=digits,
+        )
+        for key, field, label, digits in measures
+        for q in INTERVAL_PERCENTILES
+        for side in ("low", "high")
+    )
+
+
+def interval_text(point: float, interval: Sequence[float | None] | None, *, scale: float = 1.0) -> str:
+    """A percentile as a text view prints it: ``0.412 [0.398, 0.431]``, ``1.2 [1.1, none]`` (``none``: too few
+    requests for that bound, never a guess); the point alone without an interval (``scale``: seconds to the unit
+    shown, 1000 for ms)."""
+
+    def shown(x: float | None) -> str:
+        return "none" if x is None else f"{x * scale:.3g}"
+
+    return shown(point) if interval is None else f"{shown(point)} [{shown(interval[0])}, {shown(interval[1])}]"
+
+
 METRICS: tuple[Metric, ...] = (
     Metric(
         key="tok_s",
@@ -86,6 +127,8 @@ METRICS: tuple[Metric, ...] = (
     Metric(key="e2e_p50_s", field="latency_p50_s", label="E2E p50 s", digits=3),
     Metric(key="e2e_p90_s", field="latency_p90_s", label="E2E p90 s", digits=3),
     Metric(key="e2e_p99_s", field="latency_p99_s", label="E2E p99 s", digits=3),
+    # Their p50 and p99 intervals (tuner.stats.percentile_interval): None where too few requests allow a bound.
+    *_interval_metrics(),
     Metric(key="offered_rps", field="offered_rps", label="offered req/s", digits=2),
     Metric(key="achieved_rps", field="achieved_rps", label="achieved req/s", digits=2),
     # [slo]: the share of requests that met every limit, and its interval (tuner.bench._slo).

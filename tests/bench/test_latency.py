@@ -8,6 +8,7 @@ import pytest
 from tuner.bench import LoadResult, RequestRecord, ScenarioResult
 from tuner.bench._latency import latency_figures
 from tuner.metrics import scenario_attrs
+from tuner.stats import percentile_interval
 
 
 def _rec(i: int, *, start: float, first: float, end: float, tokens: int, scheduled: float | None) -> RequestRecord:
@@ -41,15 +42,52 @@ def test_a_closed_loop_offers_no_rate() -> None:
     assert figures["offered_rps"] is None and figures["achieved_rps"] == pytest.approx(1.0)
 
 
+def _closed_run(count: int, *, offset: int) -> LoadResult:
+    """``count`` requests of a closed loop whose TTFTs are 10 ms apart (request ``i`` waits ``(offset + i) / 100``
+    s) and whose end-to-end latencies are 1 s longer; 11 tokens each, so TPOT is a tenth of the difference."""
+    records = [
+        _rec(i, start=float(i), first=i + (offset + i) / 100, end=i + 1 + (offset + i) / 100 + (i % 7) / 10,
+             tokens=11, scheduled=None)
+        for i in range(count)
+    ]  # fmt: skip
+    return LoadResult(records=records, started=count)
+
+
+def test_p50_and_p99_have_intervals_over_every_repeat_and_none_where_too_few_requests() -> None:
+    """Two repeats of 150 requests: the intervals are two of the 300 pooled requests by rank, around the point.
+    One repeat alone is too few for an upper bound on the p99 at 80% (0.99**150 = 22% > 10%): None, not a guess."""
+    first, second = _closed_run(150, offset=0), _closed_run(150, offset=150)
+    both = latency_figures([first, second], confidence=0.8)
+    ttfts = [rec.ttft_s for run in (first, second) for rec in run.records]
+    e2e = [rec.latency_s for run in (first, second) for rec in run.records]
+    for prefix, samples in (("ttft", ttfts), ("latency", e2e)):
+        for q in (50, 99):
+            low, high = both[f"{prefix}_p{q}_low_s"], both[f"{prefix}_p{q}_high_s"]
+            assert (low, high) == percentile_interval(samples, q, 0.8)
+            assert low in samples and high in samples
+            assert low < both[f"{prefix}_p{q}_s"] <= high  # type: ignore[operator]
+    assert both["ttft_p99_high_s"] == pytest.approx(max(ttfts))  # n = 300: the largest is a bound at 80%
+    assert both["tpot_p50_low_s"] is not None and both["tpot_p99_low_s"] is not None
+    one = latency_figures([first], confidence=0.8)
+    assert one["ttft_p99_high_s"] is None and one["latency_p99_high_s"] is None and one["tpot_p99_high_s"] is None
+    assert one["ttft_p99_low_s"] is not None and one["ttft_p50_high_s"] is not None
+    # A higher confidence widens the interval (or leaves no bound).
+    strict = latency_figures([first, second], confidence=0.95)
+    assert strict["ttft_p50_low_s"] < both["ttft_p50_low_s"]  # type: ignore[operator]
+    assert strict["ttft_p99_high_s"] is None
+
+
 def test_the_figures_reach_user_attrs_under_their_scenario() -> None:
     result = ScenarioResult(
         name="chat-6rps", concurrency=8, repeats_tok_s=(1.0,), output_tok_s=1.0, score=1.0, per_stream_tok_s=1.0,
         offered_rps=6.0, achieved_rps=5.9, ttft_p99_s=0.8, tpot_p99_s=0.04, latency_p50_s=2.0, latency_p99_s=3.0,
         latency_p90_s=2.5, tpot_p50_s=0.03, tpot_p90_s=0.035, ttft_p50_s=0.2, ttft_p90_s=0.5,
+        ttft_p99_low_s=0.7, ttft_p99_high_s=None, latency_p50_low_s=1.9, tpot_p50_high_s=0.031,
     )  # fmt: skip
     attrs = scenario_attrs(result)
     expected = {"offered_rps": 6.0, "achieved_rps": 5.9, "ttft_p50_s": 0.2, "ttft_p90_s": 0.5, "ttft_p99_s": 0.8,
                 "tpot_p50_s": 0.03, "tpot_p90_s": 0.035, "tpot_p99_s": 0.04, "e2e_p50_s": 2.0, "e2e_p90_s": 2.5,
-                "e2e_p99_s": 3.0}  # fmt: skip
+                "e2e_p99_s": 3.0, "ttft_p99_low_s": 0.7, "ttft_p99_high_s": None, "e2e_p50_low_s": 1.9,
+                "tpot_p50_high_s": 0.031}  # fmt: skip
     for key, value in expected.items():
         assert attrs[f"chat-6rps.{key}"] == value

@@ -71,6 +71,12 @@ def test_below_capacity_tune_agrees_with_the_servers_log(start_sim: Callable[...
     assert result.achieved_rps == pytest.approx(result.offered_rps, rel=0.2)  # it keeps up: completions follow
     assert result.tpot_p50_s is not None and result.tpot_p50_s < result.ttft_p50_s  # type: ignore[operator]
     assert result.tpot_p50_s <= (result.tpot_p90_s or 0) <= (result.tpot_p99_s or 0)
+    # The p50's interval (30 requests at 80%) holds the point and, within the clocks' 5%, the server's own p50;
+    # 30 requests give the p99 no upper bound (it needs 230): recorded as None.
+    low, high = result.ttft_p50_low_s, result.ttft_p50_high_s
+    assert low is not None and high is not None and low <= (result.ttft_p50_s or 0) <= high
+    assert 0.95 * low <= (percentile(ttft, 50) or 0) <= 1.05 * high
+    assert result.ttft_p99_high_s is None and result.latency_p99_high_s is None and result.ttft_p99_low_s is not None
 
 
 def test_above_capacity_the_queue_shows_in_ttft_and_the_achieved_rate(

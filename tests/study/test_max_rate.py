@@ -13,9 +13,10 @@ from optuna.trial import TrialState
 from tuner.bench import slo_miss
 from tuner.config import StudyConfig, base_spec, load_config
 from tuner.errors import ConfigError
+from tuner.report import build_report, speedup_clause, study_speedup
 from tuner.sim.inprocess import model_scenario, parse_server_config, run_inprocess
 from tuner.space import render
-from tuner.trials import recommended, record_of
+from tuner.trials import current_confirmation, recommended, record_of
 
 STUDY = (Path(__file__).resolve().parents[2] / "studies" / "slo-chat.toml").read_text()
 GEOMEAN = 'kind = "geomean"              # the SLO is a constraint: the fastest config that keeps the promise\n'
@@ -42,28 +43,66 @@ def _meets(config: StudyConfig, params: dict[str, object], rate: float) -> bool:
     return slo_miss(Result(), scenario.slo) is None
 
 
+def _check_bracket(config: StudyConfig, params: dict[str, object], bracket: object) -> None:
+    """``[highest met, lowest missed]`` is right by the model at both ends."""
+    assert isinstance(bracket, list | tuple) and len(bracket) == 2
+    met, missed = bracket
+    if met is not None:
+        assert _meets(config, params, met), (params, bracket)
+    if missed is not None:
+        assert not _meets(config, params, missed), (params, bracket)
+    if met is not None and missed is not None:
+        assert met < missed
+
+
 def test_each_trial_brackets_its_highest_rate_that_keeps_the_slo(tmp_path: Path) -> None:
+    """Every searched trial's bracket is right by the model; a trial that misses the SLO at the best's rate is
+    pruned there (its remaining passes saved); the confirmation runs the rate search again on every finalist and
+    the baseline, from one rate, and the recommendation and its speed-up come from it."""
     assert _config(tmp_path, 'kind = "max_rate"').objective.scenario == "chat-2rps"  # the first, by default
     config = _config(tmp_path, 'kind = "max_rate"\nscenario = "chat-4rps"\nrate_steps = 5')
-    assert config.objective.scenario == "chat-4rps" and not config.search.pruning and config.search.confirm_top <= 1
+    assert config.objective.scenario == "chat-4rps" and config.search.pruning and config.search.confirm_top == 3
     storage = f"sqlite:///{tmp_path / 'mr.db'}"
-    run = run_inprocess(config, storage=storage, trials=5, seed=0)
+    run = run_inprocess(config, storage=storage, trials=10, seed=0)
     study = optuna.load_study(study_name=run.study_name, storage=storage)
     searched = [t for t in study.trials if t.state == TrialState.COMPLETE and record_of(t).max_rate_bracket is not None]
-    assert len(searched) >= 3
+    pruned = [t for t in study.trials if t.state == TrialState.PRUNED and record_of(t).max_rate_bracket is not None]
+    assert len(searched) >= 3 and pruned, [(t.number, t.state) for t in study.trials]
     for t in searched:
         bracket = record_of(t).max_rate_bracket
-        assert bracket is not None
-        met, missed = bracket
-        assert t.values[0] == (met or 0.0) == record_of(t).max_rate_rps
-        if met is not None:
-            assert _meets(config, t.params, met)
-        if missed is not None:
-            assert not _meets(config, t.params, missed)
-        if met is not None and missed is not None:
-            assert met < missed < met * 1.3  # five steps narrow the bracket
+        assert t.values[0] == (bracket[0] or 0.0) == record_of(t).max_rate_rps  # type: ignore[index]
+        _check_bracket(config, t.params, bracket)
+        if None not in bracket:  # type: ignore[operator]
+            assert bracket[1] < bracket[0] * 1.3  # type: ignore[index]  # five steps narrow the bracket
+    for t in pruned:
+        bracket = record_of(t).max_rate_bracket
+        _check_bracket(config, t.params, bracket)
+        # It missed at (or below) the highest rate a trial before it held: its own cannot be higher.
+        best_before = max(s.values[0] for s in searched if s.number < t.number)
+        assert bracket is not None and bracket[1] is not None and bracket[1] <= best_before
+        assert len(record_of(t).pruned_skipped or ()) >= 3  # one pass instead of five
+        assert f"misses the SLO in chat-4rps at {bracket[1]:.3g} req/s" in (record_of(t).failure_reason or "")
+
+    confirmation = current_confirmation(study)
+    assert confirmation is not None and confirmation["rounds"] == 2 and len(confirmation["trials"]) == 3
+    for n, figures in confirmation["figures"].items():
+        _check_bracket(config, study.trials[int(n)].params, figures["max_rate_bracket"])
     rec = recommended(study)
-    assert rec is not None and rec.trial.values[0] == max(t.values[0] for t in searched)
+    assert rec is not None and rec.trial.number == confirmation["winner"]
+    values = confirmation["values"]
+    assert values[str(rec.trial.number)] == max(values.values())
+    # The baseline (trial #0) is measured beside the finalists, or is one of them.
+    assert "0" in confirmation["figures"] and confirmation["figures"]["0"]["max_rate_bracket"][0] is not None
+    speedup = study_speedup(study, config, rec.trial)
+    assert rec.trial.number != 0  # (seeded: a config beats the baseline's rate)
+    assert speedup is not None and speedup.side_by_side
+    met, base = (confirmation["figures"][n]["max_rate_bracket"] for n in (str(rec.trial.number), "0"))
+    assert speedup.ratio == pytest.approx(met[0] / base[0])
+    assert speedup.low == (pytest.approx(met[0] / base[1]) if base[1] else None)
+    # The report's sentence quotes the same two rates and the same speed-up as every other view.
+    text = build_report(study, config, tmp_path / "report", storage=storage).path.read_text()
+    assert f"up to {met[0]:.3g} req/s (baseline: {base[0]:.3g} req/s, {speedup.text})" in text
+    assert speedup_clause(speedup) in text
     assert study.metric_names == ["max rate req/s (chat-4rps)"]
 
 

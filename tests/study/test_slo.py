@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
@@ -70,6 +71,7 @@ def _no_config_met_the_slo(capsys: pytest.CaptureFixture[str], source: str, clos
     assert code == 1
     assert "no config met the SLO: nothing to recommend" in out
     assert f"closest (does NOT meet the SLO): trial #{n}, attainment chat-4rps 0.0% (needs 99%)" in out
+    assert "    latency: p50 / p99 of the requests [80% interval]" in out  # what the user would be promising
     code, out, _ = _tune(capsys, "best", "--config", source, "--json")
     best = json.loads(out)
     assert code == 1 and best["number"] == n and best["recommended"] is False
@@ -77,6 +79,7 @@ def _no_config_met_the_slo(capsys: pytest.CaptureFixture[str], source: str, clos
     assert slo["met"] is False and slo["limits"] == {"ttft_s": 0.001} and slo["attainment"] == 0.99
     assert slo["scenarios"]["chat-4rps"]["attainment"] == 0.0 and slo["scenarios"]["chat-4rps"]["high"] < 0.99
     assert slo["missed"].startswith("misses the SLO in chat-4rps")
+    assert best["scenarios"]["chat-4rps"]["latency"]["ttft_s"]["p99"] == closest.user_attrs["chat-4rps.ttft_p99_s"]
     code, out, _ = _tune(capsys, "finish", "--config", source)  # the end of a study says it too
     assert code == 0 and "no config met the SLO: nothing to recommend" in out
     assert f"closest (does NOT meet the SLO): trial #{n}" in out
@@ -108,6 +111,29 @@ def test_a_promise_every_config_keeps_leaves_the_study_as_it_was(
     # Every scenario is promised the same; the in-process model judges the open-loop one only.
     assert set(slo["scenarios"]) == {"c1-short", "c8-short", "chat-4rps"}
     assert slo["scenarios"]["c1-short"]["attainment"] is None
+    _latency_with_intervals(capsys, cfg.source, cfg.study.storage, json.loads(out))
+
+
+def _latency_with_intervals(
+    capsys: pytest.CaptureFixture[str], source: Path, storage: str, best: dict[str, Any]
+) -> None:
+    """``tune best`` gives each percentile its interval as recorded; the p99 of 60 requests has no upper bound at
+    80% (the largest of 60 is above the p99 only 45% of the time): null in JSON, ``none`` in text."""
+    attrs = optuna.load_study(study_name="loose", storage=storage).trials[best["number"]].user_attrs
+    latency = best["scenarios"]["chat-4rps"]["latency"]
+    assert latency["confidence"] == 0.8
+    for measure, key in (("ttft_s", "ttft"), ("tpot_s", "tpot"), ("e2e_s", "e2e")):
+        p50, p99 = latency[measure]["p50_interval"], latency[measure]["p99_interval"]
+        assert p50 == [attrs[f"chat-4rps.{key}_p50_low_s"], attrs[f"chat-4rps.{key}_p50_high_s"]]
+        assert p50[0] <= latency[measure]["p50"] <= p50[1]
+        assert p99[1] is None and p99[0] == attrs[f"chat-4rps.{key}_p99_low_s"] <= latency[measure]["p99"]
+        assert latency[measure]["p90"] == attrs[f"chat-4rps.{key}_p90_s"]
+    code, out, _ = _tune(capsys, "best", "--config", str(source))
+    assert code == 0 and "    latency: p50 / p99 of the requests [80% interval]" in out
+    line = next(x for x in out.splitlines() if x.strip().startswith("chat-4rps"))
+    p99 = attrs["chat-4rps.ttft_p99_s"]
+    assert line.split(";")[0].endswith(f" / {p99:.3g} [{attrs['chat-4rps.ttft_p99_low_s']:.3g}, none] s")
+    assert "none: too few requests for that bound at 80% confidence" in out
 
 
 def test_goodput_objective_is_the_geomean_of_the_rates_that_met_the_slo(make_config: MakeConfig) -> None:

@@ -56,6 +56,20 @@ class ScenarioResult:
     tpot_p90_s: float | None = None
     tpot_p99_s: float | None = None
     """Time per output token after the first, per request, ``(e2e - TTFT) / (tokens - 1)``: percentiles."""
+    ttft_p50_low_s: float | None = None
+    ttft_p50_high_s: float | None = None
+    ttft_p99_low_s: float | None = None
+    ttft_p99_high_s: float | None = None
+    tpot_p50_low_s: float | None = None
+    tpot_p50_high_s: float | None = None
+    tpot_p99_low_s: float | None = None
+    tpot_p99_high_s: float | None = None
+    latency_p50_low_s: float | None = None
+    latency_p50_high_s: float | None = None
+    latency_p99_low_s: float | None = None
+    latency_p99_high_s: float | None = None
+    """The p50 and p99 intervals at the benchmark's confidence (:func:`tuner.stats.percentile_interval`): two of
+    the pooled requests by rank; None on a side where too few requests allow a bound (p99 of 80: no upper one)."""
     offered_rps: float | None = None
     """Open loop: the requests/s the arrival schedule offered (median over repeats; None for a closed loop)."""
     achieved_rps: float | None = None

@@ -3,7 +3,9 @@
 Per request (:class:`~tuner.bench.RequestRecord`): TTFT and end-to-end latency from the request's origin (its
 scheduled arrival in an open loop, its send in a closed one) and TPOT, ``(e2e - TTFT) / (output tokens - 1)``.
 Speculative decoding delivers tokens in bursts, so the inter-token gap per event is not TPOT: a request's TPOT
-is its whole decode over its tokens. Percentiles (p50, p90, p99) pool every counted request of every repeat.
+is its whole decode over its tokens. Percentiles (p50, p90, p99) pool every counted request of every repeat;
+p50 and p99 each have a distribution-free interval at the benchmark's ``confidence``: two of the pooled requests
+by rank (:func:`tuner.stats.percentile_interval`), ``None`` on a side where too few requests allow a bound.
 
 Rates, per repeat and then the median over repeats:
 
@@ -25,7 +27,8 @@ from tuner.bench._load import LoadResult
 from tuner.bench._request import RequestRecord
 from tuner.bench._slo import slo_fields
 from tuner.config import Slo
-from tuner.stats import percentile
+from tuner.metrics import INTERVAL_PERCENTILES, interval_key
+from tuner.stats import percentile, percentile_interval
 
 __all__ = ["latency_figures", "run_rates", "span_rate"]
 
@@ -40,8 +43,12 @@ def span_rate(times: Sequence[float]) -> float | None:
     return (len(times) - 1) / span if span > 0 else None
 
 
-def _percentiles(prefix: str, samples: Sequence[float]) -> dict[str, float | None]:
-    return {f"{prefix}_p{p}_s": percentile(samples, p) for p in _PERCENTILES}
+def _percentiles(prefix: str, samples: Sequence[float], confidence: float) -> dict[str, float | None]:
+    out = {f"{prefix}_p{p}_s": percentile(samples, p) for p in _PERCENTILES}
+    for p in INTERVAL_PERCENTILES:
+        key = f"{prefix}_p{p}_s"
+        out[interval_key(key, "low")], out[interval_key(key, "high")] = percentile_interval(samples, p, confidence)
+    return out
 
 
 def _median(values: Sequence[float | None]) -> float | None:
@@ -63,7 +70,8 @@ def run_rates(run: LoadResult) -> dict[str, float | None]:
 def latency_figures(
     runs: Sequence[LoadResult], *, slo: Slo | None = None, confidence: float = 0.8
 ) -> dict[str, float | None]:
-    """TTFT, TPOT and end-to-end percentiles over every request of ``runs``, their rates and, with an ``slo``,
+    """TTFT, TPOT and end-to-end percentiles over every request of ``runs`` (p50 and p99 with their intervals at
+    ``confidence``), their rates and, with an ``slo``,
     its attainment (:mod:`tuner.bench._slo`), keyed by the :class:`~tuner.bench.ScenarioResult` fields that hold
     them."""
     records: list[RequestRecord] = [rec for run in runs for rec in run.records if rec.ok]
@@ -72,9 +80,9 @@ def latency_figures(
     e2e = [rec.latency_s for rec in records]
     rates = [run_rates(run) for run in runs]
     values: dict[str, float | None] = {
-        **_percentiles("ttft", ttfts),
-        **_percentiles("tpot", tpots),
-        **_percentiles("latency", e2e),
+        **_percentiles("ttft", ttfts, confidence),
+        **_percentiles("tpot", tpots, confidence),
+        **_percentiles("latency", e2e, confidence),
     }
     for key in ("offered_rps", "achieved_rps", "sent_rps"):
         values[key] = _median([r[key] for r in rates])

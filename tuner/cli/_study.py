@@ -483,13 +483,15 @@ def _no_recommendation(args: argparse.Namespace, study: Any, config: Any) -> int
               file=sys.stderr)
         return 1
     if args.json:
-        row = trial_row(closest, config)
+        row = trial_row(closest, config, latency=True)
         row.update(launch=launch_text(config, closest), recommended=False, slo=slo_object(closest, config))
         json.dump(row, sys.stdout, indent=2, default=str)
         print()
         return 1
     print(f"study {study.study_name}:")
     for line in closest_slo_lines(study, config):
+        print(line)
+    for line in _latency_lines(trial_row(closest, config, latency=True)):
         print(line)
     print(f"    launch:  {launch_text(config, closest)} (does not meet the SLO)")
     return 1
@@ -500,7 +502,7 @@ def _best_row(study: Any, config: Any, rec: Any, t: Any) -> dict[str, Any]:
     from tuner.report import launch_text, slo_object, study_speedup, trial_row
     from tuner.trials import record_of
 
-    row = trial_row(t, config)
+    row = trial_row(t, config, latency=True)
     row["launch"] = launch_text(config, t)
     row["recommended"] = t.number == rec.trial.number
     row["not_verified"] = rec.missing() if t.number == rec.trial.number else None
@@ -510,10 +512,61 @@ def _best_row(study: Any, config: Any, rec: Any, t: Any) -> dict[str, Any]:
     return row
 
 
+#: How ``tune best`` prints each measure of a row's ``latency``: label, unit, scale from seconds.
+_LATENCY_MEASURES = (("ttft_s", "TTFT", "s", 1.0), ("tpot_s", "TPOT", "ms", 1000.0), ("e2e_s", "E2E", "s", 1.0))
+
+
+def _with_interval(figures: dict[str, Any]) -> list[str]:
+    """The percentiles (``p50``, ``p99``) a measure's figures give an interval slot (recorded or not)."""
+    return [p for p in figures if f"{p}_interval" in figures]
+
+
+def _latency_text(latency: dict[str, Any]) -> str:
+    """``TTFT 0.0768 [0.0735, 0.0811] / 0.121 [0.117, none] s; TPOT ...``: each percentile with an interval."""
+    from tuner.metrics import interval_text
+
+    parts = []
+    for key, label, unit, scale in _LATENCY_MEASURES:
+        figures = latency.get(key) or {}
+        shown = [interval_text(figures[p], figures[f"{p}_interval"], scale=scale) for p in _with_interval(figures)]
+        if shown:
+            parts.append(f"{label} {' / '.join(shown)} {unit}")
+    return "; ".join(parts)
+
+
+def _latency_lines(row: dict[str, Any]) -> list[str]:
+    """``tune best``'s latency lines from a row's per-scenario ``latency`` ([] when no scenario measured one)."""
+    measured = {s: cell["latency"] for s, cell in row["scenarios"].items() if cell.get("latency")}
+    texts = {s: text for s, latency in measured.items() if (text := _latency_text(latency))}
+    if not texts:
+        return []
+    first = measured[next(iter(texts))]
+    heads = " / ".join(_with_interval(next(v for k, v in first.items() if k != "confidence")))
+    level = f"{first['confidence']:.0%}"
+    width = max(len(s) for s in texts)
+    lines = [f"    latency: {heads} of the requests [{level} interval]"]
+    lines += [f"      {s:<{width}}  {text}" for s, text in texts.items()]
+    if any("none" in text for text in texts.values()):
+        lines.append(f"      none: too few requests for that bound at {level} confidence")
+    return lines
+
+
+def _member_lines(t: Any, config: Any, scenarios: list[str]) -> list[str]:
+    """One recommended config as ``tune best`` prints it: params, tok/s, latency, launch line."""
+    from tuner.report import launch_text, scenario_text, trial_row
+    from tuner.space import format_value
+
+    return [
+        "    params:  " + " ".join(f"{k}={format_value(v)}" for k, v in t.params.items()),
+        "    tok/s:   " + ", ".join(f"{s} {scenario_text(t, s)}" for s in scenarios),
+        *_latency_lines(trial_row(t, config, latency=True)),
+        f"    launch:  {launch_text(config, t)}",
+    ]
+
+
 def _best(args: argparse.Namespace) -> int:
     from tuner.report import (
         baseline_drift,
-        launch_text,
         per_scenario_best,
         recommendation_lines,
         scenario_text,
@@ -550,9 +603,7 @@ def _best(args: argparse.Namespace) -> int:
         tag = " (recommended)" if len(members) > 1 and t.number == rec.trial.number else ""
         if len(members) > 1:
             print(f"  trial #{t.number}{tag}:")
-        print("    params:  " + " ".join(f"{k}={format_value(v)}" for k, v in t.params.items()))
-        print("    tok/s:   " + ", ".join(f"{s} {scenario_text(t, s)}" for s in scenarios))
-        print(f"    launch:  {launch_text(config, t)}")
+        print("\n".join(_member_lines(t, config, scenarios)))
     print(f"deploy: {command('apply --best')}")
     # Which config to run for one kind of workload only, where it is not the recommendation.
     others = {s: t for s, t in per_scenario_best(study, scenarios).items() if t.number != rec.trial.number}

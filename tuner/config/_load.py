@@ -116,9 +116,6 @@ def parse_config(text: str, *, source: str, base_dir: Path, default_name: str | 
     readiness = parse_readiness(top.table("readiness"), dialect)
     gate = parse_gate(top.table("gate"), base_dir=base_dir)
     search = parse_search(top.table("search"))
-    if objective.kind == "max_rate":
-        # The throughput pruner and the throughput re-measurement judge another question than the rate search.
-        search = replace(search, pruning=False, confirm_top=min(search.confirm_top, 1))
     top.finish()
     base = LaunchSpec(argv=target.command, env=dict(target.env))
     try:

@@ -15,6 +15,7 @@ recommendation's own trial against the baseline's, measured hours apart, and it 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -26,6 +27,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import StudyConfig
 from tuner.metrics import objective_point_key
+from tuner.report._latency import latency_object
 from tuner.secrets import masked_url
 from tuner.space import format_value
 from tuner.trials import (
@@ -46,6 +48,7 @@ from tuner.trials import (
 __all__ = [
     "FailureGroup",
     "Figure",
+    "RateBrackets",
     "ScenarioComparison",
     "Speedup",
     "baseline_drift",
@@ -54,8 +57,10 @@ __all__ = [
     "failure_groups",
     "figure_text",
     "format_value",
+    "max_rate_brackets",
     "params_text",
     "per_scenario_best",
+    "rate_speedup",
     "recommendation_lines",
     "scenario_figure",
     "scenario_text",
@@ -75,6 +80,9 @@ class Figure:
 
     score: float
     point: float | None = None
+    missed: float | None = None
+    """``kind = "max_rate"``: the lowest rate the trial missed the SLO at, above ``score`` (None: not a rate)."""
+    rate: bool = False
 
     @property
     def half_width(self) -> float | None:
@@ -86,6 +94,8 @@ class Figure:
 
     @property
     def text(self) -> str:
+        if self.rate:
+            return f"{self.score:.3g} req/s" + (f" (misses at {self.missed:.3g})" if self.missed is not None else "")
         hw = self.half_width
         if self.point is None or hw is None:
             return f"{self.score:.1f}"
@@ -109,6 +119,9 @@ def trial_figure(t: FrozenTrial, config: StudyConfig) -> Figure | None:
     """A single-objective trial's score with the objective's point estimate (None: no score to show)."""
     if t.state != TrialState.COMPLETE or not t.values or len(t.values) != 1 or not math.isfinite(t.values[0]):
         return None
+    if config.objective.kind == "max_rate":
+        bracket = record_of(t).max_rate_bracket
+        return Figure(score=t.values[0], missed=bracket[1] if bracket else None, rate=True)
     points = _points(t, config)
     weights = {k: w for k, w in config.benchmark.objective_weights().items() if k in points}
     if not weights or len(weights) != len(config.benchmark.objective_weights()):
@@ -242,11 +255,29 @@ def _scenario_speedup(best: FrozenTrial, baseline: FrozenTrial, scenario: str) -
     return None if found is None else _speedup({scenario: (1.0, *found)})
 
 
+def rate_speedup(best: Sequence[float | None] | None, baseline: Sequence[float | None] | None) -> Speedup | None:
+    """``kind = "max_rate"``: the ratio of two highest met rates, its interval from the two brackets ``[highest
+    met, lowest missed]`` (the true rates lie in them): from the best's met over the baseline's missed to the
+    best's missed over the baseline's met. None when either met no rate, or a bracket is missing."""
+    if not best or not baseline or len(best) != 2 or len(baseline) != 2:
+        return None
+    (met, missed), (base_met, base_missed) = best, baseline
+    if not met or not base_met:
+        return None
+    return Speedup(
+        ratio=met / base_met,
+        low=met / base_missed if base_missed else None,
+        high=missed / base_met if missed else None,
+    )
+
+
 def speedup_over_baseline(best: FrozenTrial, baseline: FrozenTrial | None, config: StudyConfig) -> Speedup | None:
     """The objective's speed-up of ``best`` over the baseline: the weighted geomean of per-scenario point ratios,
     their interval half-widths (on logs) added in quadrature. None without both trials' figures."""
     if baseline is None or baseline.state != TrialState.COMPLETE:
         return None
+    if config.objective.kind == "max_rate":  # each from its own trial (study_speedup prefers the confirmation's)
+        return rate_speedup(record_of(best).max_rate_bracket, record_of(baseline).max_rate_bracket)
     parts: dict[str, tuple[float, float, float | None]] = {}
     for name, w in config.benchmark.objective_weights().items():
         found = _log_ratio(best, baseline, name)
@@ -263,16 +294,25 @@ def study_speedup(study: optuna.Study, config: StudyConfig, best: FrozenTrial) -
     baseline = baseline_trial(study)
     if baseline is None:
         return None
+    if config.objective.kind == "max_rate":
+        found = max_rate_brackets(study, best, baseline)
+        if found is None:
+            return None
+        speedup = rate_speedup(found.best, found.baseline)
+        if speedup is None or found.visits is None:
+            return speedup
+        return dataclasses.replace(speedup, side_by_side=True, baseline_visits=found.visits)
     side = _side_by_side(study, config, best.number, baseline.number)
     return side if side is not None else speedup_over_baseline(best, baseline, config)
 
 
-def _side_by_side(study: optuna.Study, config: StudyConfig, best: int, baseline: int) -> Speedup | None:
+def _confirmed_pair(study: optuna.Study, best: int, baseline: int) -> tuple[Any, Any, int] | None:
+    """The confirmation's ``figures`` of ``best`` and ``baseline`` and the rounds the baseline was re-measured in
+    beside it (None: the confirmation did not measure both)."""
     c = current_confirmation(study)
     if c is None or best == baseline:
         return None
     figures = c.get("figures") or {}
-    mine, theirs = figures.get(str(best)), figures.get(str(baseline))
     base: dict[str, Any] = c["baseline"] if isinstance(c.get("baseline"), dict) else {}
     if baseline in c.get("trials", []):
         visits = c.get("rounds")
@@ -280,6 +320,38 @@ def _side_by_side(study: optuna.Study, config: StudyConfig, best: int, baseline:
         visits = base["visits"]
     else:
         return None
+    return figures.get(str(best)), figures.get(str(baseline)), visits if isinstance(visits, int) else 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class RateBrackets:
+    """``kind = "max_rate"``: the recommendation's and the baseline's ``[highest met, lowest missed]`` rates."""
+
+    best: Sequence[float | None] | None
+    baseline: Sequence[float | None] | None
+    visits: int | None = None
+    """Rounds of the confirmation both come from (None: each from its own trial)."""
+
+
+def max_rate_brackets(study: optuna.Study, best: FrozenTrial, baseline: FrozenTrial | None) -> RateBrackets | None:
+    """The brackets every view compares: the confirmation's side by side when it measured both, else the two
+    trials' own (None without a baseline)."""
+    if baseline is None:
+        return None
+    pair = _confirmed_pair(study, best.number, baseline.number)
+    if pair is not None:
+        mine, theirs, visits = pair
+        return RateBrackets(
+            best=(mine or {}).get("max_rate_bracket"), baseline=(theirs or {}).get("max_rate_bracket"), visits=visits
+        )
+    return RateBrackets(best=record_of(best).max_rate_bracket, baseline=record_of(baseline).max_rate_bracket)
+
+
+def _side_by_side(study: optuna.Study, config: StudyConfig, best: int, baseline: int) -> Speedup | None:
+    pair = _confirmed_pair(study, best, baseline)
+    if pair is None:
+        return None
+    mine, theirs, visits = pair
     parts: dict[str, tuple[float, float, float | None]] = {}
     for name, w in config.benchmark.objective_weights().items():
         a, b = (mine or {}).get(name), (theirs or {}).get(name)
@@ -453,12 +525,16 @@ def params_text(params: Mapping[str, Any]) -> str:
     return " ".join(f"{k}={format_value(v)}" for k, v in params.items())
 
 
-def trial_row(t: FrozenTrial, config: StudyConfig) -> dict[str, Any]:
-    """A trial as ``tune status --json`` / ``tune best --json`` give it (the text views print these fields)."""
+def trial_row(t: FrozenTrial, config: StudyConfig, *, latency: bool = False) -> dict[str, Any]:
+    """A trial as ``tune status --json`` / ``tune best --json`` give it (the text views print these fields).
+
+    ``latency``: each scenario also carries its latency percentiles with their intervals
+    (:func:`~tuner.report._latency.latency_object`; ``tune best``).
+    """
     scenarios = [s.name for s in config.benchmark.scenarios]
     figure = trial_figure(t, config)
     r = record_of(t)
-    return {
+    row = {
         "number": t.number,
         "state": t.state.name,
         "outcome": outcome(t) if t.state in (TrialState.COMPLETE, TrialState.PRUNED) else t.state.name,
@@ -481,6 +557,7 @@ def trial_row(t: FrozenTrial, config: StudyConfig) -> dict[str, Any]:
                 "stopped": r.figure(s, "stopped"),
                 "warmup": r.figure(s, "warmup"),
                 "accept_length": scenario_figure(t, s, "accept_length"),
+                **({"latency": latency_object(t, s, config.benchmark.confidence)} if latency else {}),
             }
             for s in scenarios
         },
@@ -496,3 +573,4 @@ def trial_row(t: FrozenTrial, config: StudyConfig) -> dict[str, Any]:
         "worker": r.worker_name,
         "target": r.target_fingerprint,
     }
+    return row

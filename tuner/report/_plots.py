@@ -273,21 +273,26 @@ def _interval(point: float | None, half_width: float | None) -> tuple[float, flo
 
 def plot_latency_vs_rate(series: dict[str, list[RatePoint]], path: Path) -> Path:
     """TTFT p99 and TPOT p99 against the offered rate, one line per config (``series``: label -> its points),
-    with the SLO's limit as a dashed line and a cross where a config missed it."""
+    each p99 with its interval as a bar (none above it: too few requests for an upper bound), the SLO's limit
+    as a dashed line and a cross where a config missed it."""
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
     colors = ["#9e9e9e", "#2e7d32", "#1565c0", "#ef6c00"]
     for ax, field, key, label in (
-        (axes[0], "ttft_p99_s", "ttft_s", "TTFT p99 (s)"),
-        (axes[1], "tpot_p99_s", "tpot_s", "TPOT p99 (ms)"),
+        (axes[0], "ttft_p99", "ttft_s", "TTFT p99 (s)"),
+        (axes[1], "tpot_p99", "tpot_s", "TPOT p99 (ms)"),
     ):
         scale = 1000.0 if key == "tpot_s" else 1.0
         limits: set[float] = set()
         for (name, points), color in zip(series.items(), colors, strict=False):
-            xy = [(p.rate, getattr(p, field) * scale) for p in points if getattr(p, field) is not None]
-            if xy:
-                ax.plot(*zip(*xy, strict=True), marker="o", color=color, label=name)
-            missed = [(p.rate, getattr(p, field) * scale) for p in points if p.met is False and getattr(p, field)]
+            shown = [(p.rate, f) for p in points if (f := getattr(p, field)) is not None]
+            if shown:
+                ys = [f.point * scale for _, f in shown]
+                below = [(f.point - f.low) * scale if f.low is not None else 0.0 for _, f in shown]
+                above = [(f.high - f.point) * scale if f.high is not None else 0.0 for _, f in shown]
+                ax.errorbar([x for x, _ in shown], ys, yerr=[below, above], marker="o", color=color, capsize=3,
+                            label=name)  # fmt: skip
+            missed = [(p.rate, f.point * scale) for p in points if p.met is False and (f := getattr(p, field))]
             if missed:
                 ax.scatter(*zip(*missed, strict=True), marker="x", s=90, color="tab:red", zorder=3)
             limits |= {v * scale for p in points if (v := p.slo.limits().get(key)) is not None}

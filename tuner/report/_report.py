@@ -25,6 +25,7 @@ from tuner.report._facts import (
     compare_scenarios,
     failure_groups,
     figure_text,
+    max_rate_brackets,
     params_text,
     recommendation_lines,
     scenario_figure,
@@ -34,7 +35,7 @@ from tuner.report._facts import (
     tune_command,
 )
 from tuner.report._importance import LABEL, feasible_study, importance_target, importances
-from tuner.report._slo import rate_points, slo_sentence
+from tuner.report._slo import RatePoint, rate_points, slo_sentence
 from tuner.space import format_value
 from tuner.trials import (
     FEASIBLE,
@@ -267,14 +268,17 @@ class _ReportWriter:
         if best is None or not rate_points(best, self.config):
             return
         self.md += ["## Latency against offered rate", ""]
-        sentence = slo_sentence(best, baseline, self.config)
+        brackets = max_rate_brackets(self.study, best, baseline) if self.config.objective.kind == "max_rate" else None
+        sentence = slo_sentence(best, baseline, self.config, brackets=brackets)
         self.md += [f"**Recommended: {sentence}.**" if sentence else "The recommendation met the SLO at no rate "
                     "measured (it is feasible on the scenarios it was judged in).", ""]
         series = {f"recommended (#{best.number})": rate_points(best, self.config)}
         if baseline is not None and baseline.number != best.number and baseline.state == TrialState.COMPLETE:
             series = {f"baseline (#{baseline.number})": rate_points(baseline, self.config), **series}
+        self.md += _latency_table(series, self.config.benchmark.confidence)
         self.draw("latency_rate", lambda: _plot_latency(series, self.out_dir))
-        self.image("latency_rate", "TTFT and TPOT p99 against offered rate, baseline vs recommended, SLO line")
+        self.image("latency_rate", "TTFT and TPOT p99 against offered rate with their intervals, baseline vs "
+                   "recommended, SLO line")  # fmt: skip
 
     def top_configs(self) -> None:
         ranked = feasible(self.study)
@@ -428,6 +432,24 @@ def _plot_scenarios(comps: Any, out_dir: Path, number: int, confidence: float) -
     from tuner.report._plots import plot_scenarios
 
     return plot_scenarios(comps, out_dir / "scenarios.png", best_number=number, confidence=confidence)
+
+
+def _latency_table(series: dict[str, list[RatePoint]], confidence: float) -> list[str]:
+    """Each config's p99s per open-loop scenario, each with its interval (``none``: too few requests for it)."""
+    md = [
+        f"p99 of the requests with its {confidence:.0%} interval (two of the measured requests by rank, "
+        "docs/measuring.md); `none`: too few requests for that bound.",
+        "",
+        "| config | scenario | offered req/s | SLO attainment | TTFT p99 s | TPOT p99 ms | E2E p99 s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for label, points in series.items():
+        for p in points:
+            cells = [f.text(scale) if f is not None else "-" for f, scale in
+                     ((p.ttft_p99, 1.0), (p.tpot_p99, 1000.0), (p.e2e_p99, 1.0))]  # fmt: skip
+            attainment = "-" if p.attainment is None else f"{p.attainment:.1%}" + ("" if p.met else " (misses)")
+            md.append(f"| {label} | {p.scenario} | {p.rate:g} | {attainment} | " + " | ".join(cells) + " |")
+    return [*md, ""]
 
 
 def _plot_latency(series: Any, out_dir: Path) -> Path:

@@ -9,6 +9,8 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from tuner.config import Slo, StudyConfig
+from tuner.report._facts import RateBrackets, rate_speedup
+from tuner.report._latency import Percentile, percentile_figure
 from tuner.trials import closest_to_slo, misses_slo, record_of, slo_attainment
 
 __all__ = ["RatePoint", "closest_slo_lines", "rate_points", "slo_object", "slo_sentence"]
@@ -67,8 +69,11 @@ class RatePoint:
     slo: Slo
     met: bool | None
     """Not confidently below the required share (the study's rule); None: no attainment measured."""
-    ttft_p99_s: float | None
-    tpot_p99_s: float | None
+    attainment: float | None
+    ttft_p99: Percentile | None
+    tpot_p99: Percentile | None
+    e2e_p99: Percentile | None
+    """The p99s with their intervals (:mod:`tuner.report._latency`)."""
 
 
 def rate_points(t: FrozenTrial, config: StudyConfig) -> list[RatePoint]:
@@ -78,15 +83,16 @@ def rate_points(t: FrozenTrial, config: StudyConfig) -> list[RatePoint]:
         if s.rate is None or s.slo is None:
             continue
         a = slo_attainment(t, s.name)
-        record = record_of(t)
         out.append(
             RatePoint(
                 scenario=s.name,
                 rate=s.rate,
                 slo=s.slo,
                 met=None if a["high"] is None else a["high"] >= s.slo.attainment,
-                ttft_p99_s=record.number_figure(s.name, "ttft_p99_s"),
-                tpot_p99_s=record.number_figure(s.name, "tpot_p99_s"),
+                attainment=a["attainment"],
+                ttft_p99=percentile_figure(t, s.name, "ttft_p99_s"),
+                tpot_p99=percentile_figure(t, s.name, "tpot_p99_s"),
+                e2e_p99=percentile_figure(t, s.name, "e2e_p99_s"),
             )
         )
     return sorted(out, key=lambda p: p.rate)
@@ -97,9 +103,14 @@ def _highest_met(points: list[RatePoint]) -> RatePoint | None:
     return met[-1] if met else None
 
 
-def slo_sentence(best: FrozenTrial, baseline: FrozenTrial | None, config: StudyConfig) -> str | None:
+def slo_sentence(
+    best: FrozenTrial, baseline: FrozenTrial | None, config: StudyConfig, *, brackets: RateBrackets | None = None
+) -> str | None:
     """``meets TTFT 1 s / TPOT 40 ms for 99% of requests up to 7.5 req/s (baseline: 5 req/s, 1.5x)``: the
-    highest open-loop rate at which each kept the promise (None: the recommendation kept it at no rate)."""
+    highest open-loop rate at which each kept the promise (None: the recommendation kept it at no rate). In a
+    ``kind = "max_rate"`` study, ``brackets`` gives those rates: the ones its speed-up is computed from."""
+    if brackets is not None:
+        return _max_rate_sentence(config, brackets)
     top = _highest_met(rate_points(best, config))
     if top is None:
         return None
@@ -110,3 +121,18 @@ def slo_sentence(best: FrozenTrial, baseline: FrozenTrial | None, config: StudyC
     if base is None:
         return f"{text} (baseline: at none of the rates measured)"
     return f"{text} (baseline: {base.rate:g} req/s, {top.rate / base.rate:.1f}x)"
+
+
+def _max_rate_sentence(config: StudyConfig, brackets: RateBrackets) -> str | None:
+    scenario = next(s for s in config.benchmark.scenarios if s.name == config.objective.scenario)
+    met = brackets.best[0] if brackets.best else None
+    if not met or scenario.slo is None:
+        return None
+    text = f"meets {scenario.slo.describe()} for {scenario.slo.attainment:.0%} of requests up to {met:.3g} req/s"
+    base = brackets.baseline[0] if brackets.baseline else None
+    if brackets.baseline is None:
+        return text
+    if not base:
+        return f"{text} (baseline: at none of the rates tried)"
+    speedup = rate_speedup(brackets.best, brackets.baseline)
+    return f"{text} (baseline: {base:.3g} req/s, {speedup.text if speedup else f'{met / base:.2f}x'})"

@@ -5,6 +5,7 @@ strategies are measured against the simulator's ground truth by ``scripts/bench_
 :mod:`tuner.sim.inprocess` (the same loop against an in-process model of the server).
 """
 
+from tuner.search._feasible import FeasibleFirstSampler
 from tuner.search._prior import Prior, PriorSampler
 from tuner.search._pruner import RegressionPruner, pruning_savings
 from tuner.search._sampler import (
@@ -20,6 +21,7 @@ from tuner.search._sampler import (
 __all__ = [
     "SAMPLERS",
     "TPE_SETTINGS",
+    "FeasibleFirstSampler",
     "Prior",
     "PriorSampler",
     "RegressionPruner",

@@ -9,6 +9,7 @@ from typing import Any
 import optuna
 
 from tuner.config import StudyConfig
+from tuner.search._feasible import FeasibleFirstSampler
 from tuner.search._prior import Prior, PriorSampler
 from tuner.search._pruner import RegressionPruner
 
@@ -65,11 +66,17 @@ def tpe_sampler(config: StudyConfig, seed: int | None, **settings: Any) -> optun
         )
 
 
+def _tpe_feasible_first(config: StudyConfig, seed: int | None) -> optuna.samplers.BaseSampler:
+    """``[search] sampler = "tpe"``: :func:`tpe_sampler`, drawing at random while no trial is feasible
+    (:class:`~tuner.search._feasible.FeasibleFirstSampler` says why)."""
+    return FeasibleFirstSampler(tpe_sampler(config, seed), seed=seed)
+
+
 def _random_sampler(config: StudyConfig, seed: int | None) -> optuna.samplers.BaseSampler:
     return optuna.samplers.RandomSampler(seed=seed)
 
 
-SAMPLERS: dict[str, SamplerFactory] = {"tpe": tpe_sampler, "random": _random_sampler}
+SAMPLERS: dict[str, SamplerFactory] = {"tpe": _tpe_feasible_first, "random": _random_sampler}
 """The samplers ``[search] sampler`` names (scripts/bench_search.py adds the variants it compares)."""
 
 
@@ -82,8 +89,9 @@ def make_pruner(config: StudyConfig) -> optuna.pruners.BasePruner:
     """The regression pruner, or none when pruning is off, multi-objective, or there is one scenario."""
     search = config.search
     order = scenario_order(config)
-    # Optuna's Trial.report/should_prune are single-objective only; with one scenario nothing can be skipped.
-    if not search.pruning or config.objective.kind == "multi" or len(order) < 2:
+    # Optuna's Trial.report/should_prune are single-objective only; with one scenario nothing can be skipped. A
+    # max-rate study's objective is a rate: its throughput scenarios say nothing about it (the rate search prunes).
+    if not search.pruning or config.objective.kind in ("multi", "max_rate") or len(order) < 2:
         return optuna.pruners.NopPruner()
     return RegressionPruner(
         scenarios=order,

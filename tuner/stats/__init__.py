@@ -5,7 +5,7 @@ decides how many repeats a scenario (or a whole objective) needs.
 Changing how `tune` decides that a config is slower, or when it has measured enough, is a change here.
 """
 
-from tuner.stats._binomial import clopper_pearson
+from tuner.stats._binomial import clopper_pearson, percentile_interval
 from tuner.stats._estimate import (
     EMPTY_POOL,
     MAD_TO_SIGMA,
@@ -52,6 +52,7 @@ __all__ = [
     "mad",
     "objective_slower",
     "percentile",
+    "percentile_interval",
     "pooled_noise",
     "robust_score",
     "student_t",

@@ -33,6 +33,12 @@ Recorded as the study's user attr ``confirmation`` (Optuna cannot change a finis
 "value": objective} or {"trial": n, "error": reason}}`` (``rounds``: the most any finalist was measured in;
 ``precision``: what the race resolved; ``figures``: output tok/s of the fresh repeats of the finalists and the
 baseline, what the side-by-side speed-up is computed from).
+
+A ``kind = "max_rate"`` study asks another question, so a visit is the rate search again on the fresh restart
+(:func:`tuner.study._rate.search_rate`), every config from the same rate (the best trial's highest met rate, so
+all are probed on one grid) in ``rate_steps`` passes. A config's value is the lowest of its visits' highest met
+rates (the rate it held after every restart); ``figures`` holds ``{"max_rate_bracket": [that rate, the lowest
+missed]}``. Two rounds and no race: more visits do not narrow a bracket, the search's steps do.
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ from tuner.report import baseline_trial
 from tuner.spec import LaunchSpec
 from tuner.stats import EMPTY_POOL, Noise, Reference, SequentialPolicy, objective_slower, pooled_noise
 from tuner.study._objective import TrialParts
+from tuner.study._rate import RateBracket, search_rate
 from tuner.study._scoring import score
 from tuner.study._steps import benchmark_server, gate_server
 from tuner.study._warmups import first_passes_lookup
@@ -170,16 +177,49 @@ class _Race:
     """The baseline, re-measured first in every round beside the finalists (None: not, or it failed)."""
     baseline_error: tuple[int, str] | None = None
     visits: dict[int, list[ScenarioResult]] = field(default_factory=dict)
+    brackets: dict[int, list[RateBracket]] = field(default_factory=dict)
+    """``kind = "max_rate"``: each visit's rate search, instead of :attr:`visits`."""
     errors: dict[int, str] = field(default_factory=dict)
     spent: list[float] = field(default_factory=list)
     """Seconds of each visit."""
     rounds: int = 0
 
     def value(self, t: FrozenTrial) -> float:
+        if self.by_rate:
+            return _rate_bracket(self.brackets[t.number])[0] or 0.0
         return _value(self.config, self.visits[t.number], self.noise)
+
+    @property
+    def by_rate(self) -> bool:
+        return self.config.objective.kind == "max_rate"
+
+    def measured(self, n: int) -> bool:
+        return n not in self.errors and (n in self.brackets if self.by_rate else n in self.visits)
+
+    def keep(self, n: int, outcome: tuple[ScenarioResult, ...] | RateBracket) -> None:
+        if isinstance(outcome, RateBracket):
+            self.brackets.setdefault(n, []).append(outcome)
+        else:
+            self.visits.setdefault(n, []).extend(outcome)
+
+    def figures(self, n: int) -> dict[str, Any]:
+        if self.by_rate:
+            return {"max_rate_bracket": list(_rate_bracket(self.brackets[n]))}
+        return _figures(self.config, self.visits[n], self.noise)
+
+    def measure(
+        self, t: FrozenTrial, label: str, check: Check | None
+    ) -> tuple[ScenarioResult, ...] | RateBracket | None:
+        rate = None
+        if self.by_rate:
+            rate = record_of(self.top[0]).max_rate_rps or None
+        return _measure(self.parts, self.config, t, self.policy, label=label, check=check, warmups=self.warmups,
+                        rate=rate)  # fmt: skip
 
     def racing(self, r: int) -> list[FrozenTrial] | None:
         """The finalists round ``r`` measures (None: the race is over)."""
+        if r >= ROUNDS and self.by_rate:
+            return None
         racing = self.top if r < ROUNDS else _contenders(self.config, self.top, self.visits, self.errors, self.noise)
         if len(self.top) < 2 or len(racing) < 2:
             return None  # one config left in the race, or finalists failed the gate and none took their place
@@ -210,16 +250,16 @@ class _Race:
         assert self.baseline is not None
         n = self.baseline.number
         try:
-            label = f"confirm-{n:04d}-{r + 1}"
-            results = _measure(self.parts, self.config, self.baseline, self.policy, label=label, check=None,
-                               warmups=self.warmups)  # fmt: skip
+            results = self.measure(self.baseline, f"confirm-{n:04d}-{r + 1}", None)
         except TrialFailure as failure:
             self.baseline_error = (n, f"[{failure.phase}] {failure.reason}"[:500])
             self.say(f"  the baseline #{n} failed on re-measurement: {self.baseline_error[1]}")
             self.baseline = None
             self.visits.pop(n, None)
+            self.brackets.pop(n, None)
             return
-        self.visits.setdefault(n, []).extend(results or ())
+        if results is not None:
+            self.keep(n, results)
 
     def visit(self, t: FrozenTrial, r: int) -> bool:
         """One visit of finalist ``t`` in round ``r``; False when it failed the end-of-study gate (it is out)."""
@@ -228,8 +268,7 @@ class _Race:
             check = _finalist_check(self.study, self.config, self.parts, t, self.say)
         try:
             t0 = time.monotonic()
-            label = f"confirm-{t.number:04d}-{r + 1}"
-            results = _measure(self.parts, self.config, t, self.policy, label=label, check=check, warmups=self.warmups)
+            results = self.measure(t, f"confirm-{t.number:04d}-{r + 1}", check)
             self.spent.append(time.monotonic() - t0)
         except TrialFailure as failure:
             self.errors[t.number] = f"[{failure.phase}] {failure.reason}"[:500]
@@ -241,7 +280,7 @@ class _Race:
                 self.top.append(self.reserve.pop(0))
                 self.say(f"  #{self.top[-1].number} takes its place")
             return False
-        self.visits.setdefault(t.number, []).extend(results)
+        self.keep(t.number, results)
         return True
 
 
@@ -316,8 +355,10 @@ def _measure(
     label: str,
     check: Check | None,
     warmups: WarmupLookup | None,
-) -> tuple[ScenarioResult, ...] | None:
-    """One visit: apply, restart, wait until the new process serves, (gate,) benchmark every scenario.
+    rate: float | None = None,
+) -> tuple[ScenarioResult, ...] | RateBracket | None:
+    """One visit: apply, restart, wait until the new process serves, (gate,) benchmark every scenario, or in a
+    ``kind = "max_rate"`` study search its rate from ``rate`` (else the scenario's own).
 
     None when ``check`` (the end-of-study gate) fails the config: it is not benchmarked.
     """
@@ -330,12 +371,25 @@ def _measure(
     bench.policy = policy
     bench.use_first_passes(warmups)
     try:
+        objective = config.objective
+        if objective.kind == "max_rate":
+            scenario = next(s for s in config.benchmark.scenarios if s.name == objective.scenario)
+            return search_rate(bench, scenario, start=rate or scenario.rate or 1.0, steps=objective.rate_steps)
         outcome = benchmark_server(
             bench, config.benchmark, service=target.service, restarted=up.restarted, on_result=lambda step, r: None
         )
     finally:
         bench.close()
     return outcome.results
+
+
+def _rate_bracket(brackets: list[RateBracket]) -> tuple[float | None, float | None]:
+    """A config's bracket over its visits: the lowest highest-met rate (None if one visit met none) and the lowest
+    missed rate (None: no visit missed). Each visit's met is below its own missed, so the first is below the
+    second."""
+    mets = [b.met for b in brackets]
+    missed = [b.missed for b in brackets if b.missed is not None]
+    return (None if None in mets else min(m for m in mets if m is not None)), (min(missed) if missed else None)
 
 
 def bring_up_spec(config: StudyConfig, t: FrozenTrial) -> LaunchSpec | None:
@@ -470,7 +524,7 @@ def _record(study: optuna.Study, race: _Race, values: dict[int, float], say: Any
         winner=ranked[0],
         held=ranked[0] == top[0].number,
     )
-    measured = [n for n in race.visits if n not in race.errors]
+    measured = [n for n in {*race.visits, *race.brackets} if race.measured(n)]
     write_study(
         study,
         confirmation={
@@ -483,7 +537,7 @@ def _record(study: optuna.Study, race: _Race, values: dict[int, float], say: Any
             "held": result.held,
             "rounds": race.rounds,
             "precision": race.config.benchmark.precision,
-            "figures": {str(n): _figures(race.config, race.visits[n], race.noise) for n in measured},
+            "figures": {str(n): race.figures(n) for n in sorted(measured)},
             "baseline": _baseline_record(race),
         },
     )

@@ -193,20 +193,39 @@ class TrialRunner:
         assert scenario.rate is not None
         bench = self._parts.benchmark(endpoint)
 
-        def step(result: ScenarioResult, met: bool) -> None:
+        held: list[float] = []
+
+        def step(rate: float, result: ScenarioResult, met: bool) -> None:
+            # The highest rate held so far, a lower bound on the objective, is the trial's intermediate value.
+            held.append(max([rate, *held]) if met else max(held, default=0.0))
+            trial.report(held[-1], len(held) - 1)
             if self._progress:
                 verdict = "meets" if met else "misses"
-                self._progress(f"at {result.offered_rps or 0:.3g} req/s: {describe_result(result)}: {verdict} the SLO")
+                self._progress(f"at {rate:.3g} req/s: {describe_result(result)}: {verdict} the SLO")
 
+        floor = references.max_rate if self._config.search.pruning else None
         try:
             bracket = search_rate(
-                bench, scenario, start=references.max_rate or scenario.rate, steps=objective.rate_steps, on_step=step
+                bench,
+                scenario,
+                start=references.max_rate or scenario.rate,
+                steps=objective.rate_steps,
+                floor=floor,
+                on_step=step,
             )
         finally:
             bench.close()
         write(trial, max_rate_rps=bracket.met or 0.0, max_rate_bracket=[bracket.met, bracket.missed])
         if self._progress:
             self._progress(bracket.describe())
+        if bracket.below is not None:
+            assert references.best is not None
+            pruned = RegressionPruned(
+                f"misses the SLO in {scenario.name} at {bracket.missed:.3g} req/s, a rate the best "
+                f"#{references.best.number} holds ({bracket.below:.3g} req/s)"
+            )
+            pruned.skipped = (scenario.name,) * (objective.rate_steps - len(bracket.tried))
+            raise pruned
         return Score(values=(bracket.met or 0.0,), per_scenario={scenario.name: bracket.met or 0.0})
 
     def _gate_after(self, trial: optuna.Trial, endpoint: Endpoint, result: Score, references: References) -> None:
@@ -238,6 +257,8 @@ class TrialRunner:
                 self._progress(warning)
         if len(trial.study.directions) > 1:
             return  # Optuna has no intermediate values (hence no pruning) for multi-objective studies
+        if self._config.objective.kind == "max_rate":
+            return  # its intermediate values are on its objective's scale: the rate search reports them
         trial.report(value, step)
         if trial.should_prune():
             search = self._config.search

@@ -5,6 +5,9 @@ The search starts from the reference's rate (the best trial's highest met rate, 
 while the SLO holds and halves while it misses until it has a bracket, then bisects it (geometrically); at most
 ``rate_steps`` passes of the scenario. A rate *meets* the SLO unless its attainment is confidently below the
 target (:func:`tuner.bench.slo_miss`, the study's rule). The answer is the bracket ``[highest met, lowest missed]``.
+
+With a ``floor`` (the best trial's highest met rate, when the study prunes), a miss at or below it ends the search:
+the trial's highest rate is then confidently below the best's, and its remaining passes could not change that.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ class RateBracket:
     """The lowest rate tried at which it missed, above ``met`` (None: it held at every rate tried)."""
     tried: tuple[tuple[float, bool], ...] = ()
     """Every step: its rate and whether the SLO held."""
+    below: float | None = None
+    """The ``floor`` the search stopped at: the SLO missed at or below it (None: the search ran its course)."""
 
     def describe(self) -> str:
         met = f"{self.met:.3g}" if self.met is not None else "none"
@@ -49,9 +54,11 @@ def search_rate(
     *,
     start: float,
     steps: int,
-    on_step: Callable[[ScenarioResult, bool], None] | None = None,
+    floor: float | None = None,
+    on_step: Callable[[float, ScenarioResult, bool], None] | None = None,
 ) -> RateBracket:
-    """The bracket of ``scenario``'s highest rate that keeps its SLO, from ``start``, in at most ``steps`` passes."""
+    """The bracket of ``scenario``'s highest rate that keeps its SLO, from ``start``, in at most ``steps`` passes
+    (fewer when it misses at or below ``floor``: module docstring)."""
     met: float | None = None
     missed: float | None = None
     tried: list[tuple[float, bool]] = []
@@ -63,10 +70,12 @@ def search_rate(
         ok = slo_miss(result, scenario.slo) is None and result.attainment is not None
         tried.append((rate, ok))
         if on_step:
-            on_step(result, ok)
+            on_step(rate, result, ok)
         if ok:
             met = max(met or 0.0, rate)
         else:
             missed = rate if missed is None else min(missed, rate)
+            if floor is not None and missed <= floor:
+                return RateBracket(met=met, missed=missed, tried=tuple(tried), below=floor)
         rate = _next_rate(met, missed, rate)
     return RateBracket(met=met, missed=missed, tried=tuple(tried))

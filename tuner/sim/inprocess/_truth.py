@@ -20,11 +20,12 @@ from contextlib import redirect_stderr
 from dataclasses import dataclass
 from functools import lru_cache
 from io import StringIO
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-from tuner.bench import LoadResult, RequestRecord, arrival_schedule, goodput_fields, latency_figures
+from tuner.bench import LoadResult, RequestRecord, arrival_schedule, goodput_fields, latency_figures, slo_miss
 from tuner.config import Scenario, StudyConfig, base_spec, load_trace, spec_for
 from tuner.metrics import objective_value
 from tuner.sim import ServerConfig, acceptance_length, corrupts_code, step_time_s, workload_kind
@@ -368,6 +369,12 @@ def _failed(
     )
 
 
+def _misses_slo(scenario: Scenario, m: ModelledScenario) -> bool:
+    """Whether the modelled requests confidently miss the scenario's SLO: the study's rule (an infeasible trial),
+    on the noise-free requests the in-process benchmark judges too."""
+    return slo_miss(SimpleNamespace(name=scenario.name, **m.latency), scenario.slo) is not None
+
+
 def _objective(cfg: ServerConfig, config: StudyConfig, variant: Variant | None = None) -> float:
     """The study's scalar objective for ``cfg`` without noise; 0.0 when the trial would fail or be infeasible.
 
@@ -379,8 +386,8 @@ def _objective(cfg: ServerConfig, config: StudyConfig, variant: Variant | None =
         return 0.0
     per: dict[str, float] = {}
     for s in config.benchmark.scenarios:  # every scenario runs, so a death in any of them fails the config
-        m = model_scenario(cfg, s, seed=config.benchmark.seed)
-        if m.died is not None:
+        m = model_scenario(cfg, s, seed=config.benchmark.seed, confidence=config.benchmark.confidence)
+        if m.died is not None or _misses_slo(s, m):
             return 0.0
         per[s.name] = objective_value(variant(cfg, s, m) if variant else m, config.objective.metric)
     # As tuner.study.score: a weighted geometric mean (also the scalar summary of a multi-objective study).
