@@ -3,27 +3,33 @@
 The server is the real C++ program built from the llama.cpp sources llama-cpp-python 0.3.36 vendors; the
 target is SmolLM2-135M, drafting for itself (``-md`` with the same GGUF) or with a model-free n-gram drafter.
 Its own figures are the reference: the per-request ``total time`` and ``draft acceptance ... mean len`` lines
-of its log and the ``llamacpp:spec_decode_*`` counters of ``/metrics``. Outputs are short: 2 cores.
+of its log and the ``llamacpp:spec_decode_*`` counters of ``/metrics``; for an open-loop scenario with an SLO,
+each slot's ``eval time`` and the log's timestamps (when the slot took a request, when it finished it). Outputs
+are short: 2 cores.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import statistics
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import optuna
 import pytest
 
 from tests.real.conftest import LlamaServerInstall, spawn_llama_server
-from tuner.bench import parse_prometheus
+from tuner.bench import arrival_schedule, parse_prometheus, slo_miss
 from tuner.cli import main
-from tuner.config import load_config
+from tuner.config import StudyConfig, load_config
 from tuner.dialects import LlamaServerDialect
 from tuner.sim.testing import SimProcess, free_port
+from tuner.stats import clopper_pearson, percentile
 from tuner.target import open_target
 from tuner.trials import is_counted, recommended, record_of
 
@@ -76,6 +82,9 @@ BENCH_CODE = "[[benchmark.scenarios]]".join(BENCH.split("[[benchmark.scenarios]]
 
 _TOTAL = re.compile(r"total time =\s+([\d.]+) ms /\s+(\d+) tokens")
 _EVAL = re.compile(r"\s eval time =\s+[\d.]+ ms /\s+(\d+) tokens")
+#: A model-free drafter (lookup 2, draft 8): its acceptance varies with what is generated, so the requests' TPOTs
+#: spread (~11-35 ms on the 135M model) and a limit between them splits them into met and missed.
+NGRAM = ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "2", "--spec-ngram-simple-size-m", "8"]
 _DRAFTED = re.compile(r"draft acceptance = [\d.]+ \(\s*(\d+) accepted /\s*(\d+) generated\), mean len =\s+([\d.]+)")
 
 
@@ -157,9 +166,8 @@ def test_a_model_free_drafter_and_no_speculation(
     llama_server_install: LlamaServerInstall, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """An n-gram drafter needs no draft model and still reports acceptance; without speculation there is none."""
-    ngram = ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "2", "--spec-ngram-simple-size-m", "8"]
     found = {}
-    for label, speculation in (("ngram", ngram), ("none", [])):
+    for label, speculation in (("ngram", NGRAM), ("none", [])):
         port = free_port()
         command = llama_server_install.command(port, *speculation)
         server = spawn_llama_server(command, tmp_path, port)
@@ -276,3 +284,236 @@ def test_init_check_and_a_study_over_the_speculative_knobs(
                 for t in complete
             )
         )
+
+
+# --- An open-loop scenario with an SLO, judged against the server's own per-request timings ---------------------
+
+OPEN_LOOP = """
+[study]
+name = "llama-server-slo"
+storage = "sqlite:///{tmp}/slo.db"
+
+[target]
+base_url = "http://127.0.0.1:{port}"
+command = {command}
+
+[space.draft_max]
+type = "int"
+low = 1
+high = 8
+flag = "--spec-draft-n-max"
+default = 3
+
+[benchmark]
+warmup_requests = 0
+repeats = 1
+request_timeout_s = 120
+seed = {seed}
+
+[slo]
+tpot_s = {tpot_s}
+attainment = 0.9
+
+[[benchmark.scenarios]]
+name = "open-0.6rps"
+rate = 0.6
+prompt_tokens = 32
+output_tokens = 64
+requests = 12
+"""
+
+#: The benchmark seed of every pass: arrivals that offer about the nominal rate (12 Poisson arrivals vary widely:
+#: seed 0's offer 0.40 req/s, seed 9's 1.15). Every pass sends the same prompts at the same times, so the TPOTs
+#: of a pass and the next differ only by the machine's load (drafts are accepted alike: greedy decoding).
+SEED = 6
+#: How late a chunk may reach the client after the server logged the event, on a loaded 2-core machine: the
+#: server's HTTP thread and the client compete with its compute thread (one that starts the next queued prompt
+#: at once). Measured up to 54 ms for the first or last chunk of a request; about twice that.
+DELIVERY_S = 0.1
+#: The slot's clocks and tune's agree to within this share beyond the delivery (measured: under 0.7%).
+RELATIVE = 0.01
+
+# llama-server's log with --log-timestamps --log-prefix: "M.SS.mmm.uuu I slot print_timing: id 0 | task 7 | ..."
+_STAMP = r"^(\d+)\.(\d+)\.(\d+)\.(\d+) I slot "
+_LAUNCH = re.compile(_STAMP + r"launch_slot_: id +\d+ \| task (\d+) \|", re.M)
+_TIMING = re.compile(
+    _STAMP + r"print_timing: id +\d+ \| task (\d+) \| +(prompt eval|eval|total) time = +([\d.]+) ms / +(\d+) tokens",
+    re.M,
+)
+
+
+@dataclass(frozen=True)
+class ServerTask:
+    """One request as llama-server's log tells it: seconds on the log's own clock (its timestamps: the wall clock
+    since the server started; a pass spans seconds, so it ticks as the client's monotonic one), and the slot's
+    timings."""
+
+    launched_s: float
+    """When the slot took the task: after any wait in the server's queue for the one slot."""
+    done_s: float
+    """When it logged the timings: the last token was generated."""
+    prompt_ms: float
+    eval_ms: float
+    """From the first token (sampled with the prompt's last batch) to the last (server-common.h t_gen_ms)."""
+    tokens: int
+
+    @property
+    def tpot_s(self) -> float:
+        """The slot's own time per output token after the first: its eval time over its decode steps."""
+        return self.eval_ms / 1000 / (self.tokens - 1)
+
+    @property
+    def first_token_s(self) -> float:
+        return self.done_s - self.eval_ms / 1000
+
+
+def _stamp(m: re.Match[str]) -> float:
+    minutes, seconds, ms, us = (int(x) for x in m.groups()[:4])
+    return minutes * 60 + seconds + ms / 1e3 + us / 1e6
+
+
+def _server_tasks(log: str) -> list[ServerTask]:
+    """The finished tasks of ``log``, in the order the slot took them (one slot: the order they arrived in)."""
+    launched = {int(m.group(5)): _stamp(m) for m in _LAUNCH.finditer(log)}
+    timings: dict[int, dict[str, tuple[float, float, int]]] = {}
+    for m in _TIMING.finditer(log):
+        timings.setdefault(int(m.group(5)), {})[m.group(6)] = (_stamp(m), float(m.group(7)), int(m.group(8)))
+    tasks = [
+        ServerTask(
+            launched_s=launched[task],
+            done_s=t["total"][0],
+            prompt_ms=t["prompt eval"][1],
+            eval_ms=t["eval"][1],
+            tokens=t["eval"][2],
+        )
+        for task, t in timings.items()
+    ]
+    return sorted(tasks, key=lambda t: t.launched_s)
+
+
+def _tolerance(task: ServerTask) -> float:
+    """How far tune's TPOT of ``task`` may be from the slot's: the clocks' share, and a late first or last chunk
+    spread over the decode steps."""
+    return RELATIVE * task.tpot_s + DELIVERY_S / (task.tokens - 1)
+
+
+def _met_bounds(tasks: list[ServerTask], limit: float) -> tuple[int, int]:
+    """How many requests tune may count within a TPOT ``limit``: at least those the server's figure puts within
+    it by more than the tolerance, at most all but those it puts over it by more (the set between: the band)."""
+    surely_met = sum(1 for t in tasks if t.tpot_s + _tolerance(t) <= limit)
+    surely_missed = sum(1 for t in tasks if t.tpot_s - _tolerance(t) > limit)
+    return surely_met, len(tasks) - surely_missed
+
+
+def _server_latencies(tasks: list[ServerTask], schedule: list[float]) -> tuple[list[float], list[float], float]:
+    """Per request, the server's TTFT and end to end from its arrival, and the longest wait in its queue.
+
+    The log does not say when a request arrived, but the schedule says when each was due after the first, and
+    no request is taken before it arrives: the schedule's start on the log's clock is min(taken - due), reached
+    (within the client's send and the server's parse) by any request that found the slot free."""
+    origin = min(t.launched_s - due for t, due in zip(tasks, schedule, strict=True))
+    ttft = [t.first_token_s - origin - due for t, due in zip(tasks, schedule, strict=True)]
+    e2e = [t.done_s - origin - due for t, due in zip(tasks, schedule, strict=True)]
+    wait = max(t.launched_s - origin - due for t, due in zip(tasks, schedule, strict=True))
+    return ttft, e2e, wait
+
+
+def _check_percentiles(result: dict, name: str, tune_key: str, server: list[float], tolerance: float) -> float:
+    """tune's p50/p90/p99 of a per-request figure against the same percentiles of the server's: when every
+    request agrees within ``tolerance``, so does every order statistic, and so every interpolated percentile."""
+    worst = 0.0
+    for p in (50, 90, 99):
+        theirs = percentile(server, p)
+        assert theirs is not None
+        mine = result[f"{tune_key}_p{p}_s"]
+        assert mine == pytest.approx(theirs, abs=tolerance), (name, p, mine, theirs, sorted(server))
+        worst = max(worst, abs(mine - theirs))
+    return worst
+
+
+def _check_open_loop_run(
+    result: dict, tasks: list[ServerTask], config: StudyConfig, limit: float
+) -> dict[str, float]:  # fmt: skip
+    """One `tune bench` pass against the server's log of it (module notes); the figures for the summary line."""
+    [scenario] = config.benchmark.scenarios
+    n = scenario.requests
+    assert result["requests"] == len(tasks) == n and result["errors"] == 0, (result, tasks)
+    assert all(t.tokens == scenario.output_tokens for t in tasks), tasks  # usage counts what the slot generated
+    assert result["output_tokens"] == n * scenario.output_tokens
+    schedule = arrival_schedule(scenario, count=n, seed=config.benchmark.seed)
+    assert schedule is not None and result["offered_rps"] == pytest.approx((n - 1) / (schedule[-1] - schedule[0]))
+    # Completions after the first over their span: tune's stream ends against the server's logged ends.
+    server_span = max(t.done_s for t in tasks) - min(t.done_s for t in tasks)
+    assert (n - 1) / result["achieved_rps"] == pytest.approx(server_span, abs=DELIVERY_S), (result, server_span)
+    tpot = _check_percentiles(result, "tpot", "tpot", [t.tpot_s for t in tasks], max(map(_tolerance, tasks)))
+    ttft, e2e, wait = _server_latencies(tasks, schedule)
+    ttft_worst = _check_percentiles(result, "ttft", "ttft", ttft, DELIVERY_S)
+    e2e_worst = _check_percentiles(result, "e2e", "latency", e2e, DELIVERY_S)
+    # Attainment: a count of met requests between the bounds, its exact interval, and the verdict they imply.
+    slo = scenario.slo
+    assert slo is not None and slo.tpot_s == limit
+    met = round(result["attainment"] * n)
+    assert result["attainment"] == pytest.approx(met / n, abs=1e-12)
+    low, high = _met_bounds(tasks, limit)
+    assert low <= met <= high, (met, low, high, limit, sorted(t.tpot_s for t in tasks))
+    conf = config.benchmark.confidence
+    assert (result["attainment_low"], result["attainment_high"]) == pytest.approx(clopper_pearson(met, n, conf))
+    verdicts = {clopper_pearson(k, n, conf)[1] < slo.attainment for k in range(low, high + 1)}
+    missed = slo_miss(SimpleNamespace(**result), slo) is not None
+    assert len(verdicts) == 2 or verdicts == {missed}, (met, low, high, result["attainment_high"])
+    return {
+        "requests": n, "limit": limit, "met": met, "low": low, "high": high,
+        "server_met": sum(t.tpot_s <= limit for t in tasks),
+        "tpot_worst": tpot, "ttft_worst": ttft_worst, "e2e_worst": e2e_worst, "wait": wait,
+        "missed": float(missed), "achieved": result["achieved_rps"], "server_achieved": (n - 1) / server_span,
+    }  # fmt: skip
+
+
+def _summary(r: dict[str, float]) -> str:
+    verdict = "missed" if r["missed"] else "met"
+    return (
+        f"TPOT {r['limit'] * 1000:.1f} ms: server {r['server_met']:.0f}/{r['requests']:.0f} met, tune {r['met']:.0f} "
+        f"(allowed {r['low']:.0f}-{r['high']:.0f}), {verdict}; percentiles within TPOT {r['tpot_worst'] * 1000:.2f} "
+        f"ms, TTFT {r['ttft_worst'] * 1000:.0f} ms, E2E {r['e2e_worst'] * 1000:.0f} ms; achieved {r['achieved']:.3f} "
+        f"(server {r['server_achieved']:.3f}) req/s; longest queue wait {r['wait']:.2f} s"
+    )
+
+
+def _open_loop_pass(server: SimProcess, path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[dict, list]:
+    log_start = len(server.log())
+    [result] = _bench(path, capsys)
+    return result, _server_tasks(server.log()[log_start:])
+
+
+def test_open_loop_slo_attainment_agrees_with_the_servers_own_timings(
+    llama_server_install: LlamaServerInstall, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Poisson arrivals at about the one-slot server's capacity (some requests wait for the slot) with a TPOT
+    limit. Each pass is checked against the server's log: the requests it finished, the offered rate (the
+    schedule's) and achieved rate (its logged ends), TPOT against each slot's own decode timing, TTFT and end to
+    end against its logged first and last tokens from the arrival, and the attainment, its interval and the
+    verdict against those the slot's timings give for the same limit. First a limit every request meets, then
+    the same pass with one at the median of the server's TPOTs in it, so some requests meet it and some miss."""
+    port = free_port()
+    # No prompt cache across requests (--cache-ram 0): a pass's prompts are evaluated as the first pass's were.
+    command = llama_server_install.command(port, *NGRAM, "--cache-ram", "0", "--log-timestamps", "--log-prefix")
+    server = spawn_llama_server(command, tmp_path, port)
+    runs: list[dict[str, float]] = []
+    limit = 1.0  # every request meets a second per token
+    try:
+        for k in range(3):  # a third pass only when load moved every request past the median
+            text = OPEN_LOOP.format(tmp=tmp_path, port=port, command=json.dumps(command), seed=SEED, tpot_s=limit)
+            path = tmp_path / f"open-{k}.toml"
+            path.write_text(text)
+            result, tasks = _open_loop_pass(server, path, capsys)
+            runs.append(_check_open_loop_run(result, tasks, load_config(path), limit))
+            if len(runs) > 1 and 0 < runs[-1]["server_met"] < len(tasks):
+                break
+            limit = statistics.median(t.tpot_s for t in tasks)
+    finally:
+        server.kill()
+    first, last = runs[0], runs[-1]
+    assert first["met"] == first["server_met"] == first["requests"] and not first["missed"], first
+    assert len(runs) > 1 and 0 < last["server_met"] < last["requests"], runs  # the limit split the requests
+    with capsys.disabled():
+        print("\nllama-server open loop + SLO: " + "; ".join(map(_summary, runs)))
