@@ -10,7 +10,7 @@ import optuna
 from optuna.trial import TrialState
 
 from tuner.config import load_config
-from tuner.report import build_report, slo_object
+from tuner.report import build_report, slo_object, speedup_clause, study_speedup
 from tuner.sim.inprocess import run_inprocess
 from tuner.trials import MISSES_SLO, outcome, recommended
 
@@ -47,6 +47,14 @@ def test_the_fastest_closed_loop_config_misses_the_slo_and_tune_recommends_one_t
     text = report.path.read_text()
     assert "meets TTFT 3 s / TPOT 30 ms for 99% of requests up to 4 req/s (baseline: 2 req/s, 2.0x)" in text
     assert report.plots["latency_rate"].stat().st_size > 10_000
+
+    # The baseline breaks the promise: whatever the ratio of throughputs, it is no alternative to recommend.
+    speedup = study_speedup(study, config, rec.trial)
+    assert speedup is not None and speedup.baseline_misses is not None
+    assert speedup.baseline_misses.startswith("misses the SLO in chat-4rps")
+    clause = speedup_clause(speedup)
+    assert "keep the baseline command" not in clause and "the baseline is no alternative" in clause
+    assert clause in text
     # Its table quotes each p99 with its interval; 160 requests allow no upper bound on it at 80%.
     assert "| config | scenario | offered req/s | SLO attainment | TTFT p99 s | TPOT p99 ms | E2E p99 s |" in text
     row = next(x for x in text.splitlines() if x.startswith(f"| recommended (#{rec.trial.number}) | chat-4rps | 4 |"))

@@ -39,6 +39,7 @@ from tuner.trials import (
     current_confirmation,
     feasible,
     is_counted,
+    misses_slo,
     outcome,
     outcome_text,
     record_of,
@@ -187,6 +188,9 @@ class Speedup:
     """Both figures from the same confirmation rounds (else: each from its own trial, hours apart)."""
     baseline_visits: int | None = None
     """Rounds the baseline was re-measured in, beside the recommendation (side by side only)."""
+    baseline_misses: str | None = None
+    """Why the baseline breaks the study's SLO (None: it keeps it, or there is none): then it is no alternative,
+    whatever the ratio says."""
 
     @property
     def text(self) -> str:
@@ -220,6 +224,7 @@ class Speedup:
             "side_by_side": self.side_by_side,
             "baseline_visits": self.baseline_visits,
             "basis": self.basis,
+            "baseline_misses_slo": self.baseline_misses,
         }
 
 
@@ -294,6 +299,14 @@ def study_speedup(study: optuna.Study, config: StudyConfig, best: FrozenTrial) -
     baseline = baseline_trial(study)
     if baseline is None:
         return None
+    found = _study_speedup(study, config, best, baseline)
+    missed = record_of(baseline).slo_missed if misses_slo(baseline) else None
+    return dataclasses.replace(found, baseline_misses=missed) if found is not None and missed else found
+
+
+def _study_speedup(
+    study: optuna.Study, config: StudyConfig, best: FrozenTrial, baseline: FrozenTrial
+) -> Speedup | None:
     if config.objective.kind == "max_rate":
         found = max_rate_brackets(study, best, baseline)
         if found is None:
@@ -388,7 +401,12 @@ def baseline_drift(study: optuna.Study, config: StudyConfig) -> str | None:
 
 def speedup_clause(speedup: Speedup) -> str:
     """The speed-up in the words every view uses: with its interval and its basis, and the advice to keep the
-    baseline command when the recommendation is not confidently faster."""
+    baseline command when the recommendation is not confidently faster (unless the baseline breaks the SLO)."""
+    if speedup.baseline_misses is not None:
+        return (
+            f"{speedup.text} the baseline's objective, {speedup.basis}; the baseline is no alternative: it "
+            f"{speedup.baseline_misses}"
+        )
     if speedup.low is not None and not speedup.confident:
         return f"NOT confidently faster than the baseline ({speedup.text}, {speedup.basis}): keep the baseline command"
     return f"{speedup.text} the baseline's objective, {speedup.basis}"
