@@ -9,7 +9,7 @@ from optuna.trial import TrialState, create_trial
 
 from tuner.config._search import SearchSection
 from tuner.errors import ConfigError
-from tuner.search import RegressionPruner, make_pruner, make_sampler, scenario_order
+from tuner.search import FeasibleFirstSampler, RegressionPruner, make_pruner, make_sampler, scenario_order
 from tuner.stats import EMPTY_POOL
 
 from .conftest import MakeConfig
@@ -90,7 +90,8 @@ def test_search_section_and_factories(make_config: MakeConfig) -> None:
         edit=lambda text: text.replace('kind = "geomean"', 'kind = "multi"\nobjectives = ["c1-short", "c32-long"]'),
     )
     assert isinstance(make_pruner(multi), optuna.pruners.NopPruner)  # Trial.report is single-objective only
-    assert isinstance(make_sampler(cfg, offset=3), optuna.samplers.TPESampler)
+    tpe = make_sampler(cfg, offset=3)  # TPE, drawing at random while no trial is feasible
+    assert isinstance(tpe, FeasibleFirstSampler) and isinstance(tpe.inner, optuna.samplers.TPESampler)
     random = make_config(name="random", search='sampler = "random"')
     assert isinstance(make_sampler(random, offset=0), optuna.samplers.RandomSampler)
     with pytest.raises(ConfigError, match="prune_margin"):

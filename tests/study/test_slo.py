@@ -71,7 +71,7 @@ def _no_config_met_the_slo(capsys: pytest.CaptureFixture[str], source: str, clos
     assert code == 1
     assert "no config met the SLO: nothing to recommend" in out
     assert f"closest (does NOT meet the SLO): trial #{n}, attainment chat-4rps 0.0% (needs 99%)" in out
-    assert "    latency: p50 / p99 of the requests [80% interval]" in out  # what the user would be promising
+    assert "    latency: p50 / p99 of the requests [80% interval over these requests]" in out  # what the user would be promising
     code, out, _ = _tune(capsys, "best", "--config", source, "--json")
     best = json.loads(out)
     assert code == 1 and best["number"] == n and best["recommended"] is False
@@ -129,7 +129,7 @@ def _latency_with_intervals(
         assert p99[1] is None and p99[0] == attrs[f"chat-4rps.{key}_p99_low_s"] <= latency[measure]["p99"]
         assert latency[measure]["p90"] == attrs[f"chat-4rps.{key}_p90_s"]
     code, out, _ = _tune(capsys, "best", "--config", str(source))
-    assert code == 0 and "    latency: p50 / p99 of the requests [80% interval]" in out
+    assert code == 0 and "    latency: p50 / p99 of the requests [80% interval over these requests]" in out
     line = next(x for x in out.splitlines() if x.strip().startswith("chat-4rps"))
     p99 = attrs["chat-4rps.ttft_p99_s"]
     assert line.split(";")[0].endswith(f" / {p99:.3g} [{attrs['chat-4rps.ttft_p99_low_s']:.3g}, none] s")

@@ -544,7 +544,9 @@ def _latency_lines(row: dict[str, Any]) -> list[str]:
     heads = " / ".join(_with_interval(next(v for k, v in first.items() if k != "confidence")))
     level = f"{first['confidence']:.0%}"
     width = max(len(s) for s in texts)
-    lines = [f"    latency: {heads} of the requests [{level} interval]"]
+    # The interval is over these requests as if independent; a queue makes a pass's requests move together
+    # (docs/measuring.md measures how far that narrows it), so the line names its basis.
+    lines = [f"    latency: {heads} of the requests [{level} interval over these requests]"]
     lines += [f"      {s:<{width}}  {text}" for s, text in texts.items()]
     if any("none" in text for text in texts.values()):
         lines.append(f"      none: too few requests for that bound at {level} confidence")
