@@ -33,11 +33,8 @@ from tuner.stats import clopper_pearson, percentile
 from tuner.target import open_target
 from tuner.trials import is_counted, recommended, record_of
 
-BENCH = """
-[study]
-name = "llama-server-bench"
-storage = "sqlite:///{tmp}/bench.db"
-
+#: The target, the one knob and the benchmark's settings both files below share.
+_COMMON = """
 [target]
 base_url = "http://127.0.0.1:{port}"
 command = {command}
@@ -53,7 +50,13 @@ default = 3
 warmup_requests = 0
 repeats = 1
 request_timeout_s = 120
+"""
 
+BENCH = """
+[study]
+name = "llama-server-bench"
+storage = "sqlite:///{tmp}/bench.db"
+""" + _COMMON + """
 [[benchmark.scenarios]]
 name = "c1-code"
 concurrency = 1
@@ -292,23 +295,7 @@ OPEN_LOOP = """
 [study]
 name = "llama-server-slo"
 storage = "sqlite:///{tmp}/slo.db"
-
-[target]
-base_url = "http://127.0.0.1:{port}"
-command = {command}
-
-[space.draft_max]
-type = "int"
-low = 1
-high = 8
-flag = "--spec-draft-n-max"
-default = 3
-
-[benchmark]
-warmup_requests = 0
-repeats = 1
-request_timeout_s = 120
-seed = {seed}
+""" + _COMMON + """seed = {seed}
 
 [slo]
 tpot_s = {tpot_s}

@@ -12,21 +12,22 @@ with every trial so far as its data. A study without constraints has a feasible 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import optuna
 from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
+from tuner.search._wrap import WrappingSampler
+
 __all__ = ["FeasibleFirstSampler"]
 
 
-class FeasibleFirstSampler(optuna.samplers.BaseSampler):
+class FeasibleFirstSampler(WrappingSampler):
     """``inner`` once a completed trial is feasible; random search (seeded with ``seed``) until then."""
 
     def __init__(self, inner: optuna.samplers.BaseSampler, *, seed: int | None) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._random = optuna.samplers.RandomSampler(seed=seed)
 
     def __str__(self) -> str:
@@ -50,14 +51,6 @@ class FeasibleFirstSampler(optuna.samplers.BaseSampler):
         sampler = self._random if self._exploring(study) else self.inner
         return sampler.sample_independent(study, trial, param_name, param_distribution)
 
-    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        self.inner.before_trial(study, trial)
-
-    def after_trial(
-        self, study: optuna.Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None
-    ) -> None:
-        self.inner.after_trial(study, trial, state, values)
-
     def reseed_rng(self) -> None:
-        self.inner.reseed_rng()
+        super().reseed_rng()
         self._random.reseed_rng()

@@ -14,8 +14,9 @@ from typing import Any
 
 import optuna
 from optuna.distributions import BaseDistribution
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
+from tuner.search._wrap import WrappingSampler
 from tuner.trials import with_extra_trials
 
 __all__ = ["Prior", "PriorSampler"]
@@ -24,11 +25,11 @@ Prior = Callable[[optuna.Study], Sequence[FrozenTrial]]
 """The trials to show the sampler beside the study's own, computed from the study as it is now."""
 
 
-class PriorSampler(optuna.samplers.BaseSampler):
+class PriorSampler(WrappingSampler):
     """``inner`` sampling as if the study also held ``prior(study)``'s trials, which come first (the oldest)."""
 
     def __init__(self, inner: optuna.samplers.BaseSampler, *, prior: Prior) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._prior = prior
 
     def __str__(self) -> str:
@@ -50,14 +51,3 @@ class PriorSampler(optuna.samplers.BaseSampler):
         self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
     ) -> Any:
         return self.inner.sample_independent(self._seen(study), trial, param_name, param_distribution)
-
-    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        self.inner.before_trial(study, trial)
-
-    def after_trial(
-        self, study: optuna.Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None
-    ) -> None:
-        self.inner.after_trial(study, trial, state, values)
-
-    def reseed_rng(self) -> None:
-        self.inner.reseed_rng()
