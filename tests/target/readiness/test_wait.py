@@ -131,7 +131,7 @@ def test_crash_while_loading_is_noticed(process_service, sim_spec, port) -> None
 
 
 def test_the_waiting_line_names_the_pid_without_kernel_clock_ticks(process_service, sim_spec, port) -> None:
-    svc = process_service(sim_spec(port))
+    svc = process_service(sim_spec(port, load_time=2.0))  # progress lines start after a second of waiting
     restarted = svc.restart(label="t")
     lines: list[str] = []
     wait_ready(service=svc, restarted=restarted, endpoint=endpoint(port), config=FAST, progress=lines.append)

@@ -193,7 +193,8 @@ def wait_ready(
             probe.check,
             timeout=config.timeout_s,
             interval=config.poll_interval_s,
-            on_tick=lambda elapsed: progress and progress(probe.status(elapsed)),
+            # A server ready within a second needs no progress line (a log would get one per trial).
+            on_tick=lambda elapsed: progress and elapsed >= 1.0 and progress(probe.status(elapsed)),
             clock=clock,
         )
     if ready is None:
