@@ -491,7 +491,7 @@ def _no_recommendation(args: argparse.Namespace, study: Any, config: Any) -> int
     print(f"study {study.study_name}:")
     for line in closest_slo_lines(study, config):
         print(line)
-    for line in _latency_lines(trial_row(closest, config, latency=True)):
+    for line in _latency_lines(trial_row(closest, config, latency=True), config):
         print(line)
     print(f"    launch:  {launch_text(config, closest)} (does not meet the SLO)")
     return 1
@@ -534,9 +534,13 @@ def _latency_text(latency: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def _latency_lines(row: dict[str, Any]) -> list[str]:
-    """``tune best``'s latency lines from a row's per-scenario ``latency`` ([] when no scenario measured one)."""
-    measured = {s: cell["latency"] for s, cell in row["scenarios"].items() if cell.get("latency")}
+def _latency_lines(row: dict[str, Any], config: Any) -> list[str]:
+    """``tune best``'s latency lines from a row's per-scenario ``latency``, for the scenarios whose latency is a
+    promise (open loop, or an SLO): a closed-loop throughput scenario's are in ``--json`` ([] when none)."""
+    promised = {s.name for s in config.benchmark.scenarios if s.open_loop or s.slo is not None}
+    measured = {
+        s: cell["latency"] for s, cell in row["scenarios"].items() if cell.get("latency") and s in promised
+    }
     texts = {s: text for s, latency in measured.items() if (text := _latency_text(latency))}
     if not texts:
         return []
@@ -561,7 +565,7 @@ def _member_lines(t: Any, config: Any, scenarios: list[str]) -> list[str]:
     return [
         "    params:  " + " ".join(f"{k}={format_value(v)}" for k, v in t.params.items()),
         "    tok/s:   " + ", ".join(f"{s} {scenario_text(t, s)}" for s in scenarios),
-        *_latency_lines(trial_row(t, config, latency=True)),
+        *_latency_lines(trial_row(t, config, latency=True), config),
         f"    launch:  {launch_text(config, t)}",
     ]
 
