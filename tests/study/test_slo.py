@@ -71,7 +71,8 @@ def _no_config_met_the_slo(capsys: pytest.CaptureFixture[str], source: str, clos
     assert code == 1
     assert "no config met the SLO: nothing to recommend" in out
     assert f"closest (does NOT meet the SLO): trial #{n}, attainment chat-4rps 0.0% (needs 99%)" in out
-    assert "    latency: p50 / p99 of the requests [80% interval over these requests]" in out  # what the user would be promising
+    # What the user would be promising:
+    assert "    latency: p50 / p99 of the requests [80% interval over these requests]" in out
     latency = [line.split()[0] for line in out.splitlines() if line.startswith("      ") and "TTFT" in line]
     assert latency == ["chat-4rps"]  # the promise's scenario; a closed-loop one's latency is in --json
     code, out, _ = _tune(capsys, "best", "--config", source, "--json")
