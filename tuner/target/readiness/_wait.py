@@ -189,14 +189,13 @@ def wait_ready(
         probe = _ReadinessProbe(
             service=service, restarted=restarted, endpoint=endpoint, config=config, client=client, clock=clock
         )
-        ready = wait_until(
-            probe.check,
-            timeout=config.timeout_s,
-            interval=config.poll_interval_s,
-            # A server ready within a second needs no progress line (a log would get one per trial).
-            on_tick=lambda elapsed: progress and elapsed >= 1.0 and progress(probe.status(elapsed)),
-            clock=clock,
-        )
+
+        def tick(elapsed: float) -> None:
+            if progress is not None and elapsed >= 1.0:  # a quick start needs no line (a log would get one a trial)
+                progress(probe.status(elapsed))
+
+        ready = wait_until(probe.check, timeout=config.timeout_s, interval=config.poll_interval_s, on_tick=tick,
+                           clock=clock)  # fmt: skip
     if ready is None:
         raise NotReady(
             f"not ready after {config.timeout_s:.0f} s (last phase: {probe.watch.phase}; "
