@@ -17,7 +17,8 @@ if [ ${#FILES[@]} -eq 0 ]; then
   FILES=(
     tests/sim/test_readiness.py tests/sim/test_startup.py tests/sim/test_api.py
     tests/target/readiness/test_wait.py tests/target/test_verify.py
-    tests/bench/test_http.py tests/bench/test_workers.py tests/bench/test_alarm.py
+    tests/bench/test_http.py tests/bench/test_workers.py tests/bench/test_alarm.py tests/bench/test_open_loop.py
+    tests/real/test_llama_server.py
     tests/gate/test_sandbox.py tests/gate/test_humaneval_gate.py
     tests/cli/test_detach.py tests/cli/test_notify.py tests/cli/test_resume.py
     tests/study/test_interrupt.py tests/study/test_signals.py
