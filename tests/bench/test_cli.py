@@ -50,3 +50,47 @@ def test_bench_unknown_scenario(ddtree_sim: SimProcess, tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="--scenario"):
         _run(["--config", str(_config(tmp_path, ddtree_sim)), "--scenario", "nope"])
+
+
+OPEN = """
+[[benchmark.scenarios]]
+name = "open-easy"
+rate = 8.0
+prompt_tokens = 64
+output_tokens = 16
+requests = 8
+
+[benchmark.scenarios.slo]
+ttft_s = 30.0
+attainment = 0.5
+
+[[benchmark.scenarios]]
+name = "open-tight"
+rate = 8.0
+prompt_tokens = 64
+output_tokens = 16
+requests = 8
+
+[benchmark.scenarios.slo]
+ttft_s = 0.000001
+attainment = 0.99
+"""
+
+
+def test_bench_says_the_load_the_interval_and_each_slo_verdict(
+    ddtree_sim: SimProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _config(tmp_path, ddtree_sim)
+    path.write_text(path.read_text() + OPEN)
+    rc = _run(["--config", str(path), "--scenario", "c1-short", "--scenario", "open-easy", "--scenario", "open-tight"])
+    lines = capsys.readouterr().out.splitlines()
+    assert rc == 0
+    head = next(line for line in lines if line.startswith("scenario "))
+    assert "80% CI" in head and "TPOT p50/p99 ms" in head  # the study's confidence, not a fixed 95%
+    rows = {line.split()[0]: line for line in lines if line.split() and line.split()[0] in ("c1-short", "open-easy")}
+    assert rows["c1-short"].split()[1] == "1" and "8 req/s poisson" in rows["open-easy"]
+    verdicts = [line for line in lines if "the SLO in open-" in line]
+    requests = rows["open-easy"].split()[-3]  # every repeat's requests, as the table counts them
+    assert verdicts[0].startswith(f"meets the SLO in open-easy: 100.0% of {requests} requests within TTFT 30 s (50%")
+    assert verdicts[1].startswith("misses the SLO in open-tight: 0% of requests within TTFT"), verdicts
+    assert verdicts[1].endswith("99% required") and len(verdicts) == 2

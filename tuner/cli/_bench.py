@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,10 @@ def handler(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2))
     else:
         print(f"server {endpoint.base_url}  model {bench.endpoint.model}")
-        print(format_table(results))
+        known = {s.name: s for s in config.benchmark.scenarios}
+        print(format_table(results, scenarios=known, confidence=config.benchmark.confidence))
+        for line in slo_lines(results, known):
+            print(line)
         for r in results:
             warning = r.client_warning()
             if warning:
@@ -101,26 +105,43 @@ def _client_cell(r: Any) -> str:
     return f"{cell} BOUND" if r.client_bound else cell
 
 
-def format_table(results: list[Any]) -> str:
-    """A fixed-width table of scenario results (tok/s, latencies in ms, acceptance)."""
+def slo_lines(results: list[Any], scenarios: Mapping[str, Any]) -> list[str]:
+    """Per scenario with an SLO, whether it kept it: the study's rule (:func:`tuner.bench.slo_miss`) in its words."""
+    from tuner.bench import slo_miss
+
+    lines = []
+    for r in results:
+        slo = getattr(scenarios.get(r.name), "slo", None)
+        if slo is None or r.attainment is None:
+            continue
+        shares = f"{r.attainment:.1%} of {r.requests} requests within {slo.describe()} ({slo.attainment:.0%} required"
+        interval = f"; interval {r.attainment_low:.1%}-{r.attainment_high:.1%})"
+        lines.append(slo_miss(r, slo) or f"meets the SLO in {r.name}: {shares}{interval}")
+    return lines
+
+
+def format_table(results: list[Any], *, scenarios: Mapping[str, Any] | None = None, confidence: float = 0.8) -> str:
+    """A fixed-width table of scenario results (tok/s with its interval at ``confidence``, latencies in ms,
+    acceptance); ``scenarios`` (by name) says each one's load: streams, or an open loop's rate."""
     head = (
-        "scenario", "conc", "out tok/s", "score", "95% CI", "stream tok/s",
-        "TTFT p50/p99 ms", "ITL p50/p99 ms", "accept", "reqs", "secs", "client",
+        "scenario", "load", "out tok/s", "score", f"{confidence:.0%} CI", "stream tok/s",
+        "TTFT p50/p99 ms", "TPOT p50/p99 ms", "accept", "reqs", "secs", "client",
     )  # fmt: skip
     rows = [head]
     for r in results:
         ci = "-" if r.ci_low is None else f"{r.ci_low:.0f}-{r.ci_high:.0f}"
         accept = "-" if r.accept_length is None else f"{r.accept_length:.2f} ({r.accept_method})"
+        scenario = (scenarios or {}).get(r.name)
         rows.append(
             (
                 r.name,
-                str(r.concurrency),
+                scenario.load if scenario is not None else str(r.concurrency),
                 _fmt(r.output_tok_s),
                 _fmt(r.score),
                 ci,
                 _fmt(r.per_stream_tok_s),
                 f"{_fmt(r.ttft_p50_s, 1000, 0)}/{_fmt(r.ttft_p99_s, 1000, 0)}",
-                f"{_fmt(r.itl_p50_s, 1000, 1)}/{_fmt(r.itl_p99_s, 1000, 1)}",
+                f"{_fmt(r.tpot_p50_s, 1000, 1)}/{_fmt(r.tpot_p99_s, 1000, 1)}",
                 accept,
                 str(r.requests),
                 f"{r.seconds:.1f}",
