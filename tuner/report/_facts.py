@@ -66,7 +66,6 @@ __all__ = [
     "scenario_figure",
     "scenario_text",
     "speedup_clause",
-    "speedup_over_baseline",
     "study_speedup",
     "trial_figure",
     "trial_row",
@@ -276,13 +275,12 @@ def rate_speedup(best: Sequence[float | None] | None, baseline: Sequence[float |
     )
 
 
-def speedup_over_baseline(best: FrozenTrial, baseline: FrozenTrial | None, config: StudyConfig) -> Speedup | None:
-    """The objective's speed-up of ``best`` over the baseline: the weighted geomean of per-scenario point ratios,
-    their interval half-widths (on logs) added in quadrature. None without both trials' figures."""
-    if baseline is None or baseline.state != TrialState.COMPLETE:
+def _speedup_over_baseline(best: FrozenTrial, baseline: FrozenTrial, config: StudyConfig) -> Speedup | None:
+    """The throughput objective's speed-up of ``best`` over the baseline from their own trials: the weighted geomean
+    of per-scenario point ratios, their interval half-widths (on logs) added in quadrature. None without both
+    trials' figures."""
+    if baseline.state != TrialState.COMPLETE:
         return None
-    if config.objective.kind == "max_rate":  # each from its own trial (study_speedup prefers the confirmation's)
-        return rate_speedup(record_of(best).max_rate_bracket, record_of(baseline).max_rate_bracket)
     parts: dict[str, tuple[float, float, float | None]] = {}
     for name, w in config.benchmark.objective_weights().items():
         found = _log_ratio(best, baseline, name)
@@ -294,8 +292,8 @@ def speedup_over_baseline(best: FrozenTrial, baseline: FrozenTrial | None, confi
 
 def study_speedup(study: optuna.Study, config: StudyConfig, best: FrozenTrial) -> Speedup | None:
     """The speed-up of ``best`` over the baseline that every view prints: side by side from the confirmation's
-    fresh repeats when it measured both (see ``tuner.study``'s confirmation), else :func:`speedup_over_baseline`
-    of the two trials' own figures."""
+    fresh repeats when it measured both (see ``tuner.study``'s confirmation), else from the two trials' own
+    figures; in a ``kind = "max_rate"`` study, the ratio of their highest met rates (:func:`max_rate_brackets`)."""
     baseline = baseline_trial(study)
     if baseline is None:
         return None
@@ -316,7 +314,7 @@ def _study_speedup(
             return speedup
         return dataclasses.replace(speedup, side_by_side=True, baseline_visits=found.visits)
     side = _side_by_side(study, config, best.number, baseline.number)
-    return side if side is not None else speedup_over_baseline(best, baseline, config)
+    return side if side is not None else _speedup_over_baseline(best, baseline, config)
 
 
 def _confirmed_pair(study: optuna.Study, best: int, baseline: int) -> tuple[Any, Any, int] | None:

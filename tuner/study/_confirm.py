@@ -138,6 +138,7 @@ def confirm_top(
         warmups=first_passes_lookup(study, config, trial_number=-1),
         gating=gates_at_the_end(config, parts),
         baseline=_beside(study, config, ranked[:k]),
+        rate_start=record_of(ranked[0]).max_rate_rps or None,
     )
     say(
         f"confirming the top {len(race.top)}: "
@@ -179,6 +180,9 @@ class _Race:
     visits: dict[int, list[ScenarioResult]] = field(default_factory=dict)
     brackets: dict[int, list[RateBracket]] = field(default_factory=dict)
     """``kind = "max_rate"``: each visit's rate search, instead of :attr:`visits`."""
+    rate_start: float | None = None
+    """``kind = "max_rate"``: where every visit's rate search starts, fixed when the race starts (the best before
+    it: one grid for every config, even if a finalist drops out)."""
     errors: dict[int, str] = field(default_factory=dict)
     spent: list[float] = field(default_factory=list)
     """Seconds of each visit."""
@@ -210,11 +214,8 @@ class _Race:
     def measure(
         self, t: FrozenTrial, label: str, check: Check | None
     ) -> tuple[ScenarioResult, ...] | RateBracket | None:
-        rate = None
-        if self.by_rate:
-            rate = record_of(self.top[0]).max_rate_rps or None
         return _measure(self.parts, self.config, t, self.policy, label=label, check=check, warmups=self.warmups,
-                        rate=rate)  # fmt: skip
+                        rate=self.rate_start)  # fmt: skip
 
     def racing(self, r: int) -> list[FrozenTrial] | None:
         """The finalists round ``r`` measures (None: the race is over)."""
