@@ -168,6 +168,7 @@ METRICS: tuple[Metric, ...] = (
     Metric(key="client_cpu_cores", field="client_cpu_cores", label="client cores", digits=2),
     Metric(key="client_reruns", field="client_reruns", label="client re-runs", digits=0),
     Metric(key="start_delay_p99_s", field="start_delay_p99_s", label="start delay p99 s", digits=3),
+    Metric(key="client_stall_s", field="client_stall_s", label="client stall s", digits=3),
     Metric(key="score", field="score", label="score (lower bound) tok/s"),
     Metric(key="point", field="point", label="point estimate tok/s"),
     Metric(key="half_width", field="half_width", label="± half-width tok/s"),

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import time
+from typing import Any
+
 import pytest
 
-from tuner.bench import HttpBenchmark, ScenarioResult
+from tuner.bench import HttpBenchmark, MeasuredWindow, ScenarioResult
 from tuner.bench._alarm import client_load
 from tuner.bench._http import MAX_CLIENT_RERUNS
 from tuner.bench._load import LoadResult
@@ -55,12 +60,14 @@ def test_client_over_its_cpu_budget_is_flagged_with_the_fix(ddtree_sim: SimProce
         assert "4 passes re-run (client-bound)" in describe_result(result)
 
 
-def _run(delays: list[float], *, latency: float = 2.0, cpu: float = 0.2) -> LoadResult:
+def _run(delays: list[float], *, latency: float = 2.0, cpu: float = 0.2, stall: float = 0.001) -> LoadResult:
     recs = [
         RequestRecord(index=i, t_start=10.0 + d, t_end=10.0 + latency, t_due=10.0, t_sent=10.0 + d)
         for i, d in enumerate(delays)
     ]
-    return LoadResult(records=recs, started=len(recs), t_begin=10.0, t_end=10.0 + latency, cpu_s=[cpu], wall_s=[1.0])
+    return LoadResult(
+        records=recs, started=len(recs), t_begin=10.0, t_end=10.0 + latency, cpu_s=[cpu], wall_s=[1.0], stall_s=[stall]
+    )
 
 
 def test_start_delay_bound_is_relative_to_request_latency() -> None:
@@ -70,6 +77,12 @@ def test_start_delay_bound_is_relative_to_request_latency() -> None:
     assert late.bound and late.start_delay_p99_s == pytest.approx(0.3) and late.reason == "start delay"
     busy = client_load([_run([0.0] * 10, cpu=0.9)], processes=1)
     assert busy.reason == "cpu"
+    # A stall is held to the same bound: 10% of the median latency (0.2 s here), and at least 50 ms.
+    stalled = client_load([_run([0.001] * 10), _run([0.001] * 10, stall=0.25)], processes=1)
+    assert stalled.bound and stalled.reason == "stall" and stalled.longest_stall_s == 0.25
+    assert not client_load([_run([0.001] * 10, stall=0.15)], processes=1).bound
+    assert not client_load([_run([0.001] * 10, latency=0.1, stall=0.04)], processes=1).bound
+    assert client_load([_run([0.001] * 10, latency=0.1, stall=0.06)], processes=1).reason == "stall"
     assert busy.bound and busy.busiest_process_cores == 0.9 and busy.cpu_cores == pytest.approx(0.45)  # 0.9 s over 2 s
 
 
@@ -88,3 +101,48 @@ def test_bench_table_marks_client_bound_scenarios() -> None:
     warning = late.client_warning()
     assert warning is not None and "requests went out late (request start delay p99 163 ms)" in warning
     assert "client_processes = 2" in warning
+
+
+def test_a_measured_window_freezes_the_heap_and_measures_its_loops_stalls() -> None:
+    """Inside the window a full collection walks only the window's own objects (the heap before it is frozen),
+    after it nothing stays frozen; the loop blocked for 0.3 s is a stall of at least that."""
+    seen: dict[str, Any] = {}
+
+    async def main() -> None:
+        window = MeasuredWindow()
+        async with window:
+            seen["frozen"] = gc.get_freeze_count()
+            await asyncio.sleep(0.05)  # the watch is running
+            time.sleep(0.3)  # what a full collection of a big heap, or a starved core, does to the loop
+            await asyncio.sleep(0.05)
+        seen["stall"] = window.longest_stall_s
+
+    before = gc.get_freeze_count()
+    asyncio.run(main())
+    assert seen["frozen"] > 1000 and gc.get_freeze_count() == before == 0
+    assert 0.3 <= seen["stall"] < 10
+
+
+def test_a_pass_whose_client_stalled_is_run_again(ddtree_sim: SimProcess, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first measured window's loop is blocked for 0.5 s (as a starved core would): every event it read
+    meanwhile was stamped late, so the pass does not count; it is run again and the figures are the rerun's."""
+    windows: list[MeasuredWindow] = []
+    enter = MeasuredWindow.__aenter__
+
+    async def stalled_once(self: MeasuredWindow) -> MeasuredWindow:
+        out = await enter(self)
+        windows.append(self)
+        if len(windows) == 1:
+            asyncio.get_running_loop().call_later(0.02, time.sleep, 0.5)
+        return out
+
+    monkeypatch.setattr(MeasuredWindow, "__aenter__", stalled_once)
+    section = BenchmarkSection(scenarios=(SC,), warmup_requests=0, repeats=2, client_processes=1)
+    # A bound of 0.3 s at least: the machine's own hiccups stay under it; the planted stall does not.
+    bench = HttpBenchmark(endpoint=Endpoint(base_url=ddtree_sim.url), config=section, min_start_delay_s=0.3)
+    result = bench.run_scenario(SC)
+    assert windows[0].longest_stall_s >= 0.5
+    # Two counted passes and every rerun, each in its own window (a busy machine may add a rerun of its own).
+    assert result.client_reruns >= 1 and len(windows) == 2 + result.client_reruns
+    assert result.client_stall_s is not None and result.client_stall_s < 0.5  # the stalled pass is not counted
+    assert len(result.repeats_tok_s) == 2 and result.requests == 2 * SC.requests

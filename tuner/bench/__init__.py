@@ -4,7 +4,7 @@ from tuner.bench._arrivals import arrival_schedule
 from tuner.bench._base import BaseBenchmark, ScenarioResult
 from tuner.bench._http import HttpBenchmark
 from tuner.bench._latency import latency_figures
-from tuner.bench._load import LoadResult
+from tuner.bench._load import LoadResult, MeasuredWindow
 from tuner.bench._prompts import build_prompt
 from tuner.bench._request import RequestRecord, build_body, stream_request
 from tuner.bench._server import parse_prometheus
@@ -16,6 +16,7 @@ __all__ = [
     "FirstPasses",
     "HttpBenchmark",
     "LoadResult",
+    "MeasuredWindow",
     "RequestRecord",
     "ScenarioResult",
     "Slowdown",

@@ -9,13 +9,17 @@ looks fine. So every scenario records, over its measured repeats:
 * the start delay of every request: from when it was due (released, and its stream free) to when its body was
   written to the socket (httpx trace). A free event loop sends within a millisecond or so.
 
-The scenario is marked ``client_bound`` when the busiest process used more than ``cpu_budget_cores`` (0.8) or
-the start delay p99 exceeds ``max(min_delay_s, delay_fraction x median request latency)`` (10%): a delay that
-costs about that fraction of the throughput. Sending a scenario's first requests all at once always takes a
-few milliseconds per request (tens of ms for 32 long prompts on a busy machine): the bound sits above that
-burst, so it catches a client that cannot keep up, not one that merely starts many streams. The fix is more
-client processes
-(``[benchmark] client_processes``) or a client machine with more cores.
+* the longest stall of every client process's event loop (:class:`~tuner.bench.MeasuredWindow`): while it
+  cannot run, every event that arrives is stamped late, a first token, an end, the completion that starts an
+  achieved rate.
+
+The scenario is marked ``client_bound`` when the busiest process used more than ``cpu_budget_cores`` (0.8), or
+the start delay p99 or the longest stall exceeds ``max(min_delay_s, delay_fraction x median request latency)``
+(10%): a delay that costs about that fraction of the throughput, or of a request's latency. Sending a
+scenario's first requests all at once always takes a few milliseconds per request (tens of ms for 32 long
+prompts on a busy machine): the bound sits above that burst, so it catches a client that cannot keep up, not
+one that merely starts many streams. The fix is more client processes (``[benchmark] client_processes``) or a
+client machine with more cores (or fewer other programs on it).
 """
 
 from __future__ import annotations
@@ -48,7 +52,10 @@ class ClientLoad:
     """The highest CPU share of one process over one run."""
     start_delay_p99_s: float | None
     start_delay_bound_s: float
+    """What a start delay p99 or a stall may reach before the pass is client-bound."""
     cpu_budget_cores: float
+    longest_stall_s: float | None = None
+    """The longest time a client process's event loop could not run during a measured window."""
 
     @property
     def over_cpu(self) -> bool:
@@ -59,13 +66,18 @@ class ClientLoad:
         return self.start_delay_p99_s is not None and self.start_delay_p99_s > self.start_delay_bound_s
 
     @property
+    def stalled(self) -> bool:
+        return self.longest_stall_s is not None and self.longest_stall_s > self.start_delay_bound_s
+
+    @property
     def bound(self) -> bool:
-        return self.over_cpu or self.late
+        return self.over_cpu or self.late or self.stalled
 
     @property
     def reason(self) -> str | None:
-        """``cpu``, ``start delay``, ``cpu, start delay``, or None when not bound."""
-        return ", ".join(r for r, hit in (("cpu", self.over_cpu), ("start delay", self.late)) if hit) or None
+        """The causes, joined (``cpu``, ``start delay``, ``stall``: ``cpu, stall``), or None when not bound."""
+        causes = (("cpu", self.over_cpu), ("start delay", self.late), ("stall", self.stalled))
+        return ", ".join(r for r, hit in causes if hit) or None
 
 
 def client_load(
@@ -84,6 +96,7 @@ def client_load(
     delays = [d for d in (rec.start_delay_s for rec in records) if d is not None]
     latencies = [rec.latency_s for rec in records]
     bound = max(min_delay_s, delay_fraction * statistics.median(latencies)) if latencies else min_delay_s
+    stalls = [s for run in runs for s in run.stall_s]
     return ClientLoad(
         processes=processes,
         cpu_cores=cpu / wall if wall > 0 else None,
@@ -91,4 +104,5 @@ def client_load(
         start_delay_p99_s=percentile(delays, 99),
         start_delay_bound_s=bound,
         cpu_budget_cores=cpu_budget_cores,
+        longest_stall_s=max(stalls) if stalls else None,
     )

@@ -111,12 +111,15 @@ class ScenarioResult:
     """The load generator, not the server, set the pace (see tuner.bench._alarm): the figures understate the
     server. Never set by a benchmark that does not measure its client."""
     client_bound_by: str | None = None
-    """Why: ``cpu`` (a client process over its CPU budget), ``start delay`` (requests went out late), or both."""
+    """Why: ``cpu`` (a client process over its CPU budget), ``start delay`` (requests went out late), ``stall``
+    (its event loop could not run, and read events late), joined when several."""
     client_cpu_cores: float | None = None
     """CPU of all load-generator processes over the measured repeats, in cores."""
     client_busiest_process_cores: float | None = None
     start_delay_p99_s: float | None = None
     """p99 of the time from when a request was due to when it was sent."""
+    client_stall_s: float | None = None
+    """The longest time a load-generator process's event loop could not run in a measured pass."""
     client_processes: int | None = None
     client_reruns: int = 0
     """Passes measured and not counted because the load generator was the bottleneck (each was run again)."""
@@ -133,6 +136,13 @@ class ScenarioResult:
             return (
                 f"WARNING {self.name}: the load generator was the bottleneck ({cpu}, {delay}); its figures "
                 f"understate the server: {fix}, or run the client on a machine with more cores."
+            )
+        if "start delay" not in (self.client_bound_by or ""):
+            return (
+                f"WARNING {self.name}: the load generator's event loop stalled for "
+                f"{(self.client_stall_s or 0.0) * 1000:.0f} ms though it used only {cpu}: other work on the client "
+                f"machine took its CPU, and every event it read meanwhile was stamped late; measure from a quieter "
+                f"client machine, or {fix}."
             )
         return (
             f"WARNING {self.name}: requests went out late ({delay}) though the load generator used only {cpu}: "

@@ -330,6 +330,7 @@ class HttpBenchmark(BaseBenchmark):
             client_cpu_cores=client.cpu_cores,
             client_busiest_process_cores=client.busiest_process_cores,
             start_delay_p99_s=client.start_delay_p99_s,
+            client_stall_s=client.longest_stall_s,
             client_processes=client.processes,
         )
 

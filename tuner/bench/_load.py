@@ -30,7 +30,9 @@ failures is never summarised into a score (see :class:`~tuner.bench.HttpBenchmar
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import gc
 import random
 import resource
 import ssl
@@ -47,6 +49,7 @@ from tuner.bench._request import RequestRecord, RequestSpec, build_body, stream_
 __all__ = [
     "LoadResult",
     "LoadTarget",
+    "MeasuredWindow",
     "close_stream_client",
     "make_client",
     "make_stream_client",
@@ -71,6 +74,8 @@ class LoadResult:
     t_end: float = 0.0
     cpu_s: list[float] = field(default_factory=list)
     wall_s: list[float] = field(default_factory=list)
+    stall_s: list[float] = field(default_factory=list)
+    """Per client process, the longest time its event loop could not run during its share (:func:`run_load`)."""
 
     @property
     def failures(self) -> list[RequestRecord]:
@@ -90,6 +95,7 @@ class LoadResult:
         self.t_end = max(self.t_end, other.t_end)
         self.cpu_s.extend(other.cpu_s)
         self.wall_s.extend(other.wall_s)
+        self.stall_s.extend(other.stall_s)
 
 
 @functools.cache
@@ -173,6 +179,48 @@ class LoadTarget:
     """Keep each request's generated text (to count its tokens on the server afterwards)."""
 
 
+#: How often the stall watch wakes: a wake costs microseconds, so a hundred a second are nothing beside the streams.
+STALL_TICK_S = 0.01
+
+
+class MeasuredWindow:
+    """A client process's measured window: no full garbage collection inside it, and a watch on its event loop.
+
+    Every time the client takes (a send, a first token, an end) is late by however long its event loop could not
+    run when the event arrived. A full collection walks every object of the process, and `tune start` runs the
+    load in the process that holds the study: measured on the test suite's workers, 0.1-0.7 s per collection, so
+    every event read meanwhile was stamped that late (a TTFT, a TPOT, the first completion of an achieved rate).
+    The heap is frozen for the window (``gc.freeze``: collections inside it walk only the window's own objects)
+    and unfrozen after it. What still stalls the loop (a machine whose cores are taken) is measured, not
+    prevented: a watch wakes every :data:`STALL_TICK_S` and the longest lateness of a wake is the window's
+    ``longest_stall_s``, which the client-bound check (:mod:`tuner.bench._alarm`) reads.
+    """
+
+    def __init__(self, *, tick_s: float = STALL_TICK_S) -> None:
+        self._tick_s = tick_s
+        self._watch: asyncio.Task[None] | None = None
+        self.longest_stall_s = 0.0
+
+    async def __aenter__(self) -> MeasuredWindow:
+        gc.freeze()
+        self._watch = asyncio.create_task(self._wake())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch
+        gc.unfreeze()
+
+    async def _wake(self) -> None:
+        clock = time.monotonic
+        while True:
+            due = clock() + self._tick_s
+            await asyncio.sleep(self._tick_s)
+            self.longest_stall_s = max(self.longest_stall_s, clock() - due)
+
+
 async def run_load(
     *,
     clients: Sequence[Any],
@@ -210,29 +258,47 @@ async def run_load(
     )
     load = _Load(target=target, specs=specs, stop=stop or asyncio.Event())
     cpu0 = thread_cpu_s()
-    if open_loop:
-        if release_s is None:
-            raise ValueError("an open-loop run needs its arrival schedule (release_s)")
-        extra: list[Any] = []
-        grow = new_client or functools.partial(_tracked_client, extra, library=library, timeout_s=timeout_s)
-        try:
-            result = await load.run_open(
-                list(clients), release_s=release_s, cap=concurrency, new_client=grow, abort_grace_s=abort_grace_s,
-                start_at=start_at,
-            )  # fmt: skip
-        finally:
-            for c in extra:
-                await close_stream_client(c)
-    else:
-        workers = max(1, min(concurrency, len(specs)))
-        if len(clients) < workers:
-            raise ValueError(f"need {workers} clients, got {len(clients)}")
-        if release_s is None:
-            release_s = release_schedule(len(specs), request_rate=request_rate, poisson=poisson, seed=seed)
-        result = await load.run(clients[:workers], release_s=release_s, abort_grace_s=abort_grace_s)
+    async with MeasuredWindow() as window:
+        if open_loop:
+            if release_s is None:
+                raise ValueError("an open-loop run needs its arrival schedule (release_s)")
+            result = await _open_loop(load, clients, release_s=release_s, cap=concurrency, new_client=new_client,
+                                      abort_grace_s=abort_grace_s, start_at=start_at)  # fmt: skip
+        else:
+            workers = max(1, min(concurrency, len(specs)))
+            if len(clients) < workers:
+                raise ValueError(f"need {workers} clients, got {len(clients)}")
+            if release_s is None:
+                release_s = release_schedule(len(specs), request_rate=request_rate, poisson=poisson, seed=seed)
+            result = await load.run(clients[:workers], release_s=release_s, abort_grace_s=abort_grace_s)
     result.cpu_s.append(thread_cpu_s() - cpu0)
     result.wall_s.append(result.t_end - result.t_begin)
+    result.stall_s.append(window.longest_stall_s)
     return result
+
+
+async def _open_loop(
+    load: _Load,
+    clients: Sequence[Any],
+    *,
+    release_s: Sequence[float],
+    cap: int,
+    new_client: Callable[[], Any] | None,
+    abort_grace_s: float,
+    start_at: float | None,
+) -> LoadResult:
+    """:func:`run_load`'s open loop; the clients it had to add (without ``new_client``) closed after it."""
+    t = load.target
+    extra: list[Any] = []
+    grow = new_client or functools.partial(_tracked_client, extra, library=t.library, timeout_s=t.timeout_s)
+    try:
+        return await load.run_open(
+            list(clients), release_s=release_s, cap=cap, new_client=grow, abort_grace_s=abort_grace_s,
+            start_at=start_at,
+        )  # fmt: skip
+    finally:
+        for c in extra:
+            await close_stream_client(c)
 
 
 def _tracked_client(opened: list[Any], *, library: str, timeout_s: float) -> Any:
@@ -257,7 +323,7 @@ class _Load:
     """One run of a load: a release queue, ``len(clients)`` workers, and the first-failure stop."""
 
     def __init__(self, *, target: LoadTarget, specs: Sequence[RequestSpec], stop: asyncio.Event) -> None:
-        self._t = target
+        self.target = target
         self._specs = specs
         # Bodies are encoded before the window opens: JSON-encoding a 3000-word prompt is client work that must
         # not delay a request start inside the measured window.
@@ -272,7 +338,7 @@ class _Load:
         self.result = LoadResult()
 
     async def _send(self, client: Any, i: int) -> RequestRecord:
-        t = self._t
+        t = self.target
         send = stream_request_aiohttp if t.library == "aiohttp" else stream_request
         self.result.started += 1
         return await send(
