@@ -193,7 +193,8 @@ class MeasuredWindow:
     The heap is frozen for the window (``gc.freeze``: collections inside it walk only the window's own objects)
     and unfrozen after it. What still stalls the loop (a machine whose cores are taken) is measured, not
     prevented: a watch wakes every :data:`STALL_TICK_S` and the longest lateness of a wake is the window's
-    ``longest_stall_s``, which the client-bound check (:mod:`tuner.bench._alarm`) reads.
+    ``longest_stall_s`` (a block of the loop less up to a tick), which the client-bound check
+    (:mod:`tuner.bench._alarm`) reads.
     """
 
     def __init__(self, *, tick_s: float = STALL_TICK_S) -> None:
