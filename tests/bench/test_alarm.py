@@ -101,6 +101,14 @@ def test_bench_table_marks_client_bound_scenarios() -> None:
     warning = late.client_warning()
     assert warning is not None and "requests went out late (request start delay p99 163 ms)" in warning
     assert "client_processes = 2" in warning
+    stalled = ScenarioResult(  # type: ignore[arg-type]
+        name="stalled", client_bound=True, client_bound_by="stall", client_stall_s=0.41,
+        client_busiest_process_cores=0.2, **common,
+    )  # fmt: skip
+    warning = stalled.client_warning()
+    assert warning is not None
+    assert warning.startswith("WARNING stalled: the load generator's event loop stalled for 410 ms")
+    assert "though it used only 0.20 core" in warning and "quieter client machine" in warning
 
 
 def test_a_measured_window_freezes_the_heap_and_measures_its_loops_stalls() -> None:
