@@ -142,7 +142,9 @@ def test_bench_agrees_with_the_servers_own_timings(
     doc = json.loads(capsys.readouterr().out)
     [result] = doc["scenarios"]
     totals_ms = [float(x) for x in _PERF.findall(llama_server.log())[before:]]
-    assert len(totals_ms) == result["requests"] == 3, llama_server.log()[-2000:]
+    # A pass tune ran again (its client was the bottleneck) is in the log too: the counted one is the last.
+    assert len(totals_ms) == 3 * (1 + result["client_reruns"]) and result["requests"] == 3, llama_server.log()[-2000:]
+    totals_ms = totals_ms[-3:]
     # Streams carry no usage here: tokens were counted by the server's own tokenizer, not estimated.
     assert result["tokens_from_usage"] is True and result["accept_length"] is None
     server_tok_s = result["output_tokens"] / (sum(totals_ms) / 1000)
