@@ -94,3 +94,52 @@ def test_bench_says_the_load_the_interval_and_each_slo_verdict(
     assert verdicts[0].startswith(f"meets the SLO in open-easy: 100.0% of {requests} requests within TTFT 30 s (50%")
     assert verdicts[1].startswith("misses the SLO in open-tight: 0% of requests within TTFT"), verdicts
     assert verdicts[1].endswith("99% required") and len(verdicts) == 2
+
+
+def test_bench_writes_every_measured_request(
+    ddtree_sim: SimProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--requests``: one JSON line per measured request, from which the summary's own figures follow."""
+    from tuner.stats import percentile
+
+    path = _config(tmp_path, ddtree_sim)
+    path.write_text(path.read_text() + OPEN)
+    out = tmp_path / "requests.jsonl"
+    rc = _run(["--config", str(path), "--scenario", "open-easy", "--scenario", "open-tight", "--json",
+               "--requests", str(out)])  # fmt: skip
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    for result in doc["scenarios"]:
+        mine = [r for r in rows if r["scenario"] == result["name"]]
+        counted = [r for r in mine if r["counted"]]
+        # Every pass's requests, the ones run again marked; the counted ones are the summary's.
+        assert len(mine) == result["requests"] + 8 * result["client_reruns"] and len(counted) == result["requests"]
+        assert {r["repeat"] for r in counted} == set(range(len(result["repeats_tok_s"])))
+        assert result["latency_p50_s"] == pytest.approx(percentile([r["e2e_s"] for r in counted], 50))
+        assert result["ttft_p99_s"] == pytest.approx(percentile([r["ttft_s"] for r in counted], 99))
+        met = sum(r["slo_met"] for r in counted)
+        assert result["attainment"] == pytest.approx(met / len(counted))
+        for r in counted:
+            # Times from the pass's start: arrival, due, sent, first token, end, in that order; e2e from arrival.
+            assert 0 <= r["scheduled_s"] <= r["due_s"] <= r["sent_s"] <= r["first_token_s"] <= r["end_s"]
+            assert r["e2e_s"] == pytest.approx(r["end_s"] - r["scheduled_s"], abs=1e-5)
+            assert r["output_tokens"] == 16 and r["error"] is None and r["pass_client_stall_s"] >= 0
+        by_pass: dict[tuple[int, int], list[float]] = {}
+        for r in mine:
+            by_pass.setdefault((r["repeat"], r["attempt"]), []).append(r["scheduled_s"])
+        assert all(times == sorted(times) for times in by_pass.values())  # in the order they arrived
+    assert {r["slo_met"] for r in rows if r["scenario"] == "open-tight"} == {False}
+    # When and how much, never what: no prompt, no generated text.
+    assert set(rows[0]) == {
+        "scenario", "repeat", "attempt", "counted", "index", "scheduled_s", "due_s", "sent_s", "first_token_s",
+        "end_s", "ttft_s", "tpot_s", "e2e_s", "start_delay_s", "output_tokens", "prompt_tokens", "slo_met", "error",
+        "pass_client_stall_s",
+    }  # fmt: skip
+
+
+def test_bench_requests_to_a_missing_directory_is_one_line(ddtree_sim: SimProcess, tmp_path: Path) -> None:
+    from tuner.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"--requests: expected a file in an existing directory"):
+        _run(["--config", str(_config(tmp_path, ddtree_sim)), "--requests", str(tmp_path / "no" / "r.jsonl")])

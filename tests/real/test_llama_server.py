@@ -478,11 +478,31 @@ def _summary(r: dict[str, float]) -> str:
 
 def _open_loop_pass(server: SimProcess, path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[dict, list]:
     log_start = len(server.log())
-    [result] = _bench(path, capsys)
+    rows_path = path.with_suffix(".requests.jsonl")
+    assert main(["bench", "--json", "--config", str(path), "--requests", str(rows_path)]) == 0
+    [result] = json.loads(capsys.readouterr().out)["scenarios"]
     tasks = _server_tasks(server.log()[log_start:])
     # A pass tune ran again (its client was the bottleneck) is in the log too: the counted one is the last.
     assert len(tasks) == result["requests"] * (1 + result["client_reruns"]), (result, tasks)
-    return result, tasks[len(tasks) - result["requests"] :]
+    tasks = tasks[len(tasks) - result["requests"] :]
+    rows = [row for line in rows_path.read_text().splitlines() if (row := json.loads(line))["counted"]]
+    _check_each_request(rows, tasks, DELIVERY_S + result["client_stall_s"])
+    return result, tasks
+
+
+def _check_each_request(rows: list[dict], tasks: list[ServerTask], delivery: float) -> None:
+    """Request by request (tune's ``--requests`` rows against the log's tasks, both in arrival order): each first
+    token and end reached tune a delivery after the server logged it, so on the two clocks their differences
+    spread over at most ``delivery``; a failure names the request."""
+    assert len(rows) == len(tasks)
+    pairs = list(enumerate(zip(rows, tasks, strict=True)))
+    lags = [(row["end_s"] - task.done_s, "end", k) for k, (row, task) in pairs]
+    lags += [(row["first_token_s"] - task.first_token_s, "first token", k) for k, (row, task) in pairs]
+    earliest, latest = min(lags), max(lags)
+    assert latest[0] - earliest[0] <= delivery, (
+        f"request {latest[2]}'s {latest[1]} reached tune {latest[0] - earliest[0]:.3f} s later than request "
+        f"{earliest[2]}'s {earliest[1]} did after the server logged it (allowed {delivery:.3f} s)"
+    )
 
 
 def test_open_loop_slo_attainment_agrees_with_the_servers_own_timings(

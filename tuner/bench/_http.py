@@ -34,7 +34,7 @@ import httpx
 from tuner.bench._alarm import CPU_BUDGET_CORES, MIN_START_DELAY_S, ClientLoad, client_load
 from tuner.bench._arrivals import arrival_schedule
 from tuner.bench._base import BaseBenchmark, ScenarioResult
-from tuner.bench._latency import latency_figures
+from tuner.bench._latency import latency_figures, request_rows
 from tuner.bench._load import LoadResult, LoadTarget, make_client
 from tuner.bench._prompts import build_prompt, prompt_seed
 from tuner.bench._request import RequestRecord, RequestSpec, recount
@@ -47,9 +47,11 @@ from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad
 from tuner.stats import RepeatDecision, SequentialPolicy, percentile
 
-__all__ = ["HttpBenchmark", "RepeatCallback"]
+__all__ = ["HttpBenchmark", "RepeatCallback", "RequestsCallback"]
 
 RepeatCallback = Callable[[Scenario, int, Sequence[float]], None]
+#: Called with each measured pass's requests (:func:`tuner.bench._latency.request_rows`), counted or run again.
+RequestsCallback = Callable[[list[dict[str, object]]], None]
 """Called after each measured repeat with the scenario, the repeat index and the aggregate tok/s so far.
 
 It may raise (e.g. :class:`~tuner.errors.RegressionPruned`) to stop the scenario early; the exception
@@ -79,6 +81,7 @@ class HttpBenchmark(BaseBenchmark):
         poisson: bool = True,
         abort_grace_s: float = 2.0,
         on_repeat: RepeatCallback | None = None,
+        on_requests: RequestsCallback | None = None,
         cpu_budget_cores: float = CPU_BUDGET_CORES,
         min_start_delay_s: float = MIN_START_DELAY_S,
         dialect: BaseServerDialect | None = None,
@@ -89,6 +92,7 @@ class HttpBenchmark(BaseBenchmark):
         self._config = config
         self._plan = LoadPlan(request_rate=request_rate, poisson=poisson, abort_grace_s=abort_grace_s)
         self._on_repeat = on_repeat
+        self._on_requests = on_requests
         self._cpu_budget = cpu_budget_cores
         self._min_delay = min_start_delay_s
         self.policy = SequentialPolicy.from_section(config)
@@ -272,7 +276,10 @@ class HttpBenchmark(BaseBenchmark):
                 measured.flushed = ok if measured.flushed is None else (measured.flushed and ok)
             phase = "measure" if attempt == 0 else f"rerun-{attempt}"
             res = await self._pass(scenario, session, phase=phase, repeat=repeat, during=during)
-            if attempt == MAX_CLIENT_RERUNS or not self._client_load([res], session.runner.processes).bound:
+            counted = attempt == MAX_CLIENT_RERUNS or not self._client_load([res], session.runner.processes).bound
+            if self._on_requests is not None:
+                self._on_requests(request_rows(res, scenario=scenario, repeat=repeat, attempt=attempt, counted=counted))
+            if counted:
                 measured.runs.append(res)
                 return
             measured.client_reruns += 1

@@ -25,12 +25,12 @@ from collections.abc import Sequence
 
 from tuner.bench._load import LoadResult
 from tuner.bench._request import RequestRecord
-from tuner.bench._slo import slo_fields
-from tuner.config import Slo
+from tuner.bench._slo import request_met, slo_fields
+from tuner.config import Scenario, Slo
 from tuner.metrics import INTERVAL_PERCENTILES, interval_key
 from tuner.stats import percentile, percentile_interval
 
-__all__ = ["latency_figures", "run_rates", "span_rate"]
+__all__ = ["latency_figures", "request_rows", "run_rates", "span_rate"]
 
 _PERCENTILES = (50, 90, 99)
 
@@ -87,3 +87,33 @@ def latency_figures(
     for key in ("offered_rps", "achieved_rps", "sent_rps"):
         values[key] = _median([r[key] for r in rates])
     return {**values, **slo_fields(records, slo, confidence)}
+
+
+def _since(t: float | None, begin: float) -> float | None:
+    return None if t is None else round(t - begin, 6)
+
+
+def request_rows(
+    run: LoadResult, *, scenario: Scenario, repeat: int, attempt: int, counted: bool
+) -> list[dict[str, object]]:
+    """One row per request of ``run`` (a pass of ``scenario``), in the order they were due: what the summary figures
+    are made of, for a user's own analysis (AIPerf's and ``vllm bench serve``'s per-request exports).
+
+    Times are seconds from the pass's start, one clock for every client process; ``counted`` is False for a pass
+    run again because the client was the bottleneck (``attempt`` counts the tries of one ``repeat``). No prompt or
+    generated text: a row says when and how much, never what.
+    """
+    begin, slo, stall = run.t_begin, scenario.slo, max(run.stall_s, default=None)
+    rows: list[dict[str, object]] = []
+    for rec in sorted(run.records, key=lambda r: (r.t_scheduled or r.t_due or r.t_start, r.index)):
+        met = request_met(rec, slo) if slo and rec.ok else None
+        rows.append({
+            "scenario": scenario.name, "repeat": repeat, "attempt": attempt, "counted": counted, "index": rec.index,
+            "scheduled_s": _since(rec.t_scheduled, begin), "due_s": _since(rec.t_due, begin),
+            "sent_s": _since(rec.t_sent, begin), "first_token_s": _since(rec.t_first, begin),
+            "end_s": _since(rec.t_end, begin), "ttft_s": rec.ttft_s, "tpot_s": rec.tpot_s, "e2e_s": rec.latency_s,
+            "start_delay_s": rec.start_delay_s, "output_tokens": rec.output_tokens,
+            "prompt_tokens": rec.prompt_tokens, "slo_met": met, "error": rec.error_kind,
+            "pass_client_stall_s": stall,
+        })  # fmt: skip
+    return rows

@@ -16,14 +16,19 @@ from tuner.bench._request import RequestRecord
 from tuner.config import Slo
 from tuner.stats import clopper_pearson
 
-__all__ = ["goodput_fields", "pooled_slo_fields", "slo_fields", "slo_miss"]
+__all__ = ["goodput_fields", "pooled_slo_fields", "request_met", "slo_fields", "slo_miss"]
+
+
+def request_met(rec: RequestRecord, slo: Slo) -> bool:
+    """Whether one request met every limit of ``slo`` (its latencies from its origin: module docstring)."""
+    return slo.met(ttft_s=rec.ttft_s, tpot_s=rec.tpot_s, e2e_s=rec.latency_s)
 
 
 def slo_fields(records: Sequence[RequestRecord], slo: Slo | None, confidence: float) -> dict[str, float | None]:
     """``attainment`` and its interval over ``records`` (the ScenarioResult fields; empty without an SLO)."""
     if slo is None:
         return {}
-    judged = [slo.met(ttft_s=r.ttft_s, tpot_s=r.tpot_s, e2e_s=r.latency_s) for r in records if r.ok]
+    judged = [request_met(r, slo) for r in records if r.ok]
     if not judged:
         return {"attainment": None, "attainment_low": None, "attainment_high": None}
     met = sum(judged)

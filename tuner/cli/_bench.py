@@ -8,9 +8,10 @@ command exit 1, exactly as a trial would end PRUNED.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,40 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="run only this scenario (repeatable; default: all)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+    p.add_argument(
+        "--requests",
+        metavar="FILE",
+        type=Path,
+        default=None,
+        help="also write every measured request to FILE, one JSON line each: when it was due, sent, answered and "
+        "ended (seconds from its pass's start), its TTFT, TPOT, end to end, tokens and SLO verdict; a pass run "
+        "again because the client was the bottleneck has counted=false (warm-ups are not written)",
+    )
     p.set_defaults(func=handler)
+
+
+@contextlib.contextmanager
+def _request_log(path: Path | None) -> Iterator[Callable[[list[dict[str, object]]], None] | None]:
+    """The ``--requests`` file, written a pass at a time (a failure later leaves the passes before it)."""
+    if path is None:
+        yield None
+        return
+    from tuner.cli._output import output_file, writing
+
+    output_file(path, option="--requests")
+    what = f"cannot write --requests {path}"
+    with writing(path, what=what):
+        out = path.open("w", encoding="utf-8")
+
+    def write(rows: list[dict[str, object]]) -> None:
+        with writing(path, what=what):
+            out.writelines(json.dumps(row) + "\n" for row in rows)
+            out.flush()
+
+    try:
+        yield write
+    finally:
+        out.close()
 
 
 def handler(args: argparse.Namespace) -> int:
@@ -58,18 +92,21 @@ def handler(args: argparse.Namespace) -> int:
             )
         scenarios = tuple(known[n] for n in args.scenario)
     endpoint = endpoint_for(config)
-    bench = HttpBenchmark(endpoint=endpoint, config=config.benchmark, dialect=config.dialect)
     results: list[ScenarioResult] = []
     failure: DiedUnderLoad | None = None
-    try:
-        for scenario in scenarios:
-            if not args.json:
-                print(f"running {scenario.name} ...", file=sys.stderr, flush=True)
-            results.append(bench.run_scenario(scenario))
-    except DiedUnderLoad as exc:
-        failure = exc
-    finally:
-        bench.close()
+    with _request_log(args.requests) as on_requests:
+        bench = HttpBenchmark(
+            endpoint=endpoint, config=config.benchmark, dialect=config.dialect, on_requests=on_requests
+        )
+        try:
+            for scenario in scenarios:
+                if not args.json:
+                    print(f"running {scenario.name} ...", file=sys.stderr, flush=True)
+                results.append(bench.run_scenario(scenario))
+        except DiedUnderLoad as exc:
+            failure = exc
+        finally:
+            bench.close()
     if args.json:
         doc: dict[str, Any] = {
             "base_url": endpoint.base_url,
