@@ -18,6 +18,7 @@ from typing import Any
 
 __all__ = [
     "INTERVAL_PERCENTILES",
+    "LATENCY_PERCENTILES",
     "METRICS",
     "OBJECTIVE_METRICS",
     "STATUS_METRICS",
@@ -63,7 +64,9 @@ class Metric:
         return f"{value:.{self.digits}f}"
 
 
-#: The latency percentiles recorded with an interval: the typical request and the tail.
+#: The latency percentiles recorded per scenario (TTFT, TPOT, end to end: ``ttft_p90_s``).
+LATENCY_PERCENTILES: tuple[int, ...] = (50, 90, 99)
+#: Those recorded with an interval: the typical request and the tail.
 INTERVAL_PERCENTILES: tuple[int, ...] = (50, 99)
 
 

@@ -27,12 +27,11 @@ from tuner.bench._load import LoadResult
 from tuner.bench._request import RequestRecord
 from tuner.bench._slo import request_met, slo_fields
 from tuner.config import Scenario, Slo
-from tuner.metrics import INTERVAL_PERCENTILES, interval_key
+from tuner.metrics import INTERVAL_PERCENTILES, LATENCY_PERCENTILES, interval_key
 from tuner.stats import percentile, percentile_interval
 
 __all__ = ["latency_figures", "request_rows", "run_rates", "span_rate"]
 
-_PERCENTILES = (50, 90, 99)
 
 
 def span_rate(times: Sequence[float]) -> float | None:
@@ -44,7 +43,7 @@ def span_rate(times: Sequence[float]) -> float | None:
 
 
 def _percentiles(prefix: str, samples: Sequence[float], confidence: float) -> dict[str, float | None]:
-    out = {f"{prefix}_p{p}_s": percentile(samples, p) for p in _PERCENTILES}
+    out = {f"{prefix}_p{p}_s": percentile(samples, p) for p in LATENCY_PERCENTILES}
     for p in INTERVAL_PERCENTILES:
         key = f"{prefix}_p{p}_s"
         out[interval_key(key, "low")], out[interval_key(key, "high")] = percentile_interval(samples, p, confidence)

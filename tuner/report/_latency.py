@@ -11,14 +11,13 @@ from typing import Any
 
 from optuna.trial import FrozenTrial
 
-from tuner.metrics import INTERVAL_PERCENTILES, interval_key, interval_text
+from tuner.metrics import INTERVAL_PERCENTILES, LATENCY_PERCENTILES, interval_key, interval_text
 from tuner.trials import record_of
 
 __all__ = ["Percentile", "latency_object", "percentile_figure"]
 
 #: The measures, by their registry prefix.
 _MEASURES = ("ttft", "tpot", "e2e")
-_PERCENTILES = (50, 90, 99)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,7 +66,7 @@ def latency_object(t: FrozenTrial, scenario: str, confidence: float) -> dict[str
     out: dict[str, Any] = {}
     for prefix in _MEASURES:
         figures: dict[str, Any] = {}
-        for q in _PERCENTILES:
+        for q in LATENCY_PERCENTILES:
             p = percentile_figure(t, scenario, f"{prefix}_p{q}_s")
             if p is None:
                 continue
