@@ -66,8 +66,8 @@ def test_below_capacity_tune_agrees_with_the_servers_log(start_sim: Callable[...
     for ours, theirs in (
         (result.ttft_p50_s, percentile(ttft, 50)),
         (result.ttft_p99_s, percentile(ttft, 99)),
-        (result.latency_p50_s, percentile(e2e, 50)),
-        (result.latency_p99_s, percentile(e2e, 99)),
+        (result.e2e_p50_s, percentile(e2e, 50)),
+        (result.e2e_p99_s, percentile(e2e, 99)),
     ):
         assert ours == pytest.approx(theirs, rel=0.05)
     schedule = arrival_schedule(sc, count=sc.requests, seed=0)
@@ -81,7 +81,7 @@ def test_below_capacity_tune_agrees_with_the_servers_log(start_sim: Callable[...
     low, high = result.ttft_p50_low_s, result.ttft_p50_high_s
     assert low is not None and high is not None and low <= (result.ttft_p50_s or 0) <= high
     assert 0.95 * low <= (percentile(ttft, 50) or 0) <= 1.05 * high
-    assert result.ttft_p99_high_s is None and result.latency_p99_high_s is None and result.ttft_p99_low_s is not None
+    assert result.ttft_p99_high_s is None and result.e2e_p99_high_s is None and result.ttft_p99_low_s is not None
 
 
 def test_above_capacity_the_queue_shows_in_ttft_and_the_achieved_rate(
@@ -164,7 +164,7 @@ def test_the_in_process_model_agrees_with_the_http_simulator(start_sim: Callable
     model = model_scenario(ServerConfig.from_argv([*DDTREE, "--max-running-requests", "4"], ENV), sc, seed=0)
     # The model has no HTTP: the client's send, the server's parsing and the machine's scheduling add ~10 ms to
     # every TTFT and end-to-end time (measured on a loaded 2-core machine), hence the absolute 30 ms beside 15%.
-    for field in ("ttft_p50_s", "latency_p50_s", "latency_p99_s", "tpot_p50_s", "achieved_rps"):
+    for field in ("ttft_p50_s", "e2e_p50_s", "e2e_p99_s", "tpot_p50_s", "achieved_rps"):
         assert getattr(result, field) == pytest.approx(model.latency[field], rel=0.15, abs=0.03), field
     assert result.offered_rps == pytest.approx(model.latency["offered_rps"], rel=1e-3)
 

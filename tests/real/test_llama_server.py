@@ -443,7 +443,7 @@ def _check_open_loop_run(
     tpot = _check_percentiles(result, "tpot", "tpot", [t.tpot_s for t in tasks], tpot_tolerance)
     ttft, e2e, wait = _server_latencies(tasks, schedule)
     ttft_worst = _check_percentiles(result, "ttft", "ttft", ttft, delivery)
-    e2e_worst = _check_percentiles(result, "e2e", "latency", e2e, delivery)
+    e2e_worst = _check_percentiles(result, "e2e", "e2e", e2e, delivery)
     # Attainment: a count of met requests between the bounds, its exact interval, and the verdict they imply.
     slo = scenario.slo
     assert slo is not None and slo.tpot_s == limit

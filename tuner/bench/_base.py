@@ -47,11 +47,11 @@ class ScenarioResult:
     """median - k * 1.4826 * MAD of ``repeats_per_stream_tok_s`` (for ``metric = "per_stream_tok_s"``)."""
     accept_method: str | None = None
     """How ``accept_length`` was obtained: ``counters``, ``derived``, ``gauge`` (see tuner.bench._server)."""
-    latency_p50_s: float | None = None
-    latency_p99_s: float | None = None
+    e2e_p50_s: float | None = None
+    e2e_p99_s: float | None = None
     """End-to-end latency percentiles (the ``e2e_*`` metrics), from the same origin as TTFT."""
     ttft_p90_s: float | None = None
-    latency_p90_s: float | None = None
+    e2e_p90_s: float | None = None
     tpot_p50_s: float | None = None
     tpot_p90_s: float | None = None
     tpot_p99_s: float | None = None
@@ -64,10 +64,10 @@ class ScenarioResult:
     tpot_p50_high_s: float | None = None
     tpot_p99_low_s: float | None = None
     tpot_p99_high_s: float | None = None
-    latency_p50_low_s: float | None = None
-    latency_p50_high_s: float | None = None
-    latency_p99_low_s: float | None = None
-    latency_p99_high_s: float | None = None
+    e2e_p50_low_s: float | None = None
+    e2e_p50_high_s: float | None = None
+    e2e_p99_low_s: float | None = None
+    e2e_p99_high_s: float | None = None
     """The p50 and p99 intervals at the benchmark's confidence (:func:`tuner.stats.percentile_interval`): two of
     the pooled requests by rank; None on a side where too few requests allow a bound (p99 of 80: no upper one)."""
     offered_rps: float | None = None

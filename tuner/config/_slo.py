@@ -19,11 +19,12 @@ from dataclasses import dataclass, replace
 
 from tuner.config._reader import Table
 from tuner.errors import ConfigError
+from tuner.metrics import LATENCY_MEASURES
 
 __all__ = ["LIMITS", "Slo", "parse_slo", "parse_slo_option"]
 
-#: The per-request limits, by key, with the name a sentence uses for each.
-LIMITS = {"ttft_s": "TTFT", "tpot_s": "TPOT", "e2e_s": "E2E"}
+#: The per-request limits, by key, with the name a sentence uses for each (the registry's latency measures).
+LIMITS = {m.limit: m.label for m in LATENCY_MEASURES}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,7 +75,7 @@ def parse_slo(t: Table | None, *, base: Slo | None = None) -> Slo | None:
     return out
 
 
-_OPTION_KEYS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s", "attainment": "attainment", "rate": "rate"}
+_OPTION_KEYS = {**{m.key: m.limit for m in LATENCY_MEASURES}, "attainment": "attainment", "rate": "rate"}
 _OPTION_HELP = (
     "KEY=VALUE pairs joined by commas: ttft, tpot, e2e (seconds), attainment (a share), rate (requests/s), "
     "such as ttft=1,tpot=0.04"

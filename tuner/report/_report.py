@@ -18,6 +18,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import StudyConfig
+from tuner.metrics import LATENCY_MEASURES
 from tuner.report._export import export_dropin, launch_text
 from tuner.report._facts import (
     baseline_drift,
@@ -440,13 +441,14 @@ def _latency_table(series: dict[str, list[RatePoint]], confidence: float) -> lis
         f"p99 of the requests with its {confidence:.0%} interval (two of the measured requests by rank, "
         "docs/measuring.md); `none`: too few requests for that bound.",
         "",
-        "| config | scenario | offered req/s | SLO attainment | TTFT p99 s | TPOT p99 ms | E2E p99 s |",
-        "|---|---|---|---|---|---|---|",
+        "| config | scenario | offered req/s | SLO attainment | "
+        + " | ".join(f"{m.label} p99 {m.unit}" for m in LATENCY_MEASURES)
+        + " |",
+        "|---|---|---|---|" + "---|" * len(LATENCY_MEASURES),
     ]
     for label, points in series.items():
         for p in points:
-            cells = [f.text(scale) if f is not None else "-" for f, scale in
-                     ((p.ttft_p99, 1.0), (p.tpot_p99, 1000.0), (p.e2e_p99, 1.0))]  # fmt: skip
+            cells = [f.text(m.scale) if (f := p.p99.get(m.key)) is not None else "-" for m in LATENCY_MEASURES]
             attainment = "-" if p.attainment is None else f"{p.attainment:.1%}" + ("" if p.met else " (misses)")
             md.append(f"| {label} | {p.scenario} | {p.rate:g} | {attainment} | " + " | ".join(cells) + " |")
     return [*md, ""]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,6 +10,7 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from tuner.config import Slo, StudyConfig
+from tuner.metrics import LATENCY_MEASURES
 from tuner.report._facts import RateBrackets, rate_speedup
 from tuner.report._latency import Percentile, percentile_figure
 from tuner.trials import closest_to_slo, misses_slo, record_of, slo_attainment
@@ -70,10 +72,9 @@ class RatePoint:
     met: bool | None
     """Not confidently below the required share (the study's rule); None: no attainment measured."""
     attainment: float | None
-    ttft_p99: Percentile | None
-    tpot_p99: Percentile | None
-    e2e_p99: Percentile | None
-    """The p99s with their intervals (:mod:`tuner.report._latency`)."""
+    p99: Mapping[str, Percentile | None]
+    """Per latency measure (:data:`tuner.metrics.LATENCY_MEASURES`, by key), its p99 with its interval
+    (:mod:`tuner.report._latency`)."""
 
 
 def rate_points(t: FrozenTrial, config: StudyConfig) -> list[RatePoint]:
@@ -90,9 +91,7 @@ def rate_points(t: FrozenTrial, config: StudyConfig) -> list[RatePoint]:
                 slo=s.slo,
                 met=None if a["high"] is None else a["high"] >= s.slo.attainment,
                 attainment=a["attainment"],
-                ttft_p99=percentile_figure(t, s.name, "ttft_p99_s"),
-                tpot_p99=percentile_figure(t, s.name, "tpot_p99_s"),
-                e2e_p99=percentile_figure(t, s.name, "e2e_p99_s"),
+                p99={m.key: percentile_figure(t, s.name, m.percentile(99)) for m in LATENCY_MEASURES},
             )
         )
     return sorted(out, key=lambda p: p.rate)
