@@ -174,6 +174,12 @@ METRICS: tuple[Metric, ...] = (
     Metric(key="attainment", field="attainment", label="SLO attainment", digits=3),
     Metric(key="attainment_low", field="attainment_low", label="attainment low", digits=3),
     Metric(key="attainment_high", field="attainment_high", label="attainment high", digits=3),
+    # Its verdict (tuner.slo.SloVerdict): met, missed or undecided, the share required, and the margin.
+    Metric(key="slo_verdict", field="slo_verdict", label="SLO verdict"),
+    Metric(key="slo_required", field="slo_required", label="SLO share required", digits=3),
+    Metric(key="slo_margin", field="slo_margin", label="SLO margin (log)", digits=3),
+    Metric(key="slo_margin_low", field="slo_margin_low", label="SLO margin low", digits=3),
+    Metric(key="slo_margin_high", field="slo_margin_high", label="SLO margin high", digits=3),
     # Goodput ([objective] kind = "goodput"): the rate of the requests that met the SLO, with its lower bound.
     Metric(
         key="goodput_rps",
@@ -198,6 +204,7 @@ METRICS: tuple[Metric, ...] = (
     Metric(key="itl_p99_s", field="itl_p99_s", label="ITL p99 s", digits=4),
     Metric(key="accept_length", field="accept_length", label="accept", digits=2),
     Metric(key="errors", field="errors", label="errors", digits=0),
+    Metric(key="requests", field="requests", label="requests", digits=0),
     Metric(key="ci_low", field="ci_low", label="CI low"),
     Metric(key="ci_high", field="ci_high", label="CI high"),
     Metric(key="repeats", field="repeats_tok_s", label="repeats tok/s"),

@@ -91,7 +91,7 @@ def test_bench_says_the_load_the_interval_and_each_slo_verdict(
     assert rows["c1-short"].split()[1] == "1" and "8 req/s poisson" in rows["open-easy"]
     verdicts = [line for line in lines if "the SLO in open-" in line]
     requests = rows["open-easy"].split()[-3]  # every repeat's requests, as the table counts them
-    assert verdicts[0].startswith(f"meets the SLO in open-easy: 100.0% of {requests} requests within TTFT 30 s (50%")
+    assert verdicts[0].startswith(f"meets the SLO in open-easy: 100% of {requests} requests within TTFT 30 s (50%")
     assert verdicts[1].startswith("misses the SLO in open-tight: 0% of requests within TTFT"), verdicts
     assert verdicts[1].endswith("99% required") and len(verdicts) == 2
 

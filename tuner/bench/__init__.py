@@ -8,7 +8,7 @@ from tuner.bench._load import LoadResult, MeasuredWindow
 from tuner.bench._prompts import build_prompt
 from tuner.bench._request import RequestRecord, build_body, stream_request
 from tuner.bench._server import parse_prometheus
-from tuner.bench._slo import goodput_fields, pooled_slo_fields, slo_miss
+from tuner.bench._slo import goodput_fields, pooled_slo_fields
 from tuner.bench._warmup import FirstPasses, Slowdown, WarmupLookup, WarmupPlan, WarmupPolicy, first_pass_slowdown
 
 __all__ = [
@@ -31,6 +31,5 @@ __all__ = [
     "latency_figures",
     "parse_prometheus",
     "pooled_slo_fields",
-    "slo_miss",
     "stream_request",
 ]

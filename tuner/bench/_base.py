@@ -10,6 +10,7 @@ from typing import Any
 from tuner.bench._slo import goodput_fields
 from tuner.bench._warmup import WarmupLookup, WarmupPlan, WarmupPolicy
 from tuner.config import Scenario
+from tuner.slo import SloVerdict
 from tuner.stats import Noise, Reference, ReferenceLookup, RepeatDecision, SequentialPolicy, estimate
 
 
@@ -81,6 +82,14 @@ class ScenarioResult:
     attainment_low: float | None = None
     attainment_high: float | None = None
     """The attainment's Clopper-Pearson interval at the benchmark's confidence."""
+    slo_verdict: str | None = None
+    """With an SLO: ``met``, ``missed`` or ``undecided`` (:class:`tuner.slo.SloVerdict`, made by
+    :mod:`tuner.bench._slo`); read whole as :attr:`verdict`."""
+    slo_required: float | None = None
+    slo_margin: float | None = None
+    slo_margin_low: float | None = None
+    slo_margin_high: float | None = None
+    """The share required and the margin with its interval (:class:`tuner.slo.SloVerdict`)."""
     good_token_share: float | None = None
     """With an SLO: the share of output tokens in requests that met it."""
     goodput_rps: float | None = None
@@ -191,6 +200,23 @@ class ScenarioResult:
             repeats_per_stream_tok_s=per_stream,
             per_stream_score=estimate(per_stream, confidence, noise).score if per_stream else None,
             **{**goodput, **measured},
+        )
+
+    @property
+    def verdict(self) -> SloVerdict | None:
+        """The scenario's SLO verdict as the benchmark made it (None: no SLO, or no request judged)."""
+        if self.slo_verdict is None or self.slo_required is None:
+            return None
+        return SloVerdict(
+            state=self.slo_verdict,
+            required=self.slo_required,
+            requests=self.requests,
+            attainment=self.attainment,
+            low=self.attainment_low,
+            high=self.attainment_high,
+            margin=self.slo_margin,
+            margin_low=self.slo_margin_low,
+            margin_high=self.slo_margin_high,
         )
 
     def stopped_by(self, decision: RepeatDecision | None) -> ScenarioResult:

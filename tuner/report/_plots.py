@@ -290,7 +290,11 @@ def plot_latency_vs_rate(series: dict[str, list[RatePoint]], path: Path) -> Path
                 above = [(f.high - f.point) * scale if f.high is not None else 0.0 for _, f in shown]
                 ax.errorbar([x for x, _ in shown], ys, yerr=[below, above], marker="o", color=color, capsize=3,
                             label=name)  # fmt: skip
-            missed = [(p.rate, f.point * scale) for p in points if p.met is False and (f := p.p99.get(measure.key))]
+            missed = [
+                (p.rate, f.point * scale)
+                for p in points
+                if p.verdict is not None and not p.verdict.holds and (f := p.p99.get(measure.key))
+            ]
             if missed:
                 ax.scatter(*zip(*missed, strict=True), marker="x", s=90, color="tab:red", zorder=3)
             limits |= {v * scale for p in points if (v := p.slo.limits().get(key)) is not None}

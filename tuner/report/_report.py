@@ -449,7 +449,9 @@ def _latency_table(series: dict[str, list[RatePoint]], confidence: float) -> lis
     for label, points in series.items():
         for p in points:
             cells = [f.text(m.scale) if (f := p.p99.get(m.key)) is not None else "-" for m in LATENCY_MEASURES]
-            attainment = "-" if p.attainment is None else f"{p.attainment:.1%}" + ("" if p.met else " (misses)")
+            v = p.verdict
+            attainment = "-" if v is None or v.attainment is None else f"{v.attainment:.1%}" + (
+                "" if v.holds else " (misses)")  # fmt: skip
             md.append(f"| {label} | {p.scenario} | {p.rate:g} | {attainment} | " + " | ".join(cells) + " |")
     return [*md, ""]
 

@@ -13,29 +13,69 @@ from tuner.config import Slo, StudyConfig
 from tuner.metrics import LATENCY_MEASURES
 from tuner.report._facts import RateBrackets, rate_speedup
 from tuner.report._latency import Percentile, percentile_figure
-from tuner.trials import closest_to_slo, misses_slo, record_of, slo_attainment
+from tuner.slo import MET, MISSED, UNDECIDED, SloVerdict
+from tuner.trials import closest_to_slo, record_of
 
-__all__ = ["RatePoint", "closest_slo_lines", "rate_points", "slo_object", "slo_sentence"]
+__all__ = [
+    "RatePoint",
+    "closest_slo_lines",
+    "overall_state",
+    "rate_points",
+    "scenario_verdicts",
+    "slo_object",
+    "slo_sentence",
+]
 
 
 def _round(x: Any) -> Any:
     return round(x, 4) if isinstance(x, float) else x
 
 
+def scenario_verdicts(t: FrozenTrial, config: StudyConfig) -> dict[str, SloVerdict | None]:
+    """Per scenario with an SLO, ``t``'s verdict there (None: not measured)."""
+    record = record_of(t)
+    return {s.name: record.verdict(s.name, s.slo.attainment) for s in config.benchmark.scenarios if s.slo is not None}
+
+
+def overall_state(verdicts: Mapping[str, SloVerdict | None]) -> str | None:
+    """The worst of the scenarios' states: missed if one missed, met only if every one was judged and met (None:
+    none judged)."""
+    if all(v is None for v in verdicts.values()):
+        return None
+    states = [v.state if v is not None else UNDECIDED for v in verdicts.values()]
+    return MISSED if MISSED in states else MET if all(s == MET for s in states) else UNDECIDED
+
+
+def _verdict_object(v: SloVerdict | None) -> dict[str, Any]:
+    if v is None:
+        return {"verdict": None, "attainment": None, "low": None, "high": None}
+    return {
+        "verdict": v.state,
+        "attainment": _round(v.attainment),
+        "low": _round(v.low),
+        "high": _round(v.high),
+        "requests": v.requests,
+        "margin": _round(v.margin),
+        "margin_interval": [_round(v.margin_low), _round(v.margin_high)],
+    }
+
+
 def slo_object(t: FrozenTrial, config: StudyConfig) -> dict[str, Any] | None:
-    """``met``, the ``[slo]`` limits and, per scenario with an SLO, its limits, required share and the
-    attainment ``t`` measured with its interval (None: the study has no SLO)."""
-    scenarios = [s for s in config.benchmark.scenarios if s.slo is not None]
-    if not scenarios:
+    """``met`` (not missed in any scenario), ``verdict`` (the worst scenario's), the ``[slo]`` limits and,
+    per scenario with an SLO, its limits, required share and ``t``'s verdict there with its attainment interval
+    and margin (None: the study has no SLO)."""
+    verdicts = scenario_verdicts(t, config)
+    if not verdicts:
         return None
     base = config.slo
     per = {}
-    for s in scenarios:
-        assert s.slo is not None
-        measured = {k: _round(v) for k, v in slo_attainment(t, s.name).items()}
-        per[s.name] = {"limits": s.slo.limits(), "required": s.slo.attainment, **measured}
+    for s in config.benchmark.scenarios:
+        if s.slo is not None:
+            per[s.name] = {"limits": s.slo.limits(), "required": s.slo.attainment, **_verdict_object(verdicts[s.name])}
+    state = overall_state(verdicts)
     return {
-        "met": not misses_slo(t),
+        "met": state in (MET, UNDECIDED),
+        "verdict": state,
         "limits": base.limits() if base is not None else None,
         "attainment": base.attainment if base is not None else None,
         "scenarios": per,
@@ -49,11 +89,11 @@ def closest_slo_lines(study: optuna.Study, config: StudyConfig) -> list[str]:
     t = closest_to_slo(study)
     if t is None:
         return []
-    shares = []
-    for s in config.benchmark.scenarios:
-        a = slo_attainment(t, s.name)
-        if s.slo is not None and a["attainment"] is not None:
-            shares.append(f"{s.name} {a['attainment']:.1%} (needs {s.slo.attainment:.0%})")
+    shares = [
+        f"{name} {v.attainment:.1%} (needs {v.required:.0%})"
+        for name, v in scenario_verdicts(t, config).items()
+        if v is not None and v.attainment is not None
+    ]
     return [
         "no config met the SLO: nothing to recommend",
         f"closest (does NOT meet the SLO): trial #{t.number}, attainment " + ", ".join(shares),
@@ -69,8 +109,8 @@ class RatePoint:
     rate: float
     """The scenario's offered rate (requests/s) as the study file sets it."""
     slo: Slo
-    met: bool | None
-    """Not confidently below the required share (the study's rule); None: no attainment measured."""
+    verdict: SloVerdict | None
+    """The verdict there (None: nothing judged)."""
     attainment: float | None
     p99: Mapping[str, Percentile | None]
     """Per latency measure (:data:`tuner.metrics.LATENCY_MEASURES`, by key), its p99 with its interval
@@ -83,14 +123,14 @@ def rate_points(t: FrozenTrial, config: StudyConfig) -> list[RatePoint]:
     for s in config.benchmark.scenarios:
         if s.rate is None or s.slo is None:
             continue
-        a = slo_attainment(t, s.name)
+        verdict = record_of(t).verdict(s.name, s.slo.attainment)
         out.append(
             RatePoint(
                 scenario=s.name,
                 rate=s.rate,
                 slo=s.slo,
-                met=None if a["high"] is None else a["high"] >= s.slo.attainment,
-                attainment=a["attainment"],
+                verdict=verdict,
+                attainment=verdict.attainment if verdict is not None else None,
                 p99={m.key: percentile_figure(t, s.name, m.percentile(99)) for m in LATENCY_MEASURES},
             )
         )
@@ -98,7 +138,7 @@ def rate_points(t: FrozenTrial, config: StudyConfig) -> list[RatePoint]:
 
 
 def _highest_met(points: list[RatePoint]) -> RatePoint | None:
-    met = [p for p in points if p.met]
+    met = [p for p in points if p.verdict is not None and p.verdict.holds]
     return met[-1] if met else None
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import optuna
 
-from tuner.bench import BaseBenchmark, ScenarioResult, slo_miss
+from tuner.bench import BaseBenchmark, ScenarioResult
 from tuner.config import StudyConfig
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, GateFailed, RegressionPruned, TrialFailure
@@ -167,19 +167,15 @@ class TrialRunner:
         return outcome
 
     def _slo(self, trial: optuna.Trial, results: Sequence[ScenarioResult]) -> bool:
-        """``[slo]``: a scenario whose attainment is confidently below its target makes the trial infeasible, as
-        an Optuna constraint (> 0: TPE learns the region; no ranking, confirmation or recommendation takes it),
-        with the one line that says why. Returns whether it did."""
+        """``[slo]``: the scenarios' verdicts as one Optuna constraint, the worst one's (> 0 when one missed: TPE
+        learns the region; no ranking, confirmation or recommendation takes it; its size says how far), with the
+        line that says why. Returns whether a scenario missed."""
         slos = {s.name: s.slo for s in self._config.benchmark.scenarios if s.slo is not None}
-        gaps = [
-            slos[r.name].attainment - r.attainment_high
-            for r in results
-            if r.name in slos and r.attainment_high is not None
-        ]
-        if not gaps:
+        verdicts = [(r.name, v) for r in results if r.name in slos and (v := r.verdict) is not None]
+        if not verdicts:
             return False
-        trial.set_constraint("slo", float(max(gaps)))
-        misses = [line for r in results if (line := slo_miss(r, slos.get(r.name)))]
+        trial.set_constraint("slo", float(max(v.constraint for _, v in verdicts)))
+        misses = [v.text(name, slos[name].describe()) for name, v in verdicts if not v.holds]
         if misses:
             write(trial, slo_missed="; ".join(misses))
             if self._progress:

@@ -3,8 +3,9 @@
 
 The search starts from the reference's rate (the best trial's highest met rate, else the scenario's own), doubles
 while the SLO holds and halves while it misses until it has a bracket, then bisects it (geometrically); at most
-``rate_steps`` passes of the scenario. A rate *meets* the SLO unless its attainment is confidently below the
-target (:func:`tuner.bench.slo_miss`, the study's rule). The answer is the bracket ``[highest met, lowest missed]``.
+``rate_steps`` passes of the scenario. A rate *holds* the SLO unless its verdict is that it missed it
+(:attr:`tuner.slo.SloVerdict.holds`, the search's benefit of the doubt). The answer is the bracket ``[highest
+held, lowest missed]``.
 
 With a ``floor`` (the best trial's highest met rate, when the study prunes), a miss at or below it ends the search:
 the trial's highest rate is then confidently below the best's, and its remaining passes could not change that.
@@ -17,7 +18,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tuner.bench import BaseBenchmark, ScenarioResult, slo_miss
+from tuner.bench import BaseBenchmark, ScenarioResult
 from tuner.config import Scenario
 
 __all__ = ["RateBracket", "search_rate"]
@@ -67,7 +68,7 @@ def search_rate(
         # The scenario's own name: its arrivals come from the same draws at every rate (common random numbers).
         probe = dataclasses.replace(scenario, rate=rate)
         result = bench.run_scenario(probe)
-        ok = slo_miss(result, scenario.slo) is None and result.attainment is not None
+        ok = (verdict := result.verdict) is not None and verdict.holds
         tried.append((rate, ok))
         if on_step:
             on_step(rate, result, ok)
