@@ -168,6 +168,7 @@ METRICS: tuple[Metric, ...] = (
     # Per-request latency a service promises (tuner.bench._latency): open loop counts from the arrival; the p50
     # and p99 intervals (tuner.stats.percentile_interval): None where too few requests allow a bound.
     *_latency_metrics(),
+    Metric(key="rate", field="rate", label="rate req/s", digits=2),
     Metric(key="offered_rps", field="offered_rps", label="offered req/s", digits=2),
     Metric(key="achieved_rps", field="achieved_rps", label="achieved req/s", digits=2),
     # [slo]: the share of requests that met every limit, and its interval (tuner.bench._slo).

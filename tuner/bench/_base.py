@@ -71,6 +71,8 @@ class ScenarioResult:
     e2e_p99_high_s: float | None = None
     """The p50 and p99 intervals at the benchmark's confidence (:func:`tuner.stats.percentile_interval`): two of
     the pooled requests by rank; None on a side where too few requests allow a bound (p99 of 80: no upper one)."""
+    rate: float | None = None
+    """Open loop: the rate (requests/s) the scenario was run at, as set (None for a closed loop)."""
     offered_rps: float | None = None
     """Open loop: the requests/s the arrival schedule offered (median over repeats; None for a closed loop)."""
     achieved_rps: float | None = None
@@ -189,6 +191,7 @@ class ScenarioResult:
         return cls(
             name=scenario.name,
             concurrency=scenario.concurrency,
+            rate=scenario.rate,
             repeats_tok_s=tuple(repeats_tok_s),
             output_tok_s=statistics.median(repeats_tok_s),
             score=est.score,

@@ -19,6 +19,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import StudyConfig
 from tuner.metrics import LATENCY_MEASURES
+from tuner.objective import objective_of
 from tuner.report._export import export_dropin, launch_text
 from tuner.report._facts import (
     baseline_drift,
@@ -26,7 +27,6 @@ from tuner.report._facts import (
     compare_scenarios,
     failure_groups,
     figure_text,
-    max_rate_brackets,
     params_text,
     recommendation_lines,
     scenario_figure,
@@ -269,7 +269,7 @@ class _ReportWriter:
         if best is None or not rate_points(best, self.config):
             return
         self.md += ["## Latency against offered rate", ""]
-        brackets = max_rate_brackets(self.study, best, baseline) if self.config.objective.kind == "max_rate" else None
+        brackets = objective_of(self.config).brackets(self.study, best, baseline)
         sentence = slo_sentence(best, baseline, self.config, brackets=brackets)
         self.md += [f"**Recommended: {sentence}.**" if sentence else "The recommendation met the SLO at no rate "
                     "measured (it is feasible on the scenarios it was judged in).", ""]

@@ -11,7 +11,7 @@ from optuna.trial import FrozenTrial
 
 from tuner.config import Slo, StudyConfig
 from tuner.metrics import LATENCY_MEASURES
-from tuner.report._facts import RateBrackets, rate_speedup
+from tuner.objective import RateBrackets
 from tuner.report._latency import Percentile, percentile_figure
 from tuner.slo import MET, MISSED, UNDECIDED, SloVerdict
 from tuner.trials import closest_to_slo, record_of
@@ -163,7 +163,7 @@ def slo_sentence(
 
 
 def _max_rate_sentence(config: StudyConfig, brackets: RateBrackets) -> str | None:
-    scenario = next(s for s in config.benchmark.scenarios if s.name == config.objective.scenario)
+    scenario = next(s for s in config.benchmark.scenarios if s.name == brackets.scenario)
     met = brackets.best[0] if brackets.best else None
     if not met or scenario.slo is None:
         return None
@@ -173,5 +173,5 @@ def _max_rate_sentence(config: StudyConfig, brackets: RateBrackets) -> str | Non
         return text
     if not base:
         return f"{text} (baseline: at none of the rates tried)"
-    speedup = rate_speedup(brackets.best, brackets.baseline)
+    speedup = brackets.speedup
     return f"{text} (baseline: {base:.3g} req/s, {speedup.text if speedup else f'{met / base:.2f}x'})"
