@@ -24,7 +24,7 @@ import statistics
 from collections.abc import Sequence
 
 from tuner.bench._load import LoadResult
-from tuner.bench._request import RequestRecord
+from tuner.bench._record import RequestRecord
 from tuner.bench._slo import request_met, slo_fields
 from tuner.config import Scenario, Slo
 from tuner.metrics import INTERVAL_PERCENTILES, LATENCY_MEASURES, LATENCY_PERCENTILES, interval_key

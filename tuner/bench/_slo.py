@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tuner.bench._request import RequestRecord
+from tuner.bench._record import RequestRecord
 from tuner.config import Slo
 from tuner.slo import SloVerdict
 from tuner.stats import clopper_pearson, percentile, percentile_interval
