@@ -161,6 +161,10 @@ class BaseObjective(abc.ABC):
 
     # -- what the views print --------------------------------------------------------------------------------------
 
+    def format(self, value: float) -> str:
+        """One value of the objective as the views print it."""
+        return f"{value:.3g}"
+
     def figure(self, t: FrozenTrial) -> Figure | None:
         """The trial's one figure (None: it has no single value to show)."""
         if t.state != TrialState.COMPLETE or not t.values or len(t.values) != 1:

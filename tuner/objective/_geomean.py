@@ -133,6 +133,9 @@ class GeomeanObjective(BaseObjective):
 
     # -- the views -----------------------------------------------------------------------------------------------
 
+    def format(self, value: float) -> str:
+        return f"{value:.1f}"
+
     def figure(self, t: FrozenTrial) -> Figure | None:
         """The score with the objective's point estimate (the weighted geomean of the scenarios' points)."""
         if t.state != TrialState.COMPLETE or not t.values or len(t.values) != 1 or not math.isfinite(t.values[0]):

@@ -183,6 +183,9 @@ class MaxRateObjective(BaseObjective):
 
     # -- the views -----------------------------------------------------------------------------------------------
 
+    def format(self, value: float) -> str:
+        return f"{value:.3g} req/s"
+
     def figure(self, t: FrozenTrial) -> Figure | None:
         if t.state != TrialState.COMPLETE or not t.values or len(t.values) != 1 or not math.isfinite(t.values[0]):
             return None

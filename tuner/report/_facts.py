@@ -231,7 +231,8 @@ def recommendation_lines(
     """The recommendation in at most four lines: the trial, its figure and speed-up, its verdicts; and what is
     still missing, when something is."""
     t = rec.trial
-    confirmed = f", confirmed {rec.confirmed_value:.1f} on re-measurement" if rec.confirmed_value is not None else ""
+    shown = objective_of(config).format
+    confirmed = f", confirmed {shown(rec.confirmed_value)} on re-measurement" if rec.confirmed_value is not None else ""
     speedup = study_speedup(study, config, t)
     record = record_of(t)
     if record.is_baseline:

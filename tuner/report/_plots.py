@@ -89,11 +89,11 @@ def _best_line(study: optuna.Study, rec: Recommendation | None) -> tuple[list[in
         overturned = {n for n in confirmation["trials"] if n != rec.trial.number}
     xs, ys, best = [], [], -math.inf
     for t in sorted(feasible(study), key=lambda t: t.number):
-        if t.number in overturned or rank_value(t) <= best:
+        if t.number in overturned or rank_value(t, study.directions) <= best:
             continue
-        best = rank_value(t)
+        best = rank_value(t, study.directions)
         xs.append(t.number)
-        ys.append(best)
+        ys.append(rank_value(t))
     return xs, ys
 
 

@@ -298,7 +298,7 @@ class _ReportWriter:
             if is_counted(t)
             and outcome(t) == WRONG
             and t.state == TrialState.COMPLETE
-            and (top is None or rank_value(t) > rank_value(top))
+            and (top is None or rank_value(t, self.study.directions) > rank_value(top, self.study.directions))
         ]
         if wrong_fast:
             self.md += [

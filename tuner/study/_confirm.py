@@ -429,7 +429,7 @@ def _record(study: optuna.Study, race: _Race, values: dict[int, float], say: Any
         study,
         confirmation={
             "trials": list(result.trials),
-            "values": {str(n): round(v, 3) for n, v in values.items()},
+            "values": {str(n): _kept(v) for n, v in values.items()},
             "ranks": {str(n): rank for rank, n in enumerate(ranked, start=1)},
             "errors": {str(n): e for n, e in race.errors.items()},
             "best_before": result.best_before,
@@ -437,6 +437,11 @@ def _record(study: optuna.Study, race: _Race, values: dict[int, float], say: Any
             "held": result.held,
             "rounds": race.rounds,
             "precision": race.config.benchmark.precision,
+            # How the views print each value, and whether the winner is within the precision of the best before
+            # (both the objective's: its units and its direction).
+            "shown": {str(n): race.objective.format(v) for n, v in values.items()},
+            "close": race.objective.better(values[result.winner], values[result.best_before])
+            < 1 + race.config.benchmark.precision,
             "figures": {str(n): race.figures(n) for n in sorted(measured)},
             "baseline": _baseline_record(race),
         },
@@ -451,7 +456,13 @@ def _baseline_record(race: _Race) -> dict[str, Any] | None:
     if race.baseline is None:
         return None
     n = race.baseline.number
-    return {"trial": n, "visits": race.rounds, "value": round(race.value(race.baseline), 3)}
+    return {"trial": n, "visits": race.rounds, "value": _kept(race.value(race.baseline))}
+
+
+def _kept(value: float) -> float:
+    """A value as the record keeps it: six significant digits, whatever the objective's scale (a TTFT in
+    seconds as well as a throughput in tok/s)."""
+    return float(f"{value:.6g}")
 
 
 def maybe_confirm(

@@ -24,4 +24,4 @@ def closest_to_slo(study: optuna.Study) -> FrozenTrial | None:
     missed = [t for t in study_trials(study) if is_counted(t) and misses_slo(t)]
     if not missed:
         return None
-    return min(missed, key=lambda t: (t.constraints.get("slo", 0.0), -rank_value(t), t.number))
+    return min(missed, key=lambda t: (t.constraints.get("slo", 0.0), -rank_value(t, study.directions), t.number))
