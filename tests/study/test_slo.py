@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fixtures_demo import MakeConfig, make_config
 
 from tuner.cli import main
-from tuner.trials import MISSES_SLO, closest_to_slo, feasible, outcome, outcome_text, record_of
+from tuner.trials import Outcome, closest_to_slo, feasible, record_of
 
 __all__ = ["make_config"]
 
@@ -56,8 +56,8 @@ def test_a_promise_no_config_keeps_makes_every_trial_infeasible(
         missed = record_of(t).slo_missed or ""
         assert missed.startswith("misses the SLO in chat-4rps: 0% of requests within TTFT 1 ms")
         assert t.user_attrs["chat-4rps.attainment"] == 0.0
-        assert outcome(t) == MISSES_SLO  # every view says why, in one line
-        assert outcome_text(t) == "infeasible: " + missed
+        assert Outcome.of(t) == Outcome.MISSES_SLO  # every view says why, in one line
+        assert Outcome.text(t) == "infeasible: " + missed
     study = optuna.load_study(study_name="tight", storage=cfg.study.storage)
     assert feasible(study) == []
     _no_config_met_the_slo(capsys, str(cfg.source), closest_to_slo(study))
@@ -144,7 +144,7 @@ def test_goodput_objective_is_the_geomean_of_the_rates_that_met_the_slo(make_con
     from tuner.config import StudyConfig
     from tuner.objective._throughput import bound as objective_bound
     from tuner.sim.inprocess import run_inprocess
-    from tuner.trials import CONFIRMATION
+    from tuner.trials._confirmed import CONFIRMATION
 
     def edit(text: str) -> str:
         text = _with_slo("ttft_s = 60\ntpot_s = 10")(text)

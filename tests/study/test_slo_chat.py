@@ -12,7 +12,7 @@ from optuna.trial import TrialState
 from tuner.config import load_config
 from tuner.report import build_report, slo_object, speedup_clause, study_speedup
 from tuner.sim.inprocess import run_inprocess
-from tuner.trials import MISSES_SLO, outcome, recommended
+from tuner.trials import Outcome, recommended
 
 STUDY = Path(__file__).resolve().parents[2] / "studies" / "slo-chat.toml"
 
@@ -26,7 +26,7 @@ def test_the_fastest_closed_loop_config_misses_the_slo_and_tune_recommends_one_t
     study = optuna.load_study(study_name=run.study_name, storage=storage)
     measured = [t for t in study.trials if t.state == TrialState.COMPLETE and "c64-batch.point" in t.user_attrs]
     fastest = max(measured, key=lambda t: t.user_attrs["c64-batch.point"])
-    assert outcome(fastest) == MISSES_SLO, fastest.user_attrs
+    assert Outcome.of(fastest) == Outcome.MISSES_SLO, fastest.user_attrs
     assert fastest.user_attrs["chat-4rps.tpot_p99_s"] > 0.03  # its big batch makes every token slower
     # 160 requests bound the p99 from below only (an upper bound at 80% needs 230): recorded as None, not guessed.
     low, high = (fastest.user_attrs[f"chat-4rps.tpot_p99_{side}_s"] for side in ("low", "high"))

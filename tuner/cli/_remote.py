@@ -150,7 +150,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     from tuner.config import launch_spec
     from tuner.report import launch_text, recommendation_lines, tune_command
     from tuner.study import load_existing
-    from tuner.trials import closest_to_slo, outcome_text, recommended, record_of
+    from tuner.trials import Outcome, closest_to_slo, recommended, record_of
 
     config, storage, name = study_location(args)
     study = load_existing(storage, name)  # never creates an empty study to apply nothing from
@@ -178,7 +178,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
         if not matches:
             raise TuneError(f"study {study.study_name!r} has no trial {args.trial}")
         trial = matches[0]
-        print(f"trial #{trial.number}: {outcome_text(trial)}")
+        print(f"trial #{trial.number}: {Outcome.text(trial)}")
     spec = launch_spec(config, trial)  # the real values: the server needs them
     print(f"applying trial #{trial.number}: {launch_text(config, trial)}")
     _with_target(config, lambda target: _bring_up(target, spec, f"apply-trial-{trial.number}"))

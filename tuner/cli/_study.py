@@ -575,7 +575,7 @@ def _best(args: argparse.Namespace) -> int:
         tune_command,
     )
     from tuner.space import format_value
-    from tuner.trials import confirmation_text, recommended
+    from tuner.trials import recommended, study_record
 
     if args.confirm:
         _confirm(args)
@@ -596,7 +596,7 @@ def _best(args: argparse.Namespace) -> int:
     print(f"study {study.study_name} ({names}):")
     for line in recommendation_lines(study, config, rec, finish=command("finish")):
         print(line)
-    if rec.confirmed and (confirmed := confirmation_text(study)):
+    if rec.confirmed and (confirmed := study_record(study).confirmation_text):
         print(confirmed)
     if drift := baseline_drift(study, config):
         print(f"note: {drift}")

@@ -6,7 +6,6 @@ from tuner.report._dashboard import DashboardServer
 from tuner.report._export import choose_trial, export_text, launch_text, secrets_note
 from tuner.report._facts import (
     baseline_drift,
-    baseline_trial,
     figure_text,
     per_scenario_best,
     recommendation_lines,
@@ -24,7 +23,6 @@ from tuner.report._slo import closest_slo_lines, slo_object, slo_sentence
 __all__ = [
     "DashboardServer",
     "baseline_drift",
-    "baseline_trial",
     "build_report",
     "choose_trial",
     "closest_slo_lines",

@@ -30,17 +30,12 @@ from tuner.report._latency import latency_object
 from tuner.secrets import masked_url
 from tuner.space import format_value
 from tuner.trials import (
-    MISSES_SLO,
-    SLOWER,
-    WRONG,
+    Outcome,
     Recommendation,
-    client_bound_scenarios,
+    baseline_trial,
     current_confirmation,
     feasible,
     is_counted,
-    misses_slo,
-    outcome,
-    outcome_text,
     record_of,
     study_trials,
 )
@@ -49,7 +44,6 @@ __all__ = [
     "FailureGroup",
     "ScenarioComparison",
     "baseline_drift",
-    "baseline_trial",
     "compare_scenarios",
     "failure_groups",
     "figure_text",
@@ -109,18 +103,6 @@ def figure_text(t: FrozenTrial, config: StudyConfig) -> str:
     return "-"
 
 
-def baseline_trial(study: optuna.Study) -> FrozenTrial | None:
-    """The measured baseline (trial 0 normally); a retried baseline counts, a failed one is still returned."""
-    candidates = [
-        t
-        for t in study_trials(study)
-        if record_of(t).is_baseline and t.state in (TrialState.COMPLETE, TrialState.PRUNED)
-    ]
-    complete = [t for t in candidates if t.state == TrialState.COMPLETE]
-    pool = complete or candidates
-    return pool[-1] if pool else None
-
-
 def study_speedup(study: optuna.Study, config: StudyConfig, best: FrozenTrial) -> Speedup | None:
     """The speed-up of ``best`` over the baseline that every view prints (its objective's: side by side from the
     confirmation's fresh repeats when it measured both), with why the baseline is no alternative when it breaks
@@ -129,7 +111,7 @@ def study_speedup(study: optuna.Study, config: StudyConfig, best: FrozenTrial) -
     if baseline is None:
         return None
     found = objective_of(config).speedup(study, best, baseline)
-    missed = record_of(baseline).slo_missed if misses_slo(baseline) else None
+    missed = record_of(baseline).slo_missed if (Outcome.of(baseline) == Outcome.MISSES_SLO) else None
     return dataclasses.replace(found, baseline_misses=missed) if found is not None and missed else found
 
 
@@ -249,7 +231,7 @@ def recommendation_lines(
         f"recommended: trial #{t.number} ({basis}), score {figure_text(t, config)}{confirmed}{vs}; "
         f"{gate.get(rec.gate, rec.gate)}"
     ]
-    if bound := client_bound_scenarios(t):
+    if bound := record_of(t).client_bound_scenarios():
         lines.append(f"WARNING: {', '.join(bound)} measured while the load generator was the bottleneck")
     if (unverified := verification_text(rec, finish=finish)) is not None:
         lines.append(unverified)
@@ -278,17 +260,18 @@ def failure_groups(study: optuna.Study) -> list[FailureGroup]:
     slower are no failure: they are left out)."""
     groups: dict[tuple[str, str], list[FrozenTrial]] = {}
     for t in study_trials(study):
-        kind = outcome(t)
-        if not is_counted(t) or kind == SLOWER or (t.state == TrialState.COMPLETE and kind not in (WRONG, MISSES_SLO)):
+        became = Outcome.of(t)
+        infeasible = became in (Outcome.WRONG, Outcome.MISSES_SLO)
+        if not is_counted(t) or became == Outcome.SLOWER or (t.state == TrialState.COMPLETE and not infeasible):
             continue
-        reason = record_of(t).failure_reason or outcome_text(t)
-        groups.setdefault((kind, _reason_key(reason)), []).append(t)
+        reason = record_of(t).failure_reason or Outcome.text(t)
+        groups.setdefault((became, _reason_key(reason)), []).append(t)
     out = [
         FailureGroup(
             phase=kind,
             reason=key,
             trials=tuple(t.number for t in ts),
-            example=(record_of(ts[0]).failure_reason or outcome_text(ts[0]))[:400],
+            example=(record_of(ts[0]).failure_reason or Outcome.text(ts[0]))[:400],
         )
         for (kind, key), ts in groups.items()
     ]
@@ -311,8 +294,8 @@ def trial_row(t: FrozenTrial, config: StudyConfig, *, latency: bool = False) -> 
     row = {
         "number": t.number,
         "state": t.state.name,
-        "outcome": outcome(t) if t.state in (TrialState.COMPLETE, TrialState.PRUNED) else t.state.name,
-        "verdict": outcome_text(t),
+        "outcome": Outcome.of(t) if t.state in (TrialState.COMPLETE, TrialState.PRUNED) else t.state.name,
+        "verdict": Outcome.text(t),
         "values": [round(v, 3) for v in t.values] if t.values and t.state == TrialState.COMPLETE else None,
         "score": figure_text(t, config),
         "point": round(figure.point, 3) if figure is not None and figure.point is not None else None,

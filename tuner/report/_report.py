@@ -23,7 +23,6 @@ from tuner.objective import objective_of
 from tuner.report._export import export_dropin, launch_text
 from tuner.report._facts import (
     baseline_drift,
-    baseline_trial,
     compare_scenarios,
     failure_groups,
     figure_text,
@@ -39,24 +38,17 @@ from tuner.report._importance import LABEL, feasible_study, importance_target, i
 from tuner.report._slo import RatePoint, rate_points, slo_sentence
 from tuner.space import format_value
 from tuner.trials import (
-    FEASIBLE,
-    OUTCOMES,
-    SLOWER,
-    WRONG,
+    Outcome,
     Recommendation,
-    client_bound_scenarios,
-    confirmation_text,
+    baseline_trial,
     counted_trials,
     feasible,
     is_counted,
-    outcome,
-    outcome_text,
     rank_value,
     recommended,
     record_of,
     study_record,
     study_trials,
-    warm_start_of,
 )
 
 __all__ = ["Report", "build_report"]
@@ -155,9 +147,9 @@ class _ReportWriter:
         records = [record_of(t) for t in trials]
         rejected = sum(1 for r in records if r.rejected)
         repeats = sum(1 for r in records if r.duplicate_of is not None)
-        outcomes = Counter(outcome(t) for t in trials if is_counted(t))
-        always = (FEASIBLE, WRONG, SLOWER)
-        counts = ", ".join(f"{outcomes[o]} {o}" for o in OUTCOMES if outcomes[o] or o in always)
+        outcomes = Counter(Outcome.of(t) for t in trials if is_counted(t))
+        always = (Outcome.FEASIBLE, Outcome.WRONG, Outcome.SLOWER)
+        counts = ", ".join(f"{outcomes[o]} {o}" for o in tuple(Outcome) if outcomes[o] or o in always)
         starts = [t.datetime_start for t in trials if t.datetime_start]
         ends = [t.datetime_complete for t in trials if t.datetime_complete]
         span = f"{min(starts):%Y-%m-%d %H:%M} → {max(ends):%Y-%m-%d %H:%M}" if starts and ends else "-"
@@ -177,7 +169,7 @@ class _ReportWriter:
         ]
         if (warmups := facts.warmups) is not None:
             self.md.append(f"- {warmups[0].upper()}{warmups[1:]}.")
-        if (warm := warm_start_of(study)) is not None:
+        if (warm := study_record(study).warm_start) is not None:
             self.md += [f"- {line[0].upper()}{line[1:]}." for line in warm.lines()]
         self.md.append("")
 
@@ -192,7 +184,7 @@ class _ReportWriter:
             return
         lines = recommendation_lines(self.study, self.config, rec, finish=self.command("finish"))
         self.md += [f"**{lines[0][0].upper()}{lines[0][1:]}.**", "", *(f"{line}." for line in lines[1:])]
-        confirmed = confirmation_text(self.study)
+        confirmed = study_record(self.study).confirmation_text
         if confirmed and rec.confirmed:
             self.md += ["", confirmed[0].upper() + confirmed[1:] + "."]
         if rec.front:
@@ -227,7 +219,7 @@ class _ReportWriter:
             self.md += ["No feasible trial to compare.", ""]
             return
         if baseline is None or baseline.state != TrialState.COMPLETE:
-            missing = "was not measured" if baseline is None else f"did not complete ({outcome_text(baseline)})"
+            missing = "was not measured" if baseline is None else f"did not complete ({Outcome.text(baseline)})"
             self.md += [f"The baseline {missing}: no speed-up can be computed.", ""]
             return
         if baseline.number == best.number:
@@ -296,14 +288,14 @@ class _ReportWriter:
             t
             for t in self.trials
             if is_counted(t)
-            and outcome(t) == WRONG
+            and Outcome.of(t) == Outcome.WRONG
             and t.state == TrialState.COMPLETE
             and (top is None or rank_value(t, self.study.directions) > rank_value(top, self.study.directions))
         ]
         if wrong_fast:
             self.md += [
                 "Faster than the best but **infeasible** (wrong answers; never recommended): "
-                + ", ".join(f"#{t.number} ({figure_text(t, self.config)}, {outcome_text(t)})" for t in wrong_fast)
+                + ", ".join(f"#{t.number} ({figure_text(t, self.config)}, {Outcome.text(t)})" for t in wrong_fast)
                 + ".",
                 "",
             ]
@@ -316,7 +308,7 @@ class _ReportWriter:
         tag = " (baseline)" if record.is_baseline else ""
         if self.best is not None and t.number == self.best.number:
             tag += " **recommended**"
-        if client_bound_scenarios(t):
+        if record_of(t).client_bound_scenarios():
             tag += " CLIENT-BOUND"
         return (
             f"| {rank} | #{t.number}{tag} | {figure_text(t, self.config)} | {toks} | {accept} "
@@ -362,7 +354,7 @@ class _ReportWriter:
                 shown = ", ".join(f"#{n}" for n in g.trials[:12]) + (" …" if len(g.trials) > 12 else "")
                 self.md.append(f"| {g.phase} | {_md_cell(g.example[:200])} | {len(g.trials)} | {shown} |")
             self.md.append("")
-        slower = sum(1 for t in self.trials if is_counted(t) and outcome(t) == SLOWER)
+        slower = sum(1 for t in self.trials if is_counted(t) and Outcome.of(t) == Outcome.SLOWER)
         saved = sum(record_of(t).pruning_saved_s or 0.0 for t in self.trials)
         if slower:
             self.md += [

@@ -57,28 +57,24 @@ from tuner.config import StudyConfig, launch_spec
 from tuner.endpoint import Endpoint
 from tuner.errors import TrialFailure
 from tuner.objective import BaseObjective, objective_of
-from tuner.report import baseline_trial
 from tuner.spec import LaunchSpec
 from tuner.stats import Noise, SequentialPolicy, pooled_noise
 from tuner.study._objective import TrialParts
 from tuner.study._steps import benchmark_server, gate_server
 from tuner.study._warmups import first_passes_lookup
 from tuner.trials import (
-    CONFIRMATION,
-    GateVerdict,
+    baseline_trial,
     best_trials,
     candidates,
-    confirmation_text,
     current_confirmation,
-    gate_pending,
     is_counted,
     record_gate_verdict,
     record_of,
-    scenario_repeats,
+    study_record,
     write_study,
 )
 
-__all__ = ["CONFIRMATION", "Confirmation", "confirm_top", "settle_final_gate"]
+__all__ = ["Confirmation", "confirm_top", "settle_final_gate"]
 
 Claim = Callable[[list[int]], bool]
 Check = Callable[[Endpoint], bool]
@@ -255,7 +251,7 @@ class _Race:
     def visit(self, t: FrozenTrial, r: int) -> bool:
         """One visit of finalist ``t`` in round ``r``; False when it failed the end-of-study gate (it is out)."""
         check = None
-        if self.gating and r == 0 and gate_pending(t):
+        if self.gating and r == 0 and record_of(t).gate_pending:
             check = _finalist_check(self.study, self.config, self.parts, t, self.say)
         try:
             t0 = time.monotonic()
@@ -341,14 +337,15 @@ def _finalist_check(
         result = gate_server(parts.gate, endpoint)
         correct = result.passed >= config.gate.min_passed
         failures = tuple(f"{o.task_id}: {o.reason or 'failed'}"[:300] for o in result.failures[:5])
-        verdict = GateVerdict(
+        verdict = record_gate_verdict(
+            study,
+            t.number,
             passed=result.passed,
             total=result.total,
             correct=correct,
             seconds=round(result.seconds, 3),
             failures=failures,
         )
-        record_gate_verdict(study, t.number, verdict)
         if correct:
             say(f"  #{t.number} gate {verdict.text}: passed")
         else:
@@ -371,7 +368,7 @@ def settle_final_gate(
     member of the Pareto front (one that fails leaves the front, and may let others in). ``claim``: as for the
     confirmation, one worker of a fleet gates a given config."""
     while gates_at_the_end(config, parts):
-        pending = [t for t in best_trials(study) if gate_pending(t)]
+        pending = [t for t in best_trials(study) if record_of(t).gate_pending]
         if not pending:
             return
         t = pending[0]
@@ -409,7 +406,7 @@ def visit_policy(config: StudyConfig, *, noise_known: bool) -> SequentialPolicy:
 def study_noise(study: optuna.Study, config: StudyConfig) -> dict[str, Noise | None]:
     """Per scenario, the repeat noise pooled over every trial of the study (None: no trial repeated it)."""
     trials = [t for t in study.get_trials(deepcopy=False) if is_counted(t)]
-    return {s.name: pooled_noise(scenario_repeats(t, s.name) for t in trials) for s in config.benchmark.scenarios}
+    return {s.name: pooled_noise(record_of(t).repeats(s.name) for t in trials) for s in config.benchmark.scenarios}
 
 
 def _record(study: optuna.Study, race: _Race, values: dict[int, float], say: Any) -> Confirmation:
@@ -446,7 +443,7 @@ def _record(study: optuna.Study, race: _Race, values: dict[int, float], say: Any
             "baseline": _baseline_record(race),
         },
     )
-    say(confirmation_text(study) or "")
+    say(study_record(study).confirmation_text or "")
     return result
 
 

@@ -21,11 +21,12 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.metrics import METRICS, scenario_attrs
 from tuner.slo import SLO_STATES, SloVerdict
 from tuner.trials import _attrs as attrs
-from tuner.trials._confirmed import CONFIRMATION
-from tuner.trials._optuna import current_trial, storage_of, trial_id
-from tuner.trials._outcome import outcome, outcome_text
+from tuner.trials._confirmed import CONFIRMATION, confirmation_text
+from tuner.trials._outcome import infeasibility, outcome, outcome_text
 from tuner.trials._ranking import is_counted, is_feasible
+from tuner.trials._verdicts import GateVerdict, gate_pending, gate_verdicts
 from tuner.trials._warm import WarmStart
+from tuner.trials.adapter import current_trial, storage_of, trial_id
 
 __all__ = [
     "StudyFacts",
@@ -195,6 +196,11 @@ class TrialRecord:
     """One of :data:`~tuner.trials.OUTCOMES` (a state's name for a trial neither COMPLETE nor PRUNED)."""
     outcome_text: str = ""
     """What became of the trial in a few words, the same in every view."""
+    infeasibility: str | None = None
+    """Why a measured config is not eligible (``gate 3/5``; None: it is, or it was not measured)."""
+    gate_pending: bool = False
+    """A trial of a ``[gate] when = "final"`` study with no end-of-study verdict (yet, or ever: only the
+    finalists are gated)."""
 
     def figure(self, scenario: str, key: str) -> Any:
         """The trial's ``key`` figure of ``scenario`` (None when not recorded)."""
@@ -340,6 +346,8 @@ def record_of(t: FrozenTrial | optuna.Trial) -> TrialRecord:
         feasible=is_feasible(frozen),
         outcome=outcome(frozen),
         outcome_text=outcome_text(frozen),
+        infeasibility=infeasibility(frozen),
+        gate_pending=gate_pending(frozen),
     )
 
 
@@ -420,6 +428,10 @@ class StudyRecord:
     config_text: str | None = None
     config_source: str | None = None
     config_dir: str | None = None
+    gate_verdicts: Mapping[int, GateVerdict] = field(default_factory=dict)
+    """The end-of-study gate verdicts, by trial number."""
+    confirmation_text: str | None = None
+    """One line on what re-measuring the top decided (None: no confirmation recorded)."""
 
 
 def study_record(study: optuna.Study) -> StudyRecord:
@@ -436,6 +448,8 @@ def study_record(study: optuna.Study) -> StudyRecord:
         config_text=_opt(u.get(attrs.CONFIG_TEXT), str),
         config_source=_opt(u.get(attrs.CONFIG_SOURCE), str),
         config_dir=_opt(u.get(attrs.CONFIG_DIR), str),
+        gate_verdicts=gate_verdicts(study),
+        confirmation_text=confirmation_text(study),
     )
 
 
