@@ -208,19 +208,9 @@ class ScenarioResult:
     @property
     def verdict(self) -> SloVerdict | None:
         """The scenario's SLO verdict as the benchmark made it (None: no SLO, or no request judged)."""
-        if self.slo_verdict is None or self.slo_required is None:
+        if self.slo_verdict is None:
             return None
-        return SloVerdict(
-            state=self.slo_verdict,
-            required=self.slo_required,
-            requests=self.requests,
-            attainment=self.attainment,
-            low=self.attainment_low,
-            high=self.attainment_high,
-            margin=self.slo_margin,
-            margin_low=self.slo_margin_low,
-            margin_high=self.slo_margin_high,
-        )
+        return SloVerdict.read(lambda name: getattr(self, name), requests=self.requests)
 
     def stopped_by(self, decision: RepeatDecision | None) -> ScenarioResult:
         """This result, recording why its repeats stopped."""

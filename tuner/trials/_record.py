@@ -9,7 +9,6 @@ come from the metric registry (:mod:`tuner.metrics`) generically: a metric added
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.metrics import METRICS, scenario_attrs
-from tuner.slo import SLO_STATES, SloVerdict
+from tuner.slo import SloVerdict
 from tuner.trials import _attrs as attrs
 from tuner.trials._confirmed import CONFIRMATION, confirmation_text
 from tuner.trials._outcome import infeasibility, outcome, outcome_text
@@ -225,23 +224,11 @@ class TrialRecord:
 
         A trial recorded before verdicts were stored has only the attainment's interval: its verdict is the one
         rule applied to that interval, against ``required`` (the study's share: the trial did not store it)."""
-        num = functools.partial(self.number_figure, scenario)
-        low, high = num("attainment_low"), num("attainment_high")
-        required = num("slo_required") or required
-        if required is None or num("attainment") is None:
-            return None
-        state = self.figure(scenario, "slo_verdict")
-        return SloVerdict(
-            state=state if state in SLO_STATES else SloVerdict.decide(low, high, required),
-            required=required,
-            requests=int(num("requests") or 0),
-            attainment=num("attainment"),
-            low=low,
-            high=high,
-            margin=num("slo_margin"),
-            margin_low=num("slo_margin_low"),
-            margin_high=num("slo_margin_high"),
-        )
+
+        def figure(name: str) -> Any:
+            return self.figure(scenario, name) if name == "slo_verdict" else self.number_figure(scenario, name)
+
+        return SloVerdict.read(figure, requests=int(self.number_figure(scenario, "requests") or 0), required=required)
 
     def client_bound_scenarios(self) -> list[str]:
         """Scenarios measured while the load generator was the bottleneck: their figures understate the server."""
