@@ -24,7 +24,9 @@ class ScenarioResult:
     """
 
     name: str
-    concurrency: int
+    concurrency: int | None
+    """Requests in flight the load was held to: a closed loop's streams, an open loop's ``max_concurrency`` (None:
+    no cap: an open loop's requests arrive on their schedule, whatever is in flight; its load is :attr:`rate`)."""
     repeats_tok_s: tuple[float, ...]
     output_tok_s: float
     score: float
@@ -190,7 +192,7 @@ class ScenarioResult:
         goodput = goodput_fields(point=est.point, score=est.score, figures=measured, tokens_per_request=per_request)
         return cls(
             name=scenario.name,
-            concurrency=scenario.concurrency,
+            concurrency=scenario.max_concurrency if scenario.open_loop else scenario.concurrency,
             rate=scenario.rate,
             repeats_tok_s=tuple(repeats_tok_s),
             output_tok_s=statistics.median(repeats_tok_s),

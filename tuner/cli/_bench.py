@@ -167,7 +167,7 @@ def format_table(results: list[Any], *, scenarios: Mapping[str, Any] | None = No
         rows.append(
             (
                 r.name,
-                scenario.load if scenario is not None else str(r.concurrency),
+                scenario.load if scenario is not None else str(r.concurrency or "-"),
                 _fmt(r.output_tok_s),
                 _fmt(r.score),
                 ci,

@@ -320,18 +320,15 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any, str]:
 
 # -- tune status -------------------------------------------------------------------------------------------
 
-_SHORT = {
-    "feasible": "ok",
-    "not gated (behind the best)": "ok",
-    "not gated yet (finalists only)": "ok",
-    "not gated (not a finalist)": "ok",
-    "infeasible (wrong answers)": "WRONG",
-    "pruned (slower)": "pruned",
-    "failed to start": "FAILED",
-    "died under load": "FAILED",
-    "other failure": "FAILED",
-    "environment": "env",
-}
+def _short_words() -> dict[str, str]:
+    """The status table's verdict column per outcome (a key it lacks would show the trial's state instead)."""
+    from tuner.trials import Outcome
+
+    short = {
+        Outcome.WRONG: "WRONG", Outcome.MISSES_SLO: "SLO miss", Outcome.SLOWER: "pruned", Outcome.ENVIRONMENT: "env",
+    }  # fmt: skip
+    ok = (Outcome.FEASIBLE, Outcome.NOT_GATED, Outcome.NOT_GATED_YET, Outcome.NOT_FINALIST)
+    return {o: "ok" if o in ok else short.get(o, "FAILED") for o in Outcome}
 
 
 def _short(row: dict[str, Any]) -> str:
@@ -342,7 +339,7 @@ def _short(row: dict[str, Any]) -> str:
         return "rejected"
     if row["state"] == "FAIL":
         return "env" if row["failure_kind"] == "environment" else "interr."
-    return _SHORT.get(row["outcome"], row["state"].lower())
+    return _short_words().get(row["outcome"], row["state"].lower())
 
 
 def _gate_cell(row: dict[str, Any]) -> str:
