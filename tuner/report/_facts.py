@@ -245,6 +245,16 @@ class FailureGroup:
     """The reason with its numbers blanked (``N``), so "allocate 1.56 GiB" and "allocate 2.1 GiB" group."""
     trials: tuple[int, ...]
     example: str
+    """The group's reason with each number that differs between its trials as their range (``14.4-60.6%``)."""
+    figures: tuple[str, ...] = ()
+    """When one number differs between the trials, each trial's own, in :attr:`trials`' order (``45``)."""
+
+    @property
+    def trials_text(self) -> str:
+        """``#0 45, #1 41.2`` (each trial's own figure, when one differs), or ``#0, #1``."""
+        figures = self.figures or ("",) * len(self.trials)
+        shown = [f"#{n} {f}".strip() for n, f in zip(self.trials, figures, strict=True)]
+        return ", ".join(shown[:12]) + (" …" if len(shown) > 12 else "")
 
 
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
@@ -266,16 +276,33 @@ def failure_groups(study: optuna.Study) -> list[FailureGroup]:
             continue
         reason = record_of(t).failure_reason or Outcome.text(t)
         groups.setdefault((became, _reason_key(reason)), []).append(t)
-    out = [
-        FailureGroup(
-            phase=kind,
-            reason=key,
-            trials=tuple(t.number for t in ts),
-            example=(record_of(ts[0]).failure_reason or Outcome.text(ts[0]))[:400],
-        )
-        for (kind, key), ts in groups.items()
-    ]
+    out = [_group(became, key, ts) for (became, key), ts in groups.items()]
     return sorted(out, key=lambda g: (-len(g.trials), g.phase, g.reason))
+
+
+def _group(became: str, key: str, trials: list[FrozenTrial]) -> FailureGroup:
+    """One group, its reason written once with the numbers that differ as ranges, and each trial's own figure
+    when exactly one differs (an SLO miss's attainment): never one trial's figures standing for all."""
+    reasons = [(record_of(t).failure_reason or Outcome.text(t)).strip().splitlines()[0][:400] for t in trials]
+    numbers = [_NUMBER.findall(r) for r in reasons]
+    words = _NUMBER.split(reasons[0])
+    if any(len(ns) != len(numbers[0]) for ns in numbers):  # cut at 400 characters differently: show the first
+        return FailureGroup(phase=became, reason=key, trials=tuple(t.number for t in trials), example=reasons[0])
+    columns = list(zip(*numbers, strict=True))
+    shown = [c[0] if len(set(c)) == 1 else _span(c) for c in columns]
+    varying = [i for i, c in enumerate(columns) if len(set(c)) > 1]
+    example = "".join(w + (shown[i] if i < len(shown) else "") for i, w in enumerate(words))
+    figures: tuple[str, ...] = ()
+    if len(varying) == 1:
+        unit = "%" if words[varying[0] + 1].startswith("%") else ""  # the share an SLO miss is about
+        figures = tuple(f + unit for f in columns[varying[0]])
+    return FailureGroup(
+        phase=became, reason=key, trials=tuple(t.number for t in trials), example=example, figures=figures
+    )
+
+
+def _span(values: Sequence[str]) -> str:
+    return f"{min(values, key=float)}-{max(values, key=float)}"
 
 
 def params_text(params: Mapping[str, Any]) -> str:

@@ -16,6 +16,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import StudyConfig
 from tuner.metrics import LATENCY_MEASURES
+from tuner.objective import objective_of
 from tuner.report._facts import ScenarioComparison, figure_text
 from tuner.report._map import MapView
 from tuner.report._slo import RatePoint
@@ -124,7 +125,7 @@ def plot_history(
                    label=f"recommended #{t.number}")
         text = f"#{t.number} {figure_text(t, config)}"
         if recommended.confirmed_value is not None:
-            text += f"\nconfirmed {recommended.confirmed_value:.1f}"
+            text += f"\nconfirmed {objective_of(config).format(recommended.confirmed_value)}"
         ax.annotate(text, (t.number, rank_value(t)), textcoords="offset points", xytext=(8, -24), fontsize=8)
     ax.set_xlabel("trial")
     ax.set_ylabel((study.metric_names or ["score"])[0] if len(study.directions) == 1 else "geometric mean")
@@ -197,6 +198,7 @@ _MAP_STYLE: dict[str, dict[str, Any]] = {
     Outcome.NOT_GATED: {"marker": "s", **_HOLLOW, "edgecolors": "tab:olive", "label": "not gated (behind)"},
     Outcome.NOT_FINALIST: {"marker": "s", **_HOLLOW, "edgecolors": "tab:cyan", "label": "not a finalist"},
     Outcome.WRONG: {"marker": "x", "c": "red", "s": 80, "label": "infeasible (wrong answers)"},
+    Outcome.MISSES_SLO: {"marker": "x", "c": "tab:orange", "s": 80, "label": "infeasible (misses the SLO)"},
     Outcome.SLOWER: {"marker": "D", **_HOLLOW, "s": 60, "edgecolors": "tab:blue", "label": "pruned (slower)"},
 }
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import StudyConfig
@@ -35,12 +36,13 @@ from tuner.report._facts import (
     tune_command,
 )
 from tuner.report._importance import LABEL, feasible_study, importance_target, importances
-from tuner.report._slo import RatePoint, rate_points, slo_sentence
+from tuner.report._slo import RatePoint, closest_slo_lines, rate_points, slo_sentence
 from tuner.space import format_value
 from tuner.trials import (
     Outcome,
     Recommendation,
     baseline_trial,
+    closest_to_slo,
     counted_trials,
     feasible,
     is_counted,
@@ -154,7 +156,8 @@ class _ReportWriter:
         ends = [t.datetime_complete for t in trials if t.datetime_complete]
         span = f"{min(starts):%Y-%m-%d %H:%M} → {max(ends):%Y-%m-%d %H:%M}" if starts and ends else "-"
         facts = study_record(study)
-        target = facts.target_trials if facts.target_trials is not None else self.config.study.trials
+        target = self._target()
+        better = "lower" if StudyDirection.MINIMIZE in study.directions else "higher"
         self.md += [
             f"# Tuning report: study `{study.study_name}`",
             "",
@@ -163,7 +166,7 @@ class _ReportWriter:
             f"- **{counted_trials(study)}/{target}** counted trials: {counts}.",
             f"- Not counted: {rejected} samples rejected by constraints, {repeats} repeats of measured configs, "
             f"{states.get('FAIL', 0)} interrupted or environment faults, {states.get('RUNNING', 0)} running.",
-            f"- Objective: {', '.join(study.metric_names or ['score'])} (higher is better). A score is the lower "
+            f"- Objective: {', '.join(study.metric_names or ['score'])} ({better} is better). A score is the lower "
             f"end of the objective's {self.config.benchmark.confidence:.0%} interval, shown as "
             "`score (point ± half-width)`.",
         ]
@@ -177,10 +180,7 @@ class _ReportWriter:
         self.md += ["## Recommendation", ""]
         rec, best = self.rec, self.best
         if rec is None or best is None:
-            self.md += [
-                "**No feasible trial yet: nothing to recommend.** See *Failures* below for why configs failed.",
-                "",
-            ]
+            self.md += self._no_recommendation()
             return
         lines = recommendation_lines(self.study, self.config, rec, finish=self.command("finish"))
         self.md += [f"**{lines[0][0].upper()}{lines[0][1:]}.**", "", *(f"{line}." for line in lines[1:])]
@@ -198,6 +198,32 @@ class _ReportWriter:
             self.md += ["systemd drop-in (`tune export --format dropin`):", "", "```ini", dropin.rstrip(), "```", ""]
         except Exception as exc:
             self.md += [f"(No systemd drop-in: {exc})", ""]
+
+    def _no_recommendation(self) -> list[str]:
+        """Nothing to recommend: when configs missed only the SLO, the closest one, marked as not meeting it (its
+        latency is in *Latency against offered rate*); "yet" only while the study has trials left to run."""
+        closest = closest_to_slo(self.study)
+        if closest is None:
+            ended = counted_trials(self.study) >= self._target()
+            head = "No feasible trial" + ("" if ended else " yet") + ": nothing to recommend."
+            return [f"**{head}** See *Failures* below for why configs failed.", ""]
+        lines = closest_slo_lines(self.study, self.config)
+        return [
+            f"**{lines[0][0].upper()}{lines[0][1:]}.**",
+            "",
+            f"{lines[1][0].upper()}{lines[1][1:]}; {lines[2].strip()}.",
+            "",
+            "Its launch command (it does **not** meet the SLO):",
+            "",
+            "```sh",
+            launch_text(self.config, closest),
+            "```",
+            "",
+        ]
+
+    def _target(self) -> int:
+        facts = study_record(self.study)
+        return facts.target_trials if facts.target_trials is not None else self.config.study.trials
 
     def _params_table(self, best: FrozenTrial) -> list[str]:
         baseline = self.baseline
@@ -256,22 +282,31 @@ class _ReportWriter:
         self.image("scenarios", "Per-scenario tok/s, baseline vs recommended")
 
     def latency_vs_rate(self) -> None:
-        """``[slo]`` with open-loop scenarios: the rate up to which each config keeps the promise, and a plot."""
+        """``[slo]`` with open-loop scenarios: the rate up to which each config keeps the promise, and a plot
+        (when none keeps it: the closest one's, against the baseline's)."""
         best, baseline = self.best, self.baseline
-        if best is None or not rate_points(best, self.config):
+        closest = closest_to_slo(self.study) if best is None else None
+        shown = best or closest
+        if shown is None or not rate_points(shown, self.config):
             return
         self.md += ["## Latency against offered rate", ""]
-        brackets = objective_of(self.config).brackets(self.study, best, baseline)
-        sentence = slo_sentence(best, baseline, self.config, brackets=brackets)
-        self.md += [f"**Recommended: {sentence}.**" if sentence else "The recommendation met the SLO at no rate "
-                    "measured (it is feasible on the scenarios it was judged in).", ""]
-        series = {f"recommended (#{best.number})": rate_points(best, self.config)}
+        if best is not None:
+            brackets = objective_of(self.config).brackets(self.study, best, baseline)
+            sentence = slo_sentence(best, baseline, self.config, brackets=brackets)
+            self.md += [f"**Recommended: {sentence}.**" if sentence else "The recommendation met the SLO at no "
+                        "rate measured (it is feasible on the scenarios it was judged in).", ""]  # fmt: skip
+            label = f"recommended (#{shown.number})"
+        else:
+            self.md += [f"No config met the SLO; the closest, #{shown.number}, against the baseline:", ""]
+            label = f"closest (#{shown.number}, misses the SLO)"
+        best = shown
+        series = {label: rate_points(best, self.config)}
         if baseline is not None and baseline.number != best.number and baseline.state == TrialState.COMPLETE:
             series = {f"baseline (#{baseline.number})": rate_points(baseline, self.config), **series}
         self.md += _latency_table(series, self.config.benchmark.confidence)
         self.draw("latency_rate", lambda: _plot_latency(series, self.out_dir))
-        self.image("latency_rate", "TTFT and TPOT p99 against offered rate with their intervals, baseline vs "
-                   "recommended, SLO line")  # fmt: skip
+        self.image("latency_rate", f"TTFT, TPOT and E2E p99 against offered rate with their intervals, baseline "
+                   f"vs {label}, SLO line")  # fmt: skip
 
     def top_configs(self) -> None:
         ranked = feasible(self.study)
@@ -351,8 +386,7 @@ class _ReportWriter:
                 "|---|---|---|---|",
             ]
             for g in groups:
-                shown = ", ".join(f"#{n}" for n in g.trials[:12]) + (" …" if len(g.trials) > 12 else "")
-                self.md.append(f"| {g.phase} | {_md_cell(g.example[:200])} | {len(g.trials)} | {shown} |")
+                self.md.append(f"| {g.phase} | {_md_cell(g.example[:200])} | {len(g.trials)} | {g.trials_text} |")
             self.md.append("")
         slower = sum(1 for t in self.trials if is_counted(t) and Outcome.of(t) == Outcome.SLOWER)
         saved = sum(record_of(t).pruning_saved_s or 0.0 for t in self.trials)
@@ -414,8 +448,8 @@ class _ReportWriter:
         self.md += [
             f"`{view.x}` × `{view.y}` over the {len(view.trials)} counted trials of {view.branch_text}: colour = "
             "score of feasible trials (and of ungated ones where only finalists are gated), ★ = recommended, "
-            "olive □ = not gated (behind the best), red × = infeasible, blue ◇ = pruned (slower than the best), "
-            "grey ○ = failed.",
+            "olive □ = not gated (behind the best), red × = infeasible (wrong answers), orange × = infeasible (misses "
+            "the SLO), blue ◇ = pruned (slower than the best), grey ○ = failed (did not start, died under load).",
             "",
         ]
         self.image("map", f"{view.x} x {view.y}")
