@@ -84,7 +84,7 @@ def test_bench_says_the_load_the_interval_and_each_slo_verdict(
     path.write_text(path.read_text() + OPEN)
     rc = _run(["--config", str(path), "--scenario", "c1-short", "--scenario", "open-easy", "--scenario", "open-tight"])
     lines = capsys.readouterr().out.splitlines()
-    assert rc == 0
+    assert rc == 4  # open-tight misses its SLO: no answer (docs/faults.md), the table and lines printed all the same
     head = next(line for line in lines if line.startswith("scenario "))
     assert "80% CI" in head and "TPOT p50/p99 ms" in head  # the study's confidence, not a fixed 95%
     rows = {line.split()[0]: line for line in lines if line.split() and line.split()[0] in ("c1-short", "open-easy")}
@@ -108,7 +108,7 @@ def test_bench_writes_every_measured_request(
     rc = _run(["--config", str(path), "--scenario", "open-easy", "--scenario", "open-tight", "--json",
                "--requests", str(out)])  # fmt: skip
     doc = json.loads(capsys.readouterr().out)
-    assert rc == 0
+    assert rc == 4  # open-tight misses its SLO (docs/faults.md); every request is still written
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     for result in doc["scenarios"]:
         mine = [r for r in rows if r["scenario"] == result["name"]]

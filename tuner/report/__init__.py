@@ -18,7 +18,7 @@ from tuner.report._facts import (
 )
 from tuner.report._notes import mark_feasibility, study_note_text, trial_note_text, write_study_note
 from tuner.report._report import build_report
-from tuner.report._slo import closest_slo_lines, slo_object, slo_sentence
+from tuner.report._slo import closest_slo_lines, slo_object, slo_sentence, slo_state
 
 __all__ = [
     "DashboardServer",
@@ -36,6 +36,7 @@ __all__ = [
     "secrets_note",
     "slo_object",
     "slo_sentence",
+    "slo_state",
     "speedup_clause",
     "study_note_text",
     "study_speedup",

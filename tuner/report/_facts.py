@@ -27,6 +27,7 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.config import StudyConfig
 from tuner.objective import Figure, Speedup, objective_of, scenario_speedup
 from tuner.report._latency import latency_object
+from tuner.report._slo import slo_line
 from tuner.secrets import masked_url
 from tuner.space import format_value
 from tuner.trials import (
@@ -231,6 +232,8 @@ def recommendation_lines(
         f"recommended: trial #{t.number} ({basis}), score {figure_text(t, config)}{confirmed}{vs}; "
         f"{gate.get(rec.gate, rec.gate)}"
     ]
+    if (slo := slo_line(t, config)) is not None:
+        lines.append(slo)
     if bound := record_of(t).client_bound_scenarios():
         lines.append(f"WARNING: {', '.join(bound)} measured while the load generator was the bottleneck")
     if (unverified := verification_text(rec, finish=finish)) is not None:

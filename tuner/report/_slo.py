@@ -22,8 +22,10 @@ __all__ = [
     "overall_state",
     "rate_points",
     "scenario_verdicts",
+    "slo_line",
     "slo_object",
     "slo_sentence",
+    "slo_state",
 ]
 
 
@@ -46,6 +48,20 @@ def overall_state(verdicts: Mapping[str, SloVerdict | None]) -> str | None:
     return MISSED if MISSED in states else MET if all(s == MET for s in states) else UNDECIDED
 
 
+def slo_state(t: FrozenTrial, config: StudyConfig) -> str | None:
+    """``t``'s verdict on the study's SLO: the worst of its scenarios' (None: the study has none, or nothing was
+    judged)."""
+    return overall_state(scenario_verdicts(t, config))
+
+
+def slo_line(t: FrozenTrial, config: StudyConfig) -> str | None:
+    """Each SLO scenario's verdict in the study's words, one line (None: no SLO): "meets" only where shown."""
+    verdicts = scenario_verdicts(t, config)
+    slos = {s.name: s.slo for s in config.benchmark.scenarios if s.slo is not None}
+    texts = [v.text(name, slos[name].describe()) for name, v in verdicts.items() if v is not None and slos[name]]
+    return "; ".join(texts) or None
+
+
 def _verdict_object(v: SloVerdict | None) -> dict[str, Any]:
     if v is None:
         return {"verdict": None, "attainment": None, "low": None, "high": None}
@@ -61,9 +77,9 @@ def _verdict_object(v: SloVerdict | None) -> dict[str, Any]:
 
 
 def slo_object(t: FrozenTrial, config: StudyConfig) -> dict[str, Any] | None:
-    """``met`` (not missed in any scenario), ``verdict`` (the worst scenario's), the ``[slo]`` limits and,
-    per scenario with an SLO, its limits, required share and ``t``'s verdict there with its attainment interval
-    and margin (None: the study has no SLO)."""
+    """``met`` (shown to keep the promise in every scenario), ``verdict`` (the worst scenario's), the ``[slo]``
+    limits and, per scenario with an SLO, its limits, required share and ``t``'s verdict there with its attainment
+    interval and margin (None: the study has no SLO)."""
     verdicts = scenario_verdicts(t, config)
     if not verdicts:
         return None
@@ -74,7 +90,7 @@ def slo_object(t: FrozenTrial, config: StudyConfig) -> dict[str, Any] | None:
             per[s.name] = {"limits": s.slo.limits(), "required": s.slo.attainment, **_verdict_object(verdicts[s.name])}
     state = overall_state(verdicts)
     return {
-        "met": state in (MET, UNDECIDED),
+        "met": state == MET,
         "verdict": state,
         "limits": base.limits() if base is not None else None,
         "attainment": base.attainment if base is not None else None,
@@ -138,28 +154,40 @@ def rate_points(t: FrozenTrial, config: StudyConfig) -> list[RatePoint]:
 
 
 def _highest_met(points: list[RatePoint]) -> RatePoint | None:
-    met = [p for p in points if p.verdict is not None and p.verdict.holds]
+    met = [p for p in points if p.verdict is not None and p.verdict.met]
     return met[-1] if met else None
+
+
+def _unshown(points: list[RatePoint], above: float) -> str | None:
+    """The highest rate above ``above`` the search kept (not missed) that its requests could not show met: said,
+    never called "met" (None: none)."""
+    shy = [p for p in points if p.verdict is not None and p.verdict.state == UNDECIDED and p.rate > above]
+    if not shy or (v := shy[-1].verdict) is None or v.attainment is None:
+        return None
+    interval = f"{v.low:.1%}-{v.high:.1%}" if v.low is not None and v.high is not None else "?"
+    return f"not shown to meet it at {shy[-1].rate:g} req/s ({v.attainment:.1%} ({interval}) of {v.requests} requests)"
 
 
 def slo_sentence(
     best: FrozenTrial, baseline: FrozenTrial | None, config: StudyConfig, *, brackets: RateBrackets | None = None
 ) -> str | None:
     """``meets TTFT 1 s / TPOT 40 ms for 99% of requests up to 7.5 req/s (baseline: 5 req/s, 1.5x)``: the
-    highest open-loop rate at which each kept the promise (None: the recommendation kept it at no rate). In a
-    ``kind = "max_rate"`` study, ``brackets`` gives those rates: the ones its speed-up is computed from."""
+    highest open-loop rate at which each was shown to keep the promise, and a higher one the requests could not
+    decide (None: the recommendation was shown to keep it at no rate, nor kept it undecided). In a ``kind =
+    "max_rate"`` study, ``brackets`` gives those rates: the ones its speed-up is computed from."""
     if brackets is not None:
         return _max_rate_sentence(config, brackets)
-    top = _highest_met(rate_points(best, config))
+    points = rate_points(best, config)
+    top = _highest_met(points)
+    unshown = _unshown(points, top.rate if top is not None else 0.0)
     if top is None:
-        return None
+        return unshown
     text = f"meets {top.slo.describe()} for {top.slo.attainment:.0%} of requests up to {top.rate:g} req/s"
-    if baseline is None or baseline.number == best.number:
-        return text
-    base = _highest_met(rate_points(baseline, config))
-    if base is None:
-        return f"{text} (baseline: at none of the rates measured)"
-    return f"{text} (baseline: {base.rate:g} req/s, {top.rate / base.rate:.1f}x)"
+    if baseline is not None and baseline.number != best.number:
+        base = _highest_met(rate_points(baseline, config))
+        text += " (baseline: at none of the rates measured)" if base is None else (
+            f" (baseline: {base.rate:g} req/s, {top.rate / base.rate:.1f}x)")  # fmt: skip
+    return text if unshown is None else f"{text}; {unshown}"
 
 
 def _max_rate_sentence(config: StudyConfig, brackets: RateBrackets) -> str | None:
