@@ -88,5 +88,6 @@ def test_bad_chat_files_are_config_errors_naming_the_line(tmp_path: Path, conten
 def test_unknown_workload_and_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r'prompts: expected "random", "humaneval" or the path of a .jsonl'):
         _config(tmp_path, "sharegpt")
-    with pytest.raises(ConfigError, match=r"\.prompts: expected a usable file .*\(missing.jsonl: a readable JSONL file"):
+    missing = r"\.prompts: expected a usable file .*\(missing.jsonl: a readable JSONL file"
+    with pytest.raises(ConfigError, match=missing):
         _config(tmp_path, "missing.jsonl")
