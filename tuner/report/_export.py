@@ -11,7 +11,9 @@ from optuna.trial import FrozenTrial
 from tuner.config import StudyConfig, base_spec, launch_spec
 from tuner.errors import TuneError
 from tuner.metrics import METRICS
+from tuner.objective import objective_of
 from tuner.report._facts import compare_scenarios, figure_text, study_speedup
+from tuner.report._slo import slo_object
 from tuner.trials import Outcome, baseline_trial, is_counted, recommended, record_of, study_trials
 
 __all__ = [
@@ -138,6 +140,12 @@ def export_json(study: optuna.Study, config: StudyConfig, t: FrozenTrial) -> dic
         "supply": config.secrets.names(launch_spec(config, t)),
         "scenarios": scenarios,
     }
+    # The latency promise and what this trial showed of it; a rate objective's figures and probes, as numbers.
+    if (slo := slo_object(t, config)) is not None:
+        out["slo"] = slo
+    out.update(objective_of(config).facts(t))
+    if record.probes:
+        out["probes"] = [dict(p) for p in record.probes]
     if config.target.systemd is not None:
         out["systemd"] = {"unit": config.target.systemd.unit, "dropin": export_dropin(study, config, t)}
     return out

@@ -359,5 +359,8 @@ def trial_row(t: FrozenTrial, config: StudyConfig, *, latency: bool = False) -> 
         "env": r.env,
         "worker": r.worker_name,
         "target": r.target_fingerprint,
+        **objective_of(config).facts(t),
+        # A rate search's passes, in the order run: each its rate, verdict and latency p99s (numbers).
+        **({"probes": [dict(p) for p in r.probes]} if r.probes else {}),
     }
     return row

@@ -286,12 +286,19 @@ def plot_latency_vs_rate(series: dict[str, list[RatePoint]], path: Path) -> Path
             ]
             if missed:
                 ax.scatter(*zip(*missed, strict=True), marker="x", s=90, color="tab:red", zorder=3)
+            met = [(p.rate, f.point * scale) for p in points if p.verdict is not None and p.verdict.met
+                   and (f := p.p99.get(measure.key))]  # fmt: skip
+            if met:
+                ax.scatter(*zip(*met, strict=True), marker="$\\checkmark$", s=90, color="tab:green", zorder=3)
             limits |= {v * scale for p in points if (v := p.slo.limits().get(key)) is not None}
         for limit in sorted(limits):
             ax.axhline(limit, color="tab:red", linestyle="--", linewidth=1, label=f"SLO {limit:g} {measure.unit}")
+        rates = [p.rate for points in series.values() for p in points if p.rate > 0]
+        if rates and max(rates) > 8 * min(rates):  # a rate search's probes span octaves: a log axis shows each
+            ax.set_xscale("log", base=2)
         ax.set_xlabel("offered rate (requests/s)")
         ax.set_ylabel(f"{measure.label} p99 ({measure.unit})")
         ax.grid(True, alpha=0.3)
         ax.legend(loc="best", fontsize=8)
-    fig.suptitle("Latency against offered rate (× = misses the SLO there)")
+    fig.suptitle("Latency against offered rate (✓ = shown to meet the SLO there, × = misses it)")
     return _save(fig, path)

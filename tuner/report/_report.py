@@ -476,7 +476,7 @@ def _latency_table(series: dict[str, list[RatePoint]], confidence: float) -> lis
         for p in points:
             cells = [f.text(m.scale) if (f := p.p99.get(m.key)) is not None else "-" for m in LATENCY_MEASURES]
             v = p.verdict
-            words = {"missed": " (misses)", "undecided": " (not shown)"}
+            words = {"met": " ✓", "missed": " × (misses)", "undecided": " (not shown)"}
             attainment = "-" if v is None or v.attainment is None else f"{v.attainment:.1%}{words.get(v.state, '')}"
             md.append(f"| {label} | {p.scenario} | {p.rate:g} | {attainment} | " + " | ".join(cells) + " |")
     return [*md, ""]

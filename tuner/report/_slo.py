@@ -10,7 +10,7 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from tuner.config import Slo, StudyConfig
-from tuner.metrics import LATENCY_MEASURES
+from tuner.metrics import LATENCY_MEASURES, interval_key
 from tuner.objective import RateBrackets
 from tuner.report._latency import Percentile, percentile_figure
 from tuner.slo import MET, MISSED, UNDECIDED, SloVerdict
@@ -134,7 +134,39 @@ class RatePoint:
 
 
 def rate_points(t: FrozenTrial, config: StudyConfig) -> list[RatePoint]:
-    """``t``'s open-loop scenarios with an SLO, by rate (the report's latency-against-rate view)."""
+    """``t``'s open-loop scenarios with an SLO, and its passes of them at other rates (a rate search's probes), by
+    rate (the report's latency-against-rate view)."""
+    out = _scenario_points(t, config)
+    slos = {s.name: s.slo for s in config.benchmark.scenarios if s.slo is not None}
+    seen = {(p.scenario, p.rate) for p in out}
+    for probe in record_of(t).probes:
+        name, rate = probe.get("scenario"), probe.get("rate")
+        if name in slos and isinstance(rate, int | float) and (name, rate) not in seen:
+            seen.add((name, rate))
+            out.append(_probe_point(probe, slos[name]))
+    return sorted(out, key=lambda p: p.rate)
+
+
+def _probe_point(probe: Mapping[str, Any], slo: Slo) -> RatePoint:
+    def number(key: str) -> float | None:
+        v = probe.get(key)
+        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+    verdict = SloVerdict.read(probe.get, requests=int(number("requests") or 0), required=slo.attainment)
+    p99 = {}
+    for m in LATENCY_MEASURES:
+        key = m.percentile(99)
+        point = number(key)
+        p99[m.key] = None if point is None else Percentile(
+            point=point, low=number(interval_key(key, "low")), high=number(interval_key(key, "high")), has_interval=True
+        )  # fmt: skip
+    return RatePoint(
+        scenario=str(probe["scenario"]), rate=float(probe["rate"]), slo=slo, verdict=verdict,
+        attainment=verdict.attainment if verdict is not None else None, p99=p99,
+    )  # fmt: skip
+
+
+def _scenario_points(t: FrozenTrial, config: StudyConfig) -> list[RatePoint]:
     out = []
     for s in config.benchmark.scenarios:
         if s.rate is None or s.slo is None:
@@ -150,7 +182,7 @@ def rate_points(t: FrozenTrial, config: StudyConfig) -> list[RatePoint]:
                 p99={m.key: percentile_figure(t, s.name, m.percentile(99)) for m in LATENCY_MEASURES},
             )
         )
-    return sorted(out, key=lambda p: p.rate)
+    return out
 
 
 def _highest_met(points: list[RatePoint]) -> RatePoint | None:

@@ -84,6 +84,7 @@ class TrialFacts(TypedDict, total=False):
     slo_missed: str
     max_rate_rps: float
     max_rate_bracket: list[float | None]
+    probes: list[Mapping[str, Any]]
 
 
 _TRIAL_KEYS: dict[str, str] = {
@@ -123,6 +124,7 @@ _TRIAL_KEYS: dict[str, str] = {
     "slo_missed": attrs.SLO_MISSED,
     "max_rate_rps": attrs.MAX_RATE,
     "max_rate_bracket": attrs.MAX_RATE_BRACKET,
+    "probes": attrs.PROBES,
 }
 
 
@@ -186,6 +188,10 @@ class TrialRecord:
     max_rate_rps: float | None = None
     """``kind = "max_rate"``: the highest offered rate that kept the SLO (0: none did)."""
     max_rate_bracket: tuple[float | None, float | None] | None = None
+    probes: tuple[Mapping[str, Any], ...] = ()
+    """Passes of an open-loop scenario at rates other than its own, in the order run: each its ``scenario``,
+    ``rate`` and the figures of :data:`tuner.metrics.PROBE_KEYS` (the verdict's and the latency p99s with their
+    intervals)."""
     """``[highest met, lowest missed]`` of the rate search (None where the search found no such rate)."""
     scenarios: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Per-scenario figures: scenario -> :mod:`tuner.metrics` key -> value, for every metric the trial recorded."""
@@ -328,6 +334,7 @@ def record_of(t: FrozenTrial | optuna.Trial) -> TrialRecord:
         slo_missed=_text(u.get(attrs.SLO_MISSED)),
         max_rate_rps=_number(u.get(attrs.MAX_RATE)),
         max_rate_bracket=_bracket(u.get(attrs.MAX_RATE_BRACKET)),
+        probes=tuple(p for p in u.get(attrs.PROBES) or () if isinstance(p, Mapping)),
         scenarios=_scenarios(u),
         counted=is_counted(frozen),
         feasible=is_feasible(frozen),
