@@ -193,9 +193,18 @@ class _Race:
     def figures(self, n: int) -> dict[str, Any]:
         return self.objective.confirmed_figures(self.visits[n], self.noise)
 
-    def measure(self, t: FrozenTrial, label: str, check: Check | None) -> tuple[ScenarioResult, ...] | None:
-        return _measure(self.parts, self.config, t, self.policy, label=label, check=check, warmups=self.warmups,
-                        objective=self.objective, leader=self.leader)  # fmt: skip
+    def measure(self, t: FrozenTrial, r: int, check: Check | None) -> tuple[ScenarioResult, ...] | None:
+        """Visit ``t`` in round ``r``, saying so before the restart and what the visit measured after it (a visit
+        on a large model is minutes of loading: the console never goes quiet that long without a word)."""
+        who = " (the baseline)" if self.baseline is not None and t.number == self.baseline.number else ""
+        self.say(f"  round {r + 1}: #{t.number}{who}: restart with its config, wait until ready, measure")
+        t0 = time.monotonic()
+        visit = _measure(self.parts, self.config, t, self.policy, label=f"confirm-{t.number:04d}-{r + 1}",
+                         check=check, warmups=self.warmups, objective=self.objective, leader=self.leader)  # fmt: skip
+        if visit is not None:
+            value = self.objective.format(self.objective.confirmed_value([visit], self.noise))
+            self.say(f"    #{t.number}: {value} this visit ({time.monotonic() - t0:.0f} s)")
+        return visit
 
     def racing(self, r: int) -> list[FrozenTrial] | None:
         """The finalists round ``r`` measures (None: the race is over)."""
@@ -238,7 +247,7 @@ class _Race:
         assert self.baseline is not None
         n = self.baseline.number
         try:
-            results = self.measure(self.baseline, f"confirm-{n:04d}-{r + 1}", None)
+            results = self.measure(self.baseline, r, None)
         except TrialFailure as failure:
             self.baseline_error = (n, f"[{failure.phase}] {failure.reason}"[:500])
             self.say(f"  the baseline #{n} failed on re-measurement: {self.baseline_error[1]}")
@@ -255,7 +264,7 @@ class _Race:
             check = _finalist_check(self.study, self.config, self.parts, t, self.say)
         try:
             t0 = time.monotonic()
-            results = self.measure(t, f"confirm-{t.number:04d}-{r + 1}", check)
+            results = self.measure(t, r, check)
             self.spent.append(time.monotonic() - t0)
         except TrialFailure as failure:
             self.errors[t.number] = f"[{failure.phase}] {failure.reason}"[:500]
