@@ -16,6 +16,7 @@ from typing import Any
 
 from tuner.bench._record import RequestRecord
 from tuner.config import Slo
+from tuner.metrics import LATENCY_MEASURES
 from tuner.slo import SloVerdict
 from tuner.stats import clopper_pearson, percentile, percentile_interval
 
@@ -24,7 +25,7 @@ __all__ = ["goodput_fields", "pooled_slo_fields", "request_met", "request_ratio"
 
 def request_ratio(rec: RequestRecord, slo: Slo) -> float:
     """One request's worst latency ratio against ``slo`` (its latencies from its origin: module docstring)."""
-    return slo.ratio(ttft_s=rec.ttft_s, tpot_s=rec.tpot_s, e2e_s=rec.latency_s)
+    return slo.ratio(**{m.limit: getattr(rec, m.limit) for m in LATENCY_MEASURES})
 
 
 def request_met(rec: RequestRecord, slo: Slo) -> bool:
