@@ -125,17 +125,21 @@ class SloVerdict:
         )
 
     def text(self, scenario: str, limits: str) -> str:
-        """The verdict in the words every view uses (``limits``: the SLO as a person says it, ``TTFT 1 s``)."""
+        """The verdict in the words every view uses (``limits``: the SLO as a person says it, ``TTFT 1 s``), with
+        the margin as a person reads it (the share of the limits the required share of requests stayed within)."""
         share, required = _share(self.attainment), _share(self.required)
+        margin = ""
+        if self.margin is not None:
+            margin = f"; {required} of requests within {math.exp(self.margin):.0%} of the limits"
         if self.state == MISSED:
-            return f"misses the SLO in {scenario}: {share} of requests within {limits}, {required} required"
+            return f"misses the SLO in {scenario}: {share} of requests within {limits}, {required} required{margin}"
         interval = f"{_share(self.low)}-{_share(self.high)}"
         if self.state == MET:
             return (
                 f"meets the SLO in {scenario}: {share} of {self.requests} requests within {limits} ({required} "
-                f"required; interval {interval})"
+                f"required; interval {interval}{margin})"
             )
         return (
             f"not shown to meet the SLO in {scenario}: {share} ({interval}) of {self.requests} requests within "
-            f"{limits}, {required} required"
+            f"{limits}, {required} required{margin}"
         )
