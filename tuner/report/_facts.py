@@ -250,7 +250,7 @@ class FailureGroup:
     example: str
     """The group's reason with each number that differs between its trials as their range (``14.4-60.6%``)."""
     figures: tuple[str, ...] = ()
-    """When one number differs between the trials, each trial's own, in :attr:`trials`' order (``45``)."""
+    """When numbers differ between the trials, each trial's own first of them, in :attr:`trials`' order (``45%``)."""
 
     @property
     def trials_text(self) -> str:
@@ -284,8 +284,8 @@ def failure_groups(study: optuna.Study) -> list[FailureGroup]:
 
 
 def _group(became: str, key: str, trials: list[FrozenTrial]) -> FailureGroup:
-    """One group, its reason written once with the numbers that differ as ranges, and each trial's own figure
-    when exactly one differs (an SLO miss's attainment): never one trial's figures standing for all."""
+    """One group, its reason written once with the numbers that differ as ranges, and each trial's own first
+    figure that differs (an SLO miss's attainment): never one trial's figures standing for all."""
     reasons = [(record_of(t).failure_reason or Outcome.text(t)).strip().splitlines()[0][:400] for t in trials]
     numbers = [_NUMBER.findall(r) for r in reasons]
     words = _NUMBER.split(reasons[0])
@@ -296,8 +296,8 @@ def _group(became: str, key: str, trials: list[FrozenTrial]) -> FailureGroup:
     varying = [i for i, c in enumerate(columns) if len(set(c)) > 1]
     example = "".join(w + (shown[i] if i < len(shown) else "") for i, w in enumerate(words))
     figures: tuple[str, ...] = ()
-    if len(varying) == 1:
-        unit = "%" if words[varying[0] + 1].startswith("%") else ""  # the share an SLO miss is about
+    if varying:  # the first figure that differs is what the reason is about (an SLO miss's share)
+        unit = "%" if words[varying[0] + 1].startswith("%") else ""
         figures = tuple(f + unit for f in columns[varying[0]])
     return FailureGroup(
         phase=became, reason=key, trials=tuple(t.number for t in trials), example=example, figures=figures
