@@ -36,7 +36,7 @@ _TIE = 1e-6
 
 
 def _share(x: float | None) -> str:
-    return "?" if x is None else f"{x * 100:.3g}%"
+    return "?" if x is None else f"{x * 100:.4g}%"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -106,7 +106,7 @@ def test_met_only_when_the_interval_clears_the_target() -> None:
     figures = latency_figures([LoadResult(records=few, started=24)], slo=strict, confidence=0.8)
     verdict = _result({**figures, "requests": 24}).verdict
     assert verdict is not None and verdict.state == "undecided" and verdict.holds and not verdict.met
-    assert verdict.text("c", strict.describe()).startswith("not shown to meet the SLO in c: 95.8% (")
+    assert verdict.text("c", strict.describe()).startswith("not shown to meet the SLO in c: 95.83% (")
 
 
 def test_the_margin_is_the_log_of_the_worst_ratios_quantile_and_signs_the_constraint() -> None:

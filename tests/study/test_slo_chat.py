@@ -47,7 +47,8 @@ def test_the_fastest_closed_loop_config_misses_the_slo_and_tune_recommends_one_t
     # every request, too few requests to show it), with its share and interval; and draws both against the rate.
     report = build_report(study, config, tmp_path / "report", storage=storage)
     text = report.path.read_text()
-    assert "**Recommended: not shown to meet it at 4 req/s (100.0% (98.6%-100.0%) of 160 requests).**" in text
+    unshown = "not shown to meet it at 4 req/s (100.0% (98.6%-100.0%) of 160 requests)"
+    assert f"**Recommended, in its own trial: {unshown}.**" in text
     assert report.plots["latency_rate"].stat().st_size > 10_000
 
     # The baseline breaks the promise: whatever the ratio of throughputs, it is no alternative to recommend.

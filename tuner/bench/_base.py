@@ -233,6 +233,10 @@ class BaseBenchmark(abc.ABC):
     """When to stop repeating a scenario; implementations set it from their ``[benchmark]`` section."""
     warmup_policy: WarmupPolicy = WarmupPolicy()
     """Whether a scenario gets a warm-up; implementations set it from their ``[benchmark]`` section."""
+    draw: int = 0
+    """Which independent draw of arrivals and prompts this benchmark sends: 0 for a trial (the same for every
+    trial: common random numbers), the round for a confirmation's visits (fresh draws, the same for every config
+    of a round). :meth:`draw_seed` turns the study's benchmark seed into this draw's."""
     _reference: ReferenceLookup | None = None
     _on_objective: bool = False
     _first_passes: WarmupLookup | None = None
@@ -254,6 +258,10 @@ class BaseBenchmark(abc.ABC):
         """
         self._reference = reference
         self._on_objective = on_objective
+
+    def draw_seed(self, seed: int) -> int:
+        """``seed`` (the ``[benchmark] seed``) as :attr:`draw` takes it: far apart from any repeat's offset."""
+        return seed + 100_003 * self.draw
 
     def use_first_passes(self, lookup: WarmupLookup | None) -> None:
         """The study's evidence about each scenario's first pass after a start (for ``warmup = "auto"``)."""

@@ -198,7 +198,7 @@ def _recommendation(args: argparse.Namespace, study: Any, config: StudyConfig, s
             f"trial #{rec.trial.number} has not passed the correctness gate yet (only finalists are gated, at "
             f"the end of the study): run `{finish}` first, or apply it anyway with --unverified"
         )
-    state = slo_state(rec.trial, config)
+    state = slo_state(rec.trial, config, study)
     if state not in (None, MET) and not args.slo_undecided:
         raise NoAnswer(
             f"trial #{rec.trial.number} is not shown to meet the SLO ({state}: `tune best` says how far and how "

@@ -296,7 +296,15 @@ def _print_end(config: Any, summary: Any, *, more: bool = True) -> bool:
         print(line)
     print(f"launch: {launch_text(config, rec.trial)}")
     print(f"deploy: {command('apply --best')}")
-    return True
+    return _kept(study, config, rec)
+
+
+def _kept(study: Any, config: Any, rec: Any) -> bool:
+    """Whether the recommendation keeps the study's promise: not missed on re-measurement (exit 4 otherwise)."""
+    from tuner.report import slo_state
+    from tuner.slo import MISSED
+
+    return slo_state(rec.trial, config, study) != MISSED
 
 
 def _complete_text(config: Any, summary: Any) -> str:
@@ -507,7 +515,7 @@ def _best_row(study: Any, config: Any, rec: Any, t: Any) -> dict[str, Any]:
     row["not_verified"] = rec.missing() if t.number == rec.trial.number else None
     speedup = None if record_of(t).is_baseline else study_speedup(study, config, t)
     row["speedup"] = speedup.as_json() if speedup is not None else None
-    row["slo"] = slo_object(t, config)
+    row["slo"] = slo_object(t, config, study)
     return row
 
 
@@ -590,7 +598,7 @@ def _best(args: argparse.Namespace) -> int:
         out = [_best_row(study, config, rec, t) for t in members]
         json.dump(out if len(out) > 1 else out[0], sys.stdout, indent=2, default=str)
         print()
-        return 0
+        return 0 if _kept(study, config, rec) else NO_ANSWER
     names = ", ".join(study.metric_names or ["score"])
     print(f"study {study.study_name} ({names}):")
     for line in recommendation_lines(study, config, rec, finish=command("finish")):
@@ -614,4 +622,4 @@ def _best(args: argparse.Namespace) -> int:
         for name, t in others.items():
             print(f"  {name:<{width}}  trial #{t.number} ({scenario_text(t, name)} tok/s): "
                   + " ".join(f"{k}={format_value(v)}" for k, v in t.params.items()))
-    return 0
+    return 0 if _kept(study, config, rec) else NO_ANSWER

@@ -141,7 +141,7 @@ def export_json(study: optuna.Study, config: StudyConfig, t: FrozenTrial) -> dic
         "scenarios": scenarios,
     }
     # The latency promise and what this trial showed of it; a rate objective's figures and probes, as numbers.
-    if (slo := slo_object(t, config)) is not None:
+    if (slo := slo_object(t, config, study)) is not None:
         out["slo"] = slo
     out.update(objective_of(config).facts(t))
     if record.probes:

@@ -232,7 +232,7 @@ def recommendation_lines(
         f"recommended: trial #{t.number} ({basis}), score {figure_text(t, config)}{confirmed}{vs}; "
         f"{gate.get(rec.gate, rec.gate)}"
     ]
-    if (slo := slo_line(t, config)) is not None:
+    if (slo := slo_line(t, config, study)) is not None:
         lines.append(slo)
     if bound := record_of(t).client_bound_scenarios():
         lines.append(f"WARNING: {', '.join(bound)} measured while the load generator was the bottleneck")

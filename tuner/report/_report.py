@@ -36,7 +36,7 @@ from tuner.report._facts import (
     tune_command,
 )
 from tuner.report._importance import LABEL, feasible_study, importance_target, importances
-from tuner.report._slo import RatePoint, closest_slo_lines, rate_points, slo_sentence
+from tuner.report._slo import RatePoint, closest_slo_lines, rate_points, slo_line, slo_object, slo_sentence
 from tuner.space import format_value
 from tuner.trials import (
     Outcome,
@@ -293,8 +293,10 @@ class _ReportWriter:
         if best is not None:
             brackets = objective_of(self.config).brackets(self.study, best, baseline)
             sentence = slo_sentence(best, baseline, self.config, brackets=brackets)
-            self.md += [f"**Recommended: {sentence}.**" if sentence else "The recommendation met the SLO at no "
-                        "rate measured (it is feasible on the scenarios it was judged in).", ""]  # fmt: skip
+            own = "The recommendation met the SLO at no rate measured (feasible on the scenarios it was judged in)."
+            self.md += [f"**Recommended, in its own trial: {sentence}.**" if sentence else own, ""]
+            if line := self._confirmed_slo(best):
+                self.md += [f"On re-measurement (the confirmation's visits, fresh arrivals each round): {line}.", ""]
             label = f"recommended (#{shown.number})"
         else:
             self.md += [f"No config met the SLO; the closest, #{shown.number}, against the baseline:", ""]
@@ -307,6 +309,11 @@ class _ReportWriter:
         self.draw("latency_rate", lambda: _plot_latency(series, self.out_dir))
         self.image("latency_rate", f"TTFT, TPOT and E2E p99 against offered rate with their intervals, baseline "
                    f"vs {label}, SLO line")  # fmt: skip
+
+    def _confirmed_slo(self, t: FrozenTrial) -> str | None:
+        """The confirmation's SLO verdicts of ``t`` in words (None: it did not re-measure ``t``)."""
+        confirmed = slo_object(t, self.config, self.study)
+        return slo_line(t, self.config, self.study) if confirmed is not None and confirmed["confirmed"] else None
 
     def top_configs(self) -> None:
         ranked = feasible(self.study)

@@ -14,7 +14,7 @@ from tuner.metrics import LATENCY_MEASURES, interval_key
 from tuner.objective import RateBrackets
 from tuner.report._latency import Percentile, percentile_figure
 from tuner.slo import MET, MISSED, UNDECIDED, SloVerdict
-from tuner.trials import closest_to_slo, record_of
+from tuner.trials import closest_to_slo, current_confirmation, record_of
 
 __all__ = [
     "RatePoint",
@@ -33,30 +33,52 @@ def _round(x: Any) -> Any:
     return round(x, 4) if isinstance(x, float) else x
 
 
-def scenario_verdicts(t: FrozenTrial, config: StudyConfig) -> dict[str, SloVerdict | None]:
-    """Per scenario with an SLO, ``t``'s verdict there (None: not measured)."""
+def scenario_verdicts(
+    t: FrozenTrial, config: StudyConfig, study: optuna.Study | None = None
+) -> dict[str, SloVerdict | None]:
+    """Per scenario with an SLO, ``t``'s verdict there (None: not measured): the end-of-study confirmation's over
+    every request of its visits when it re-measured ``t`` (with ``study``), else the trial's own."""
     record = record_of(t)
-    return {s.name: record.verdict(s.name, s.slo.attainment) for s in config.benchmark.scenarios if s.slo is not None}
+    confirmed = _confirmed_verdicts(study, t.number) if study is not None else {}
+    return {
+        s.name: confirmed.get(s.name) or record.verdict(s.name, s.slo.attainment)
+        for s in config.benchmark.scenarios
+        if s.slo is not None
+    }
+
+
+def _confirmed_verdicts(study: optuna.Study, number: int) -> dict[str, SloVerdict]:
+    c = current_confirmation(study)
+    stored = ((c or {}).get("slo") or {}).get(str(number)) or {}
+    out = {}
+    for name, figures in stored.items():
+        if not isinstance(figures, Mapping):
+            continue
+        if (v := SloVerdict.read(figures.get, requests=int(figures.get("requests") or 0))) is not None:
+            out[name] = v
+    return out
 
 
 def overall_state(verdicts: Mapping[str, SloVerdict | None]) -> str | None:
-    """The worst of the scenarios' states: missed if one missed, met only if every one was judged and met (None:
-    none judged)."""
-    if all(v is None for v in verdicts.values()):
+    """The worst of the judged scenarios' states: missed if one missed, met only if every one judged met (None:
+    none judged; a scenario the benchmark does not judge, such as the in-process model's closed loop, has no
+    say)."""
+    states = [v.state for v in verdicts.values() if v is not None]
+    if not states:
         return None
-    states = [v.state if v is not None else UNDECIDED for v in verdicts.values()]
     return MISSED if MISSED in states else MET if all(s == MET for s in states) else UNDECIDED
 
 
-def slo_state(t: FrozenTrial, config: StudyConfig) -> str | None:
+def slo_state(t: FrozenTrial, config: StudyConfig, study: optuna.Study | None = None) -> str | None:
     """``t``'s verdict on the study's SLO: the worst of its scenarios' (None: the study has none, or nothing was
-    judged)."""
-    return overall_state(scenario_verdicts(t, config))
+    judged); the confirmation's, with ``study``, when it re-measured ``t``."""
+    return overall_state(scenario_verdicts(t, config, study))
 
 
-def slo_line(t: FrozenTrial, config: StudyConfig) -> str | None:
-    """Each SLO scenario's verdict in the study's words, one line (None: no SLO): "meets" only where shown."""
-    verdicts = scenario_verdicts(t, config)
+def slo_line(t: FrozenTrial, config: StudyConfig, study: optuna.Study | None = None) -> str | None:
+    """Each SLO scenario's verdict in the study's words, one line (None: no SLO): "meets" only where shown (the
+    confirmation's verdict, with ``study``, when it re-measured ``t``)."""
+    verdicts = scenario_verdicts(t, config, study)
     slos = {s.name: s.slo for s in config.benchmark.scenarios if s.slo is not None}
     texts = [v.text(name, slos[name].describe()) for name, v in verdicts.items() if v is not None and slos[name]]
     return "; ".join(texts) or None
@@ -76,11 +98,12 @@ def _verdict_object(v: SloVerdict | None) -> dict[str, Any]:
     }
 
 
-def slo_object(t: FrozenTrial, config: StudyConfig) -> dict[str, Any] | None:
+def slo_object(t: FrozenTrial, config: StudyConfig, study: optuna.Study | None = None) -> dict[str, Any] | None:
     """``met`` (shown to keep the promise in every scenario), ``verdict`` (the worst scenario's), the ``[slo]``
     limits and, per scenario with an SLO, its limits, required share and ``t``'s verdict there with its attainment
-    interval and margin (None: the study has no SLO)."""
-    verdicts = scenario_verdicts(t, config)
+    interval and margin (None: the study has no SLO); with ``study``, the confirmation's verdicts when it re-measured
+    ``t`` (``confirmed`` says so)."""
+    verdicts = scenario_verdicts(t, config, study)
     if not verdicts:
         return None
     base = config.slo
@@ -96,6 +119,7 @@ def slo_object(t: FrozenTrial, config: StudyConfig) -> dict[str, Any] | None:
         "attainment": base.attainment if base is not None else None,
         "scenarios": per,
         "missed": record_of(t).slo_missed,
+        "confirmed": study is not None and bool(_confirmed_verdicts(study, t.number)),
     }
 
 
