@@ -74,7 +74,6 @@ def _request_log(path: Path | None) -> Iterator[Callable[[list[dict[str, object]
 
 def handler(args: argparse.Namespace) -> int:
     from tuner.bench import HttpBenchmark, ScenarioResult
-    from tuner.cli._exits import NO_ANSWER
     from tuner.config import load_config
     from tuner.errors import ConfigError, DiedUnderLoad
     from tuner.target import endpoint_for
@@ -128,11 +127,17 @@ def handler(args: argparse.Namespace) -> int:
                 print(warning)
         if failure is not None:
             print(f"\nFAILED: {failure.reason}\n{failure.evidence}")
+    return _status(results, failure)
+
+
+def _status(results: list[Any], failure: Any) -> int:
+    """1 when the server died under load; 4 (no answer) when a scenario missed its SLO ("not shown" says so in its
+    line, and is no failure); else 0."""
+    from tuner.cli._exits import NO_ANSWER
+
     if failure is not None:
         return 1
-    # The promise not kept (a verdict of "missed") is no answer to deploy; "not shown" says so in its line.
-    missed = [r for r in results if (v := r.verdict) is not None and not v.holds]
-    return NO_ANSWER if missed else 0
+    return NO_ANSWER if any((v := r.verdict) is not None and not v.holds for r in results) else 0
 
 
 def _fmt(v: float | None, scale: float = 1.0, digits: int = 1) -> str:

@@ -150,10 +150,7 @@ def confirm_top(
         race.run_round(r, racing)
     if len(race.top) < 2:
         return None
-    for t in race.top:  # a finalist that breaks the promise on re-measurement is no answer, however fast
-        if t.number not in race.errors and (why := race.slo_missed(t.number)) is not None:
-            race.missed[t.number] = why
-            say(f"  #{t.number} misses the SLO on re-measurement: {why}")
+    race.judge_slo()
     values = {t.number: 0.0 if t.number in race.errors else race.value(t) for t in race.top}
     return _record(study, race, values, say)
 
@@ -217,6 +214,13 @@ class _Race:
         slos = {s.name: s.slo for s in self.config.benchmark.scenarios if s.slo is not None}
         missed = [v.text(name, slos[name].describe()) for name, v in self.verdicts(n).items() if not v.holds]
         return "; ".join(missed) or None
+
+    def judge_slo(self) -> None:
+        """After the rounds: a finalist that breaks the promise on re-measurement is no answer, however fast."""
+        for t in self.top:
+            if t.number not in self.errors and (why := self.slo_missed(t.number)) is not None:
+                self.missed[t.number] = why
+                self.say(f"  #{t.number} misses the SLO on re-measurement: {why}")
 
     def undecided(self, t: FrozenTrial) -> bool:
         """Whether some SLO verdict of ``t`` is still undecided after its visits (another round may decide it)."""
