@@ -17,6 +17,7 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.config import StudyConfig, base_spec
 from tuner.objective import Speedup, objective_of
 from tuner.report._facts import figure_text, speedup_clause, study_speedup
+from tuner.report._slo import slo_line
 from tuner.report._importance import LABEL
 from tuner.space import Param, format_value
 from tuner.trials import Outcome, Recommendation, current_confirmation, recommended, record_of, study_trials, write
@@ -193,16 +194,21 @@ def write_study_note(study: optuna.Study, config: StudyConfig) -> None:
     _save(storage_of(study), study_id(study), None, study_note_text(config, study_name=study.study_name))
 
 
-def _recommended_note(rec: Recommendation, config: StudyConfig | None, speedup: Speedup | None) -> str:
+def _recommended_note(
+    rec: Recommendation, config: StudyConfig | None, speedup: Speedup | None, slo: str | None
+) -> str:
     t = rec.trial
     score = f", score {figure_text(t, config)}" if config is not None else ""
     lines = [
         f"**RECOMMENDED**{score}: the trial `tune best`, `tune apply --best`, `tune export` and `tune report` name."
     ]
     if rec.confirmed_value is not None:
-        lines.append(f"Confirmed {rec.confirmed_value:.1f} when the top configs were re-measured at the end.")
+        shown = objective_of(config).format if config is not None else (lambda v: f"{v:.1f}")
+        lines.append(f"Confirmed {shown(rec.confirmed_value)} when the top configs were re-measured at the end.")
     if speedup is not None:
         lines.append(f"Speed-up: {speedup_clause(speedup)}.")
+    if slo is not None:
+        lines.append(f"SLO: {slo}.")
     if gate := record_of(t).gate:
         lines.append(f"Correctness gate: {gate}.")
     missing = rec.missing()
@@ -251,13 +257,14 @@ def trial_note_text(
     confirmation: Any = None,
     config: StudyConfig | None = None,
     speedup: Speedup | None = None,
+    slo: str | None = None,
 ) -> str | None:
     """The verdict note for one trial, or None when there is nothing to flag (``config``: the study's file, for
-    the recommendation's figure; ``speedup``: the recommendation's, as every view prints it)."""
+    the recommendation's figure; ``speedup`` and ``slo``: the recommendation's, as every view prints them)."""
     head: str | None
     body: list[str]
     if rec is not None and t.number == rec.trial.number:
-        head, body = _recommended_note(rec, config, speedup), []
+        head, body = _recommended_note(rec, config, speedup, slo), []
     else:
         head, body = _verdict_note(t, confirmation)
     if bound := record_of(t).client_bound_scenarios():
@@ -277,15 +284,17 @@ def annotate_trials(study: optuna.Study, *, config: StudyConfig | None = None) -
     """Write verdict notes on every trial that needs one; returns how many notes changed."""
     rec = recommended(study)
     confirmation = current_confirmation(study)
-    speedup = None
+    speedup, slo = None, None
     if rec is not None and config is not None and not record_of(rec.trial).is_baseline:
         speedup = study_speedup(study, config, rec.trial)
+    if rec is not None and config is not None:
+        slo = slo_line(rec.trial, config, study)
     changed = 0
     for t in study_trials(study):
         if t.state == TrialState.RUNNING:
             continue
         # "" clears a note of ours that no longer applies (a trial that was best earlier but is not now).
-        text = trial_note_text(t, rec=rec, confirmation=confirmation, config=config, speedup=speedup) or ""
+        text = trial_note_text(t, rec=rec, confirmation=confirmation, config=config, speedup=speedup, slo=slo) or ""
         if _save(storage_of(study), study_id(study), trial_id(t), text):
             changed += 1
     return changed
