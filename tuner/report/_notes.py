@@ -17,8 +17,8 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.config import StudyConfig, base_spec
 from tuner.objective import Speedup, objective_of
 from tuner.report._facts import figure_text, speedup_clause, study_speedup
-from tuner.report._slo import slo_line
 from tuner.report._importance import LABEL
+from tuner.report._slo import slo_line
 from tuner.space import Param, format_value
 from tuner.trials import Outcome, Recommendation, current_confirmation, recommended, record_of, study_trials, write
 from tuner.trials.adapter import current_trial, storage_of, study_id, trial_id
