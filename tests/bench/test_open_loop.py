@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.bench.conftest import DDTREE
+from tests.fixtures_rerun import ClientRerun
 from tuner.bench import HttpBenchmark, ScenarioResult
 from tuner.bench._arrivals import arrival_schedule
 from tuner.bench._latency import span_rate
@@ -106,14 +107,16 @@ def test_above_capacity_the_queue_shows_in_ttft_and_the_achieved_rate(
 
 
 def test_a_stall_mid_run_delays_every_request_that_arrives_during_it(
-    start_sim: Callable[..., SimProcess], tmp_path: Path
+    start_sim: Callable[..., SimProcess], tmp_path: Path, client_rerun: ClientRerun
 ) -> None:
     """A closed loop would send no new request during the stall (coordinated omission); the open loop keeps
-    sending, and each request that arrived during the 2 s (modelled) stall counts the wait."""
+    sending, and each request that arrived during the 2 s (modelled) stall counts the wait. The stall comes back
+    every 40 arrivals, one pass: a pass tune runs again (its client stalled) stalls at the same request."""
     log = tmp_path / "requests.jsonl"
-    args = ("--sim-time-scale", "2", "--sim-request-log", str(log), "--sim-stall-after", "12", "--sim-stall-s", "2")
-    sim = start_sim(*DDTREE, *args, env=ENV)
+    stall_flags = ("--sim-stall-after", "12", "--sim-stall-every", "40", "--sim-stall-s", "2")
+    sim = start_sim(*DDTREE, "--sim-time-scale", "2", "--sim-request-log", str(log), *stall_flags, env=ENV)
     result = _run(sim, _open("r8", rate=8.0, requests=40, prompt_tokens=256, output_tokens=32))
+    client_rerun.check(result.client_reruns)
     ttft, _ = _server_log(log, result)
     stall = 2.0 / 2  # real seconds
     assert result.ttft_p99_s is not None and result.ttft_p50_s is not None and result.ttft_p90_s is not None

@@ -36,6 +36,7 @@ from tuner.bench._arrivals import arrival_schedule
 from tuner.bench._base import BaseBenchmark, ScenarioResult
 from tuner.bench._latency import latency_figures, request_rows
 from tuner.bench._load import LoadResult, LoadTarget, make_client
+from tuner.bench._planted import arm_client_stall
 from tuner.bench._prompts import build_prompt, prompt_seed
 from tuner.bench._request import RequestRecord, RequestSpec, recount
 from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between
@@ -275,6 +276,8 @@ class HttpBenchmark(BaseBenchmark):
                 ok = await session.probe.flush_cache()
                 measured.flushed = ok if measured.flushed is None else (measured.flushed and ok)
             phase = "measure" if attempt == 0 else f"rerun-{attempt}"
+            if attempt == 0:
+                arm_client_stall()  # a test hook (tuner.bench._planted); nothing unless set
             res = await self._pass(scenario, session, phase=phase, repeat=repeat, during=during)
             counted = attempt == MAX_CLIENT_RERUNS or not self._client_load([res], session.runner.processes).bound
             if self._on_requests is not None:

@@ -44,6 +44,7 @@ from typing import Any
 import httpx
 
 from tuner.bench._aiohttp import make_session, stream_request_aiohttp
+from tuner.bench._planted import plant_client_stall
 from tuner.bench._request import RequestRecord, RequestSpec, build_body, stream_request
 
 __all__ = [
@@ -205,6 +206,7 @@ class MeasuredWindow:
     async def __aenter__(self) -> MeasuredWindow:
         gc.freeze()
         self._watch = asyncio.create_task(self._wake())
+        plant_client_stall(asyncio.get_running_loop())  # a test hook (tuner.bench._planted); nothing unless set
         return self
 
     async def __aexit__(self, *exc: object) -> None:
