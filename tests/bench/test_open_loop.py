@@ -55,13 +55,16 @@ def _server_log(path: Path, result: ScenarioResult) -> tuple[list[float], list[f
     return [r["first_token"] - r["arrival"] for r in rows], [r["finish"] - r["arrival"] for r in rows]
 
 
-def test_below_capacity_tune_agrees_with_the_servers_log(start_sim: Callable[..., SimProcess], tmp_path: Path) -> None:
+def test_below_capacity_tune_agrees_with_the_servers_log(
+    start_sim: Callable[..., SimProcess], tmp_path: Path, client_rerun: ClientRerun
+) -> None:
     log = tmp_path / "requests.jsonl"
     # Time scale 0.1: a TTFT of ~1 s, so the milliseconds between the two clocks' readings (the client's send,
     # the server parsing the body, a busy machine's scheduling) stay far below 5%.
     sim = start_sim(*DDTREE, "--sim-time-scale", "0.1", "--sim-request-log", str(log), env=ENV)
     sc = _open("r3", rate=3.0, requests=30, output_tokens=8)
     result = _run(sim, sc)
+    client_rerun.check(result.client_reruns)
     ttft, e2e = _server_log(log, result)
     assert len(ttft) == sc.requests == result.requests
     for ours, theirs in (
@@ -86,7 +89,7 @@ def test_below_capacity_tune_agrees_with_the_servers_log(start_sim: Callable[...
 
 
 def test_above_capacity_the_queue_shows_in_ttft_and_the_achieved_rate(
-    start_sim: Callable[..., SimProcess], tmp_path: Path
+    start_sim: Callable[..., SimProcess], tmp_path: Path, client_rerun: ClientRerun
 ) -> None:
     log = tmp_path / "requests.jsonl"
     # Two requests at a time, ~0.5 s each at time scale 2: about 4 req/s of capacity, offered 16.
@@ -94,6 +97,7 @@ def test_above_capacity_the_queue_shows_in_ttft_and_the_achieved_rate(
         *DDTREE, "--max-running-requests", "2", "--sim-time-scale", "2", "--sim-request-log", str(log), env=ENV
     )
     result = _run(sim, _open("r16", rate=16.0, requests=24))
+    client_rerun.check(result.client_reruns)
     assert result.offered_rps is not None and result.achieved_rps is not None
     assert result.achieved_rps < 0.5 * result.offered_rps
     ttft, _ = _server_log(log, result)
