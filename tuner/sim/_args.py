@@ -173,6 +173,25 @@ def _fault_flags(sim: argparse._ArgumentGroup) -> None:
         help="append one JSON line per finished generation request: its arrival, first token and finish "
         "(time.monotonic seconds, the clock a client on this machine reads) and its output tokens",
     )
+    _stall_flags(sim)
+    sim.add_argument(
+        "--sim-crash-after",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="exit with a CUDA error traceback SECONDS after becoming ready",
+    )
+    sim.add_argument(
+        "--sim-crash-above-batch-tokens",
+        type=int,
+        default=None,
+        metavar="TOKENS",
+        help="exit with a CUDA error traceback when a decode batch holds more than TOKENS of context",
+    )
+
+
+def _stall_flags(sim: argparse._ArgumentGroup) -> None:
+    """An engine stall at the Nth arrival (and, with ``--sim-stall-every``, again every Mth after it)."""
     sim.add_argument(
         "--sim-stall-after",
         type=int,
@@ -194,20 +213,6 @@ def _fault_flags(sim: argparse._ArgumentGroup) -> None:
         default=2.0,
         metavar="SECONDS",
         help="how long (modelled seconds) the stall of --sim-stall-after lasts",
-    )
-    sim.add_argument(
-        "--sim-crash-after",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="exit with a CUDA error traceback SECONDS after becoming ready",
-    )
-    sim.add_argument(
-        "--sim-crash-above-batch-tokens",
-        type=int,
-        default=None,
-        metavar="TOKENS",
-        help="exit with a CUDA error traceback when a decode batch holds more than TOKENS of context",
     )
 
 
