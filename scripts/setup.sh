@@ -3,8 +3,9 @@
 # `test` as the argument (test.sh), the test extras too. Run by demo.sh and test.sh.
 #
 # Kept short for a first run (the demo's set-up is part of its time): the venv's own pip installs everything
-# (no upgrade of pip itself first: it installs a pyproject package as editable as well), and the demo installs
-# no test tools.
+# (no upgrade of pip itself first: it installs a pyproject package as editable as well), without byte-compiling
+# every installed module (Python compiles what it imports, once: a third of pip's time was scipy's and
+# matplotlib's modules the demo never imports), and the demo installs no test tools.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-python3}"
@@ -28,7 +29,7 @@ elif ! grep -qxF "$EXTRAS" "$stamp" && ! { [ "$EXTRAS" = postgres ] && grep -qxF
   cp "$stamp" "$stamp.new"
 fi
 if [ -f "$stamp.new" ]; then
-  "$VENV/bin/python" -m pip install --quiet -e "$ROOT[$EXTRAS]"
+  "$VENV/bin/python" -m pip install --quiet --no-compile -e "$ROOT[$EXTRAS]"
   echo "$EXTRAS" >> "$stamp.new"
   mv "$stamp.new" "$stamp"
 fi
