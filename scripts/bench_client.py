@@ -24,8 +24,8 @@ run, each client run in its own process; the simulator is pinned to CPU 0 and th
 
     .venv/bin/python scripts/bench_client.py --side-by-side [--side-streams 16,64,256] [--reps 3]
 
-``--parse`` measures only tune's per-stream parsing path (httpx response iteration, SSE, JSON, accounting)
-over an in-memory transport: CPU ms per 1,000 tokens, no server, no sockets.
+``--parse`` measures only tune's per-stream parsing path (the httpx stream client: response iteration, SSE, JSON,
+accounting) over an in-memory transport: CPU ms per 1,000 tokens, no server, no sockets.
 """
 
 from __future__ import annotations
@@ -221,9 +221,9 @@ def _sse_chunks(tokens: int) -> list[bytes]:
 
 
 def parse_cost(*, tokens: int = 256, requests: int = 60, rounds: int = 5) -> float:
-    """CPU ms per 1,000 tokens of tune's per-stream path alone (stream_request: httpx response iteration, SSE
-    decoding, JSON, accounting) over an in-memory transport: no sockets, no server; best of ``rounds``."""
-    from tuner.bench import stream_request
+    """CPU ms per 1,000 tokens of tune's per-stream path alone (the httpx stream client: httpx response iteration,
+    SSE decoding, JSON, accounting) over an in-memory transport: no sockets, no server; best of ``rounds``."""
+    from tuner.bench._httpx import HttpxStreamClient
 
     chunks = _sse_chunks(tokens)
 
@@ -235,13 +235,13 @@ def parse_cost(*, tokens: int = 256, requests: int = 60, rounds: int = 5) -> flo
         return httpx.Response(200, content=body(), headers={"content-type": "text/event-stream"})
 
     async def run() -> float:
-        client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
-        kw: dict[str, Any] = {"url": "http://x/v1/chat/completions", "body": b"{}", "headers": {}, "index": 0}
+        client = HttpxStreamClient(client=httpx.AsyncClient(transport=httpx.MockTransport(handler)))
+        kw: dict[str, Any] = {"url": "http://x/v1/chat/completions", "headers": {}, "index": 0}
         best = float("inf")
         for r in range(rounds + 1):
             cpu0 = _cpu_self()
             for _ in range(requests):
-                rec = await stream_request(client, timeout_s=30.0, api="chat", **kw)
+                rec = await client.stream(b"{}", timeout_s=30.0, api="chat", **kw)
                 assert rec.ok and rec.output_tokens == tokens, rec
             if r:  # the first round warms up
                 best = min(best, (_cpu_self() - cpu0) * 1000 / (requests * tokens / 1000))
@@ -490,7 +490,7 @@ def main() -> int:
         print_side_by_side(rows, args)
         return 0
     if args.parse:
-        print(f"stream_request, in-memory transport: {parse_cost():.1f} CPU ms / 1k tokens (best of 5)")
+        print(f"httpx stream client, in-memory transport: {parse_cost():.1f} CPU ms / 1k tokens (best of 5)")
         return 0
     names = list(CONFIGS) if args.config == "all" else [args.config]
     rows = [

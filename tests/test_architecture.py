@@ -336,12 +336,14 @@ def test_the_document_s_parts_table_is_consistent() -> None:
 
 def test_every_seam_implementation_is_in_the_document() -> None:
     import tuner.sim.inprocess  # noqa: F401  # its implementations of the seams
-    from tuner.bench import BaseBenchmark
+    from tuner.bench import STREAM_CLIENTS, BaseBenchmark, BaseStreamClient, stream_client
     from tuner.dialects import BaseServerDialect
     from tuner.gate import BaseGate, BaseJudge
     from tuner.target.hosts import BaseHost
     from tuner.target.services import BaseService
 
+    for name in STREAM_CLIENTS:
+        stream_client(name)  # each imported when chosen
     seams = DOC.read_text().split("## Seams", 1)[1].split("\n\n## ", 1)[0]
     rows = {row.split("|")[2]: row.split("|")[3] for row in seams.splitlines() if row.startswith("| ")}
 
@@ -353,7 +355,7 @@ def test_every_seam_implementation_is_in_the_document() -> None:
                 found.add(sub.__name__)
         return found
 
-    bases = (BaseHost, BaseService, BaseBenchmark, BaseGate, BaseJudge, BaseServerDialect)
+    bases = (BaseHost, BaseService, BaseBenchmark, BaseStreamClient, BaseGate, BaseJudge, BaseServerDialect)
     missing = [
         f"{base.__name__}: {name}"
         for base in bases

@@ -18,10 +18,12 @@ from typing import Any
 
 __all__ = [
     "INTERVAL_PERCENTILES",
+    "LATENCY_MEASURES",
     "LATENCY_PERCENTILES",
     "METRICS",
     "OBJECTIVE_METRICS",
     "STATUS_METRICS",
+    "LatencyMeasure",
     "Metric",
     "by_key",
     "interval_key",
@@ -64,6 +66,43 @@ class Metric:
         return f"{value:.{self.digits}f}"
 
 
+@dataclass(frozen=True, kw_only=True)
+class LatencyMeasure:
+    """One per-request latency a service promises (:mod:`tuner.bench._latency` defines each).
+
+    ``key`` names it everywhere: the :class:`~tuner.bench.ScenarioResult` fields and user attrs of its
+    percentiles (``ttft_p99_s``), the ``[slo]`` limit (``ttft_s``) and the views' rows.
+    """
+
+    key: str
+    label: str
+    """How a sentence names it: ``TTFT``."""
+    digits: int
+    """Decimals of its seconds in a table."""
+    unit: str = "s"
+    """The unit the text views and plots show it in (``ms`` for a per-token time)."""
+
+    @property
+    def scale(self) -> float:
+        """Seconds to :attr:`unit`."""
+        return 1000.0 if self.unit == "ms" else 1.0
+
+    @property
+    def limit(self) -> str:
+        """Its ``[slo]`` key: ``ttft_s``."""
+        return f"{self.key}_s"
+
+    def percentile(self, q: int) -> str:
+        """The key (and field) of its ``q``-th percentile: ``ttft_p99_s``."""
+        return f"{self.key}_p{q}_s"
+
+
+#: The per-request latencies, in the order every view lists them.
+LATENCY_MEASURES: tuple[LatencyMeasure, ...] = (
+    LatencyMeasure(key="ttft", label="TTFT", digits=3),
+    LatencyMeasure(key="tpot", label="TPOT", digits=4, unit="ms"),
+    LatencyMeasure(key="e2e", label="E2E", digits=3),
+)
 #: The latency percentiles recorded per scenario (TTFT, TPOT, end to end: ``ttft_p90_s``).
 LATENCY_PERCENTILES: tuple[int, ...] = (50, 90, 99)
 #: Those recorded with an interval: the typical request and the tail.
@@ -76,20 +115,26 @@ def interval_key(point: str, side: str) -> str:
     return f"{point.removesuffix('_s')}_{side}_s"
 
 
-def _interval_metrics() -> tuple[Metric, ...]:
-    """``ttft_p50_low_s`` ... ``e2e_p99_high_s``: both bounds of each interval, the percentile's digits."""
-    measures = (("ttft", "ttft", "TTFT", 3), ("tpot", "tpot", "TPOT", 4), ("e2e", "latency", "E2E", 3))
-    return tuple(
+def _latency_metrics() -> tuple[Metric, ...]:
+    """``ttft_p50_s`` ... ``e2e_p99_s``, then both bounds of each interval (``ttft_p50_low_s`` ...), the
+    percentile's digits; key and field alike."""
+    points = tuple(
+        Metric(key=m.percentile(q), field=m.percentile(q), label=f"{m.label} p{q} s", digits=m.digits)
+        for m in LATENCY_MEASURES
+        for q in LATENCY_PERCENTILES
+    )
+    bounds = tuple(
         Metric(
-            key=interval_key(f"{key}_p{q}_s", side),
-            field=interval_key(f"{field}_p{q}_s", side),
-            label=f"{label} p{q} {side} s",
-            digits=digits,
+            key=interval_key(m.percentile(q), side),
+            field=interval_key(m.percentile(q), side),
+            label=f"{m.label} p{q} {side} s",
+            digits=m.digits,
         )
-        for key, field, label, digits in measures
+        for m in LATENCY_MEASURES
         for q in INTERVAL_PERCENTILES
         for side in ("low", "high")
     )
+    return points + bounds
 
 
 def interval_text(point: float, interval: Sequence[float | None] | None, *, scale: float = 1.0) -> str:
@@ -120,24 +165,22 @@ METRICS: tuple[Metric, ...] = (
         objective="per_stream_tok_s",
         score_field="per_stream_score",
     ),
-    Metric(key="ttft_p50_s", field="ttft_p50_s", label="TTFT p50 s", digits=3),
-    Metric(key="ttft_p90_s", field="ttft_p90_s", label="TTFT p90 s", digits=3),
-    Metric(key="ttft_p99_s", field="ttft_p99_s", label="TTFT p99 s", digits=3),
-    # Per-request latency a service promises (tuner.bench._latency): open loop counts from the arrival.
-    Metric(key="tpot_p50_s", field="tpot_p50_s", label="TPOT p50 s", digits=4),
-    Metric(key="tpot_p90_s", field="tpot_p90_s", label="TPOT p90 s", digits=4),
-    Metric(key="tpot_p99_s", field="tpot_p99_s", label="TPOT p99 s", digits=4),
-    Metric(key="e2e_p50_s", field="latency_p50_s", label="E2E p50 s", digits=3),
-    Metric(key="e2e_p90_s", field="latency_p90_s", label="E2E p90 s", digits=3),
-    Metric(key="e2e_p99_s", field="latency_p99_s", label="E2E p99 s", digits=3),
-    # Their p50 and p99 intervals (tuner.stats.percentile_interval): None where too few requests allow a bound.
-    *_interval_metrics(),
+    # Per-request latency a service promises (tuner.bench._latency): open loop counts from the arrival; the p50
+    # and p99 intervals (tuner.stats.percentile_interval): None where too few requests allow a bound.
+    *_latency_metrics(),
+    Metric(key="rate", field="rate", label="rate req/s", digits=2),
     Metric(key="offered_rps", field="offered_rps", label="offered req/s", digits=2),
     Metric(key="achieved_rps", field="achieved_rps", label="achieved req/s", digits=2),
     # [slo]: the share of requests that met every limit, and its interval (tuner.bench._slo).
     Metric(key="attainment", field="attainment", label="SLO attainment", digits=3),
     Metric(key="attainment_low", field="attainment_low", label="attainment low", digits=3),
     Metric(key="attainment_high", field="attainment_high", label="attainment high", digits=3),
+    # Its verdict (tuner.slo.SloVerdict): met, missed or undecided, the share required, and the margin.
+    Metric(key="slo_verdict", field="slo_verdict", label="SLO verdict"),
+    Metric(key="slo_required", field="slo_required", label="SLO share required", digits=3),
+    Metric(key="slo_margin", field="slo_margin", label="SLO margin (log)", digits=3),
+    Metric(key="slo_margin_low", field="slo_margin_low", label="SLO margin low", digits=3),
+    Metric(key="slo_margin_high", field="slo_margin_high", label="SLO margin high", digits=3),
     # Goodput ([objective] kind = "goodput"): the rate of the requests that met the SLO, with its lower bound.
     Metric(
         key="goodput_rps",
@@ -162,6 +205,7 @@ METRICS: tuple[Metric, ...] = (
     Metric(key="itl_p99_s", field="itl_p99_s", label="ITL p99 s", digits=4),
     Metric(key="accept_length", field="accept_length", label="accept", digits=2),
     Metric(key="errors", field="errors", label="errors", digits=0),
+    Metric(key="requests", field="requests", label="requests", digits=0),
     Metric(key="ci_low", field="ci_low", label="CI low"),
     Metric(key="ci_high", field="ci_high", label="CI high"),
     Metric(key="repeats", field="repeats_tok_s", label="repeats tok/s"),

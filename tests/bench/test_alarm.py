@@ -15,7 +15,7 @@ from tuner.bench._alarm import client_load
 from tuner.bench._http import MAX_CLIENT_RERUNS
 from tuner.bench._load import STALL_TICK_S, LoadResult
 from tuner.bench._planted import CLIENT_STALL_ENV
-from tuner.bench._request import RequestRecord
+from tuner.bench._record import RequestRecord
 from tuner.cli._bench import format_table
 from tuner.config import BenchmarkSection, Scenario
 from tuner.endpoint import Endpoint

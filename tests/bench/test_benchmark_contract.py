@@ -223,6 +223,6 @@ def test_an_open_loop_scenario_reports_its_rates_and_per_request_latency(subject
     assert result.offered_rps is not None and min(offered) * 0.999 <= result.offered_rps <= max(offered) * 1.001
     assert result.achieved_rps is not None and result.achieved_rps > 0
     for p in (50, 90, 99):
-        ttft, tpot, e2e = (getattr(result, f"{k}_p{p}_s") for k in ("ttft", "tpot", "latency"))
+        ttft, tpot, e2e = (getattr(result, f"{k}_p{p}_s") for k in ("ttft", "tpot", "e2e"))
         assert 0 < ttft < e2e and 0 < tpot < e2e
     assert result.ttft_p50_s <= result.ttft_p90_s <= result.ttft_p99_s  # type: ignore[operator]

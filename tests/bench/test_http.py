@@ -9,7 +9,7 @@ import pytest
 
 from tests.bench.conftest import DDTREE, TIME_SCALE
 from tests.fixtures_rerun import ClientRerun
-from tuner.bench import HttpBenchmark, ScenarioResult, parse_prometheus
+from tuner.bench import STREAM_CLIENTS, HttpBenchmark, ScenarioResult, parse_prometheus
 from tuner.config import BenchmarkSection, Scenario
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, Phase
@@ -18,8 +18,9 @@ from tuner.sim._engine import PREFILL_S_PER_TOKEN
 from tuner.sim.testing import SimProcess
 
 CFG = ServerConfig.from_argv(DDTREE, {"SGLANG_DDTREE_MAX_TOPK": "6"})
-#: Every HTTP client library the load generator can use passes the same suite.
-LIBRARIES = pytest.mark.parametrize("http_client", ["httpx", "aiohttp"])
+#: The pace is measured alike whichever stream client carries it (how each names a failure, and the rest of the
+#: client's contract: tests/bench/test_client_contract.py).
+LIBRARIES = pytest.mark.parametrize("http_client", STREAM_CLIENTS)
 
 
 def _bench(sim: SimProcess, scenario: Scenario, **kw: object) -> HttpBenchmark:
@@ -56,7 +57,7 @@ def test_pacing_matches_the_simulator_ground_truth(ddtree_sim: SimProcess, api: 
     ttft = (4 * sc.prompt_tokens * PREFILL_S_PER_TOKEN + step_time_s(CFG, running=4, context_tokens=256)) / TIME_SCALE
     # Never faster than the server's first step; the upper side is left loose: on a shared, loaded machine the
     # client's own scheduling adds tens of milliseconds (what the client-bound alarm watches, not this test).
-    assert result.ttft_p50_s is not None and 0.8 * ttft < result.ttft_p50_s < (result.latency_p50_s or 0) / 2
+    assert result.ttft_p50_s is not None and 0.8 * ttft < result.ttft_p50_s < (result.e2e_p50_s or 0) / 2
     assert result.ttft_p99_s is not None and result.ttft_p99_s >= result.ttft_p50_s
     assert result.itl_p99_s is not None and result.itl_p99_s >= result.itl_p50_s
     # Aggregate: 4 streams at the decode pace, less the prefill/first-step time of each request.
@@ -94,12 +95,11 @@ def test_result_is_json_ready(ddtree_sim: SimProcess) -> None:
     assert result.ci_low is not None and result.ci_low <= result.output_tok_s <= (result.ci_high or 0)
 
 
-@LIBRARIES
-def test_malformed_chunk_is_a_failure_not_a_score(start_sim, http_client: str) -> None:  # type: ignore[no-untyped-def]
+def test_malformed_chunk_is_a_failure_not_a_score(start_sim) -> None:  # type: ignore[no-untyped-def]
     sim = start_sim(*DDTREE, "--sim-time-scale", "4", "--sim-malformed-chunks", "0.1")
     sc = Scenario(name="c4-bad", concurrency=4, prompt_tokens=32, output_tokens=64, requests=4)
     with pytest.raises(DiedUnderLoad) as info:
-        _bench(sim, sc, warmup=0, http_client=http_client).run_scenario(sc)
+        _bench(sim, sc, warmup=0).run_scenario(sc)
     exc = info.value
     assert exc.phase is Phase.BENCHMARK
     assert exc.reason.startswith("died under load in scenario c4-bad: ")
@@ -107,8 +107,7 @@ def test_malformed_chunk_is_a_failure_not_a_score(start_sim, http_client: str) -
     assert "request #" in exc.evidence
 
 
-@LIBRARIES
-def test_server_dying_under_load_cuts_streams(start_sim, http_client: str) -> None:  # type: ignore[no-untyped-def]
+def test_server_dying_under_load_cuts_streams(start_sim) -> None:  # type: ignore[no-untyped-def]
     flags = [
         *DDTREE,
         "--mem-fraction-static",
@@ -124,7 +123,7 @@ def test_server_dying_under_load_cuts_streams(start_sim, http_client: str) -> No
     # 16 requests of 4,000 tokens: the batch outgrows the injected limit and the scheduler dies with a CUDA error.
     sc = Scenario(name="c16-long", concurrency=16, prompt_tokens=4000, output_tokens=64, requests=16)
     with pytest.raises(DiedUnderLoad) as info:
-        _bench(sim, sc, warmup=1, http_client=http_client).run_scenario(sc)
+        _bench(sim, sc, warmup=1).run_scenario(sc)
     reason = info.value.reason
     assert "died under load in scenario c16-long: " in reason
     assert "/16 requests failed" in reason
@@ -132,9 +131,8 @@ def test_server_dying_under_load_cuts_streams(start_sim, http_client: str) -> No
     assert sim.proc.wait(timeout=5) != 0
 
 
-@LIBRARIES
 def test_a_stream_cut_by_a_crash_counts_the_tokens_it_delivered(  # type: ignore[no-untyped-def]
-    start_sim, http_client: str, client_rerun: ClientRerun
+    start_sim, client_rerun: ClientRerun
 ) -> None:
     # The server dies 20 modelled seconds (5 s) after it is ready, in the middle of an 8,000-token stream (~50
     # modelled seconds): however slowly the client starts on a loaded machine, it is streaming by then. A pass
@@ -142,27 +140,25 @@ def test_a_stream_cut_by_a_crash_counts_the_tokens_it_delivered(  # type: ignore
     sim = start_sim(*DDTREE, "--sim-time-scale", "4", "--sim-crash-after", "20")
     sc = Scenario(name="c1-cut", concurrency=1, prompt_tokens=32, output_tokens=8000, requests=1)
     with pytest.raises(DiedUnderLoad) as info:
-        _bench(sim, sc, warmup=0, repeats=1, http_client=http_client).run_scenario(sc)
+        _bench(sim, sc, warmup=0, repeats=1).run_scenario(sc)
     delivered = re.search(r"request #0 failed after [\d.]+ s \((\d+) tokens delivered\)", info.value.evidence)
     assert delivered is not None, info.value.evidence
     assert 0 < int(delivered.group(1)) < 8000, info.value.evidence  # what the stream carried, not `usage`'s 0
     client_rerun.check()
 
 
-@LIBRARIES
-def test_http_error_is_a_failure(start_sim, http_client: str) -> None:  # type: ignore[no-untyped-def]
+def test_http_error_is_a_failure(start_sim) -> None:  # type: ignore[no-untyped-def]
     sim = start_sim(*DDTREE, "--context-length", "256")
     sc = Scenario(name="too-long", concurrency=2, prompt_tokens=300, output_tokens=16, requests=2)
     with pytest.raises(DiedUnderLoad) as info:
-        _bench(sim, sc, warmup=1, http_client=http_client).run_scenario(sc)
+        _bench(sim, sc, warmup=1).run_scenario(sc)
     assert "HTTP 400" in info.value.reason, info.value.evidence
     assert "maximum context length" in info.value.evidence
 
 
-@LIBRARIES
-def test_request_timeout_is_a_failure(start_sim, http_client: str) -> None:  # type: ignore[no-untyped-def]
+def test_request_timeout_is_a_failure(start_sim) -> None:  # type: ignore[no-untyped-def]
     sim = start_sim(*DDTREE, "--sim-hang")
     sc = Scenario(name="hung", concurrency=2, prompt_tokens=8, output_tokens=16, requests=2)
     with pytest.raises(DiedUnderLoad) as info:
-        _bench(sim, sc, warmup=0, repeats=1, timeout=0.5, model="m", http_client=http_client).run_scenario(sc)
+        _bench(sim, sc, warmup=0, repeats=1, timeout=0.5, model="m").run_scenario(sc)
     assert "timeout" in info.value.reason

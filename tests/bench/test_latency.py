@@ -60,7 +60,7 @@ def test_p50_and_p99_have_intervals_over_every_repeat_and_none_where_too_few_req
     both = latency_figures([first, second], confidence=0.8)
     ttfts = [rec.ttft_s for run in (first, second) for rec in run.records]
     e2e = [rec.latency_s for run in (first, second) for rec in run.records]
-    for prefix, samples in (("ttft", ttfts), ("latency", e2e)):
+    for prefix, samples in (("ttft", ttfts), ("e2e", e2e)):
         for q in (50, 99):
             low, high = both[f"{prefix}_p{q}_low_s"], both[f"{prefix}_p{q}_high_s"]
             assert (low, high) == percentile_interval(samples, q, 0.8)
@@ -69,7 +69,7 @@ def test_p50_and_p99_have_intervals_over_every_repeat_and_none_where_too_few_req
     assert both["ttft_p99_high_s"] == pytest.approx(max(ttfts))  # n = 300: the largest is a bound at 80%
     assert both["tpot_p50_low_s"] is not None and both["tpot_p99_low_s"] is not None
     one = latency_figures([first], confidence=0.8)
-    assert one["ttft_p99_high_s"] is None and one["latency_p99_high_s"] is None and one["tpot_p99_high_s"] is None
+    assert one["ttft_p99_high_s"] is None and one["e2e_p99_high_s"] is None and one["tpot_p99_high_s"] is None
     assert one["ttft_p99_low_s"] is not None and one["ttft_p50_high_s"] is not None
     # A higher confidence widens the interval (or leaves no bound).
     strict = latency_figures([first, second], confidence=0.95)
@@ -80,9 +80,9 @@ def test_p50_and_p99_have_intervals_over_every_repeat_and_none_where_too_few_req
 def test_the_figures_reach_user_attrs_under_their_scenario() -> None:
     result = ScenarioResult(
         name="chat-6rps", concurrency=8, repeats_tok_s=(1.0,), output_tok_s=1.0, score=1.0, per_stream_tok_s=1.0,
-        offered_rps=6.0, achieved_rps=5.9, ttft_p99_s=0.8, tpot_p99_s=0.04, latency_p50_s=2.0, latency_p99_s=3.0,
-        latency_p90_s=2.5, tpot_p50_s=0.03, tpot_p90_s=0.035, ttft_p50_s=0.2, ttft_p90_s=0.5,
-        ttft_p99_low_s=0.7, ttft_p99_high_s=None, latency_p50_low_s=1.9, tpot_p50_high_s=0.031,
+        offered_rps=6.0, achieved_rps=5.9, ttft_p99_s=0.8, tpot_p99_s=0.04, e2e_p50_s=2.0, e2e_p99_s=3.0,
+        e2e_p90_s=2.5, tpot_p50_s=0.03, tpot_p90_s=0.035, ttft_p50_s=0.2, ttft_p90_s=0.5,
+        ttft_p99_low_s=0.7, ttft_p99_high_s=None, e2e_p50_low_s=1.9, tpot_p50_high_s=0.031,
     )  # fmt: skip
     attrs = scenario_attrs(result)
     expected = {"offered_rps": 6.0, "achieved_rps": 5.9, "ttft_p50_s": 0.2, "ttft_p90_s": 0.5, "ttft_p99_s": 0.8,

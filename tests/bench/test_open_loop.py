@@ -18,12 +18,12 @@ import pytest
 
 from tests.bench.conftest import DDTREE
 from tests.fixtures_rerun import ClientRerun
-from tuner.bench import HttpBenchmark, ScenarioResult
+from tuner.bench import HttpBenchmark, ScenarioResult, stream_client
 from tuner.bench._arrivals import arrival_schedule
 from tuner.bench._latency import span_rate
 from tuner.bench._load import LoadResult, LoadTarget
-from tuner.bench._request import RequestSpec
-from tuner.bench._workers import InProcessRunner, LoadPlan, ProcessRunner
+from tuner.bench._record import RequestSpec
+from tuner.bench._workers import InProcessRunner, ProcessRunner
 from tuner.config import BenchmarkSection, Scenario
 from tuner.endpoint import Endpoint
 from tuner.sim import ServerConfig
@@ -70,8 +70,8 @@ def test_below_capacity_tune_agrees_with_the_servers_log(
     for ours, theirs in (
         (result.ttft_p50_s, percentile(ttft, 50)),
         (result.ttft_p99_s, percentile(ttft, 99)),
-        (result.latency_p50_s, percentile(e2e, 50)),
-        (result.latency_p99_s, percentile(e2e, 99)),
+        (result.e2e_p50_s, percentile(e2e, 50)),
+        (result.e2e_p99_s, percentile(e2e, 99)),
     ):
         assert ours == pytest.approx(theirs, rel=0.05)
     schedule = arrival_schedule(sc, count=sc.requests, seed=0)
@@ -85,7 +85,7 @@ def test_below_capacity_tune_agrees_with_the_servers_log(
     low, high = result.ttft_p50_low_s, result.ttft_p50_high_s
     assert low is not None and high is not None and low <= (result.ttft_p50_s or 0) <= high
     assert 0.95 * low <= (percentile(ttft, 50) or 0) <= 1.05 * high
-    assert result.ttft_p99_high_s is None and result.latency_p99_high_s is None and result.ttft_p99_low_s is not None
+    assert result.ttft_p99_high_s is None and result.e2e_p99_high_s is None and result.ttft_p99_low_s is not None
 
 
 def test_above_capacity_the_queue_shows_in_ttft_and_the_achieved_rate(
@@ -132,6 +132,12 @@ def test_a_stall_mid_run_delays_every_request_that_arrives_during_it(
     assert result.start_delay_p99_s is not None and result.start_delay_p99_s < 0.3 * stall
 
 
+def _target(sim: SimProcess) -> LoadTarget:
+    """The simulator's chat completions, with the default stream client."""
+    url = sim.url + "/v1/chat/completions"
+    return LoadTarget(url=url, headers={}, api="chat", model="default", timeout_s=30.0, client=stream_client("aiohttp"))
+
+
 def test_a_client_that_falls_behind_its_schedule_says_so(start_sim: Callable[..., SimProcess]) -> None:
     """A client whose event loop is busy sends late: the start delay says so, and the late requests' latency
     counts from when they were due, not from when they went out."""
@@ -139,17 +145,15 @@ def test_a_client_that_falls_behind_its_schedule_says_so(start_sim: Callable[...
     sc = _open("r50", rate=50.0, requests=20, arrival="constant", prompt_tokens=64, output_tokens=8)
     specs = [RequestSpec(index=i, prompt=f"hello {i} " * 32, max_tokens=8) for i in range(20)]
     schedule = arrival_schedule(sc, count=20, seed=0)
-    target = LoadTarget(
-        url=sim.url + "/v1/chat/completions", headers={}, api="chat", model="default", timeout_s=30.0
-    )
+    target = _target(sim)
 
     async def go() -> list[tuple[float, float, float]]:
-        runner = InProcessRunner(target=target, plan=LoadPlan(), streams=4)
+        runner = InProcessRunner(target=target, streams=4)
         await runner.start()
         try:
             # 0.1 s in, the client's loop is blocked for 0.2 s: the requests due meanwhile go out late.
             asyncio.get_running_loop().call_later(0.1, time.sleep, 0.2)
-            res = await runner.run(specs, concurrency=20, seed=0, arrivals=schedule)
+            res = await runner.run(specs, concurrency=20, arrivals=schedule)
         finally:
             await runner.aclose()
         assert not res.failures and len(res.records) == 20
@@ -171,7 +175,7 @@ def test_the_in_process_model_agrees_with_the_http_simulator(start_sim: Callable
     model = model_scenario(ServerConfig.from_argv([*DDTREE, "--max-running-requests", "4"], ENV), sc, seed=0)
     # The model has no HTTP: the client's send, the server's parsing and the machine's scheduling add ~10 ms to
     # every TTFT and end-to-end time (measured on a loaded 2-core machine), hence the absolute 30 ms beside 15%.
-    for field in ("ttft_p50_s", "latency_p50_s", "latency_p99_s", "tpot_p50_s", "achieved_rps"):
+    for field in ("ttft_p50_s", "e2e_p50_s", "e2e_p99_s", "tpot_p50_s", "achieved_rps"):
         assert getattr(result, field) == pytest.approx(model.latency[field], rel=0.15, abs=0.03), field
     assert result.offered_rps == pytest.approx(model.latency["offered_rps"], rel=1e-3)
 
@@ -184,13 +188,13 @@ def test_client_processes_share_one_schedule(start_sim: Callable[..., SimProcess
     specs = [RequestSpec(index=i, prompt=f"hello {i} " * 32, max_tokens=8) for i in range(24)]
     schedule = arrival_schedule(sc, count=24, seed=0)
     assert schedule is not None
-    target = LoadTarget(url=sim.url + "/v1/chat/completions", headers={}, api="chat", model="default", timeout_s=30.0)
+    target = _target(sim)
 
     async def go() -> LoadResult:
-        runner = ProcessRunner(target=target, plan=LoadPlan(), streams=4, processes=2)
+        runner = ProcessRunner(target=target, streams=4, processes=2)
         await runner.start()
         try:
-            return await runner.run(specs, concurrency=24, seed=0, arrivals=schedule)
+            return await runner.run(specs, concurrency=24, arrivals=schedule)
         finally:
             await runner.aclose()
 

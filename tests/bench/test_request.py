@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tuner.bench._request import RequestRecord, StreamError, StreamEvents
+from tuner.bench._record import RequestRecord, StreamError, StreamEvents
 
 
 def _event(obj: object) -> bytes:

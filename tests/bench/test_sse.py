@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from tuner.bench._request import RequestRecord, _apportion
+from tuner.bench._record import RequestRecord, _apportion
 from tuner.bench._sse import SSEDecoder
 
 

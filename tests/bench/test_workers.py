@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures_rerun import ClientRerun
-from tuner.bench import HttpBenchmark
+from tuner.bench import STREAM_CLIENTS, HttpBenchmark, stream_client
 from tuner.bench._load import LoadTarget
-from tuner.bench._request import RequestSpec
-from tuner.bench._workers import InProcessRunner, LoadPlan, ProcessRunner, _split, choose_processes
+from tuner.bench._record import RequestSpec
+from tuner.bench._workers import InProcessRunner, ProcessRunner, _split, choose_processes
 from tuner.config import BenchmarkSection, Scenario, load_config
 from tuner.endpoint import Endpoint
 from tuner.errors import ConfigError, DiedUnderLoad
@@ -94,26 +94,26 @@ def test_choose_processes() -> None:
         choose_processes(0, concurrency=4)
 
 
-@pytest.mark.parametrize("library", ["aiohttp", "httpx"])
-def test_processes_run_the_same_requests_as_one_process(plain_sim: SimProcess, library: str) -> None:
+@pytest.mark.parametrize("http_client", STREAM_CLIENTS)
+def test_processes_run_the_same_requests_as_one_process(plain_sim: SimProcess, http_client: str) -> None:
     target = LoadTarget(
         url=plain_sim.url + "/v1/completions",
         headers={},
         api="completions",
         model="default",
         timeout_s=30.0,
-        library=library,
+        client=stream_client(http_client),
     )
     specs = _specs(12, 24)
 
     async def both() -> tuple[object, object]:
-        one = InProcessRunner(target=target, plan=LoadPlan(), streams=6)
-        many = ProcessRunner(target=target, plan=LoadPlan(), streams=6, processes=3)
+        one = InProcessRunner(target=target, streams=6)
+        many = ProcessRunner(target=target, streams=6, processes=3)
         try:
             await one.start()
             await many.start()
             assert len(worker_children()) == 3
-            return await one.run(specs, concurrency=6, seed=0), await many.run(specs, concurrency=6, seed=0)
+            return await one.run(specs, concurrency=6), await many.run(specs, concurrency=6)
         finally:
             await one.aclose()
             await many.aclose()
@@ -185,11 +185,13 @@ def test_workers_die_with_their_parent(plain_sim: SimProcess) -> None:
     """A parent killed outright (no cleanup at all) leaves no worker behind."""
     code = f"""
 import asyncio, sys
+from tuner.bench import stream_client
 from tuner.bench._load import LoadTarget
-from tuner.bench._workers import LoadPlan, ProcessRunner
+from tuner.bench._workers import ProcessRunner
 async def main():
-    t = LoadTarget(url="{plain_sim.url}/v1/completions", headers={{}}, api="completions", model="m", timeout_s=30)
-    r = ProcessRunner(target=t, plan=LoadPlan(), streams=2, processes=2)
+    t = LoadTarget(url="{plain_sim.url}/v1/completions", headers={{}}, api="completions", model="m", timeout_s=30,
+                   client=stream_client("aiohttp"))
+    r = ProcessRunner(target=t, streams=2, processes=2)
     await r.start()
     print(" ".join(map(str, r.pids)), flush=True)
     await asyncio.sleep(3600)

@@ -19,11 +19,11 @@ from optuna.trial import TrialState
 from tuner.bench import ScenarioResult
 from tuner.config import BenchmarkSection, ReadinessSection, Scenario, load_config
 from tuner.endpoint import Endpoint
+from tuner.objective._throughput import bound as objective_bound
 from tuner.sim.inprocess import ModelBenchmark, ModelService, model_readiness, run_inprocess
 from tuner.spec import LaunchSpec
 from tuner.stats import EMPTY_POOL, Noise, Reference, SequentialPolicy
 from tuner.study._objective import REFINE_STEP
-from tuner.study._scoring import objective_bound
 from tuner.study._steps import Refinement, benchmark_server, objective_refinement, refine_on_objective
 from tuner.target.services import Restarted
 from tuner.trials import as_user_attrs, record_of

@@ -1,18 +1,24 @@
-"""How a server is benchmarked: the benchmark seam and the HTTP load generator (its statistics: :mod:`tuner.stats`)."""
+"""How a server is benchmarked: the benchmark seam, the HTTP load generator and the stream-client seam under it
+(:class:`BaseStreamClient`, one implementation per HTTP library, chosen by name with :func:`stream_client`); its
+statistics: :mod:`tuner.stats`."""
 
 from tuner.bench._arrivals import arrival_schedule
 from tuner.bench._base import BaseBenchmark, ScenarioResult
+from tuner.bench._client import BaseStreamClient
+from tuner.bench._clients import STREAM_CLIENTS, stream_client
 from tuner.bench._http import HttpBenchmark
 from tuner.bench._latency import latency_figures
 from tuner.bench._load import LoadResult, MeasuredWindow
 from tuner.bench._prompts import build_prompt
-from tuner.bench._request import RequestRecord, build_body, stream_request
+from tuner.bench._record import RequestRecord, build_body
 from tuner.bench._server import parse_prometheus
-from tuner.bench._slo import goodput_fields, pooled_slo_fields, slo_miss
+from tuner.bench._slo import goodput_fields, pooled_slo_fields
 from tuner.bench._warmup import FirstPasses, Slowdown, WarmupLookup, WarmupPlan, WarmupPolicy, first_pass_slowdown
 
 __all__ = [
+    "STREAM_CLIENTS",
     "BaseBenchmark",
+    "BaseStreamClient",
     "FirstPasses",
     "HttpBenchmark",
     "LoadResult",
@@ -31,6 +37,5 @@ __all__ = [
     "latency_figures",
     "parse_prometheus",
     "pooled_slo_fields",
-    "slo_miss",
-    "stream_request",
+    "stream_client",
 ]

@@ -1,35 +1,27 @@
-"""The aiohttp client path: the same request, accounting and failure model as :func:`stream_request`.
+"""The aiohttp stream client (``[benchmark] http_client = "aiohttp"``, the default).
 
-httpx spends most of a one-token event's client CPU in its per-chunk HTTP/1.1 layers (httpcore, h11, the
-response stream wrappers); aiohttp parses HTTP in C and hands the body over as it arrives, at less than half the
-CPU per token (REFERENCE.md, "Load-generator cost"; ``scripts/bench_client.py --side-by-side``). Only sending
-and which of the library's exceptions are which (:class:`~tuner.bench._request.ClientErrors`) differ from the
-httpx path: events go through the same
-:class:`~tuner.bench._request.StreamEvents`, the deadline and failure handling through the same
-:func:`~tuner.bench._request.timed_stream`.
+httpx spends most of a one-token event's client CPU in its per-chunk HTTP/1.1 layers; aiohttp parses HTTP in C
+and hands the body over as it arrives, at less than half the CPU per token (REFERENCE.md, "Load-generator cost";
+``scripts/bench_client.py --side-by-side``).
 
-aiohttp is imported lazily: the httpx path must not pay for it.
+This module is imported only when aiohttp is chosen (:func:`tuner.bench._clients.stream_client`): ``import
+tuner.study`` must not pay for aiohttp.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tuner.bench._request import (
-    ClientErrors,
-    RequestRecord,
-    StreamError,
-    StreamEvents,
-    resend_unanswered,
-    timed_stream,
-)
+import aiohttp
 
-if TYPE_CHECKING:
-    import aiohttp
+from tuner.bench._client import MAX_CONNECT_S, RAW_BODY, BaseStreamClient, ClientErrors, Reply, ssl_context
+from tuner.bench._record import RequestRecord
 
-__all__ = ["make_session", "stream_request_aiohttp"]
+__all__ = ["AiohttpStreamClient"]
 
 
 async def _on_sent(session: Any, ctx: SimpleNamespace, params: Any) -> None:
@@ -38,26 +30,10 @@ async def _on_sent(session: Any, ctx: SimpleNamespace, params: Any) -> None:
         rec.t_sent = time.monotonic()  # headers, then (last) the body: the last call is when it was all sent
 
 
-def make_session(*, timeout_s: float, ssl_context: Any) -> aiohttp.ClientSession:
-    """One session holding one keep-alive connection (one per stream, as with httpx); no proxy from the env."""
-    import aiohttp
+class AiohttpStreamClient(BaseStreamClient):
+    """A stream's ``aiohttp.ClientSession``, its connector one connection deep."""
 
-    trace = aiohttp.TraceConfig()
-    trace.on_request_headers_sent.append(_on_sent)
-    trace.on_request_chunk_sent.append(_on_sent)
-    return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=1, ssl=ssl_context),
-        timeout=aiohttp.ClientTimeout(total=None, connect=min(timeout_s, 10.0)),
-        trust_env=False,
-        trace_configs=[trace],
-        auto_decompress=False,
-    )
-
-
-def _aiohttp_errors() -> ClientErrors:
-    import aiohttp
-
-    return ClientErrors(
+    errors = ClientErrors(
         connect=(aiohttp.ClientConnectorError,),
         timeout=(aiohttp.ServerTimeoutError,),
         closed_mid_stream=(aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError),
@@ -67,40 +43,32 @@ def _aiohttp_errors() -> ClientErrors:
         stale=(aiohttp.ServerDisconnectedError, aiohttp.ClientOSError),
     )
 
+    def __init__(self, *, session: aiohttp.ClientSession) -> None:
+        self._session = session
 
-async def stream_request_aiohttp(
-    session: aiohttp.ClientSession,
-    *,
-    url: str,
-    body: bytes,
-    headers: dict[str, str],
-    index: int,
-    timeout_s: float,
-    api: str,
-    keep_text: bool = False,
-) -> RequestRecord:
-    """Send one streamed request with aiohttp and time it; never raises for a request failure."""
-    clock = time.monotonic
-    rec = RequestRecord(index=index, t_start=clock())
-    events = StreamEvents(chat=api == "chat", keep_text=keep_text)
+    @classmethod
+    def open(cls, *, timeout_s: float) -> AiohttpStreamClient:
+        trace = aiohttp.TraceConfig()
+        trace.on_request_headers_sent.append(_on_sent)
+        trace.on_request_chunk_sent.append(_on_sent)
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=1, ssl=ssl_context()),
+            timeout=aiohttp.ClientTimeout(total=None, connect=min(timeout_s, MAX_CONNECT_S)),
+            headers=RAW_BODY,
+            trust_env=False,
+            trace_configs=[trace],
+            auto_decompress=False,
+        )
+        return cls(session=session)
 
-    answered = False
+    @contextlib.asynccontextmanager
+    async def _post(self, url: str, body: bytes, headers: dict[str, str], rec: RequestRecord) -> AsyncIterator[Reply]:
+        async with self._session.post(url, data=body, headers=headers, trace_request_ctx=rec) as r:
+            yield Reply(status=r.status, reason=r.reason or "", chunks=r.content.iter_any, read=r.read)
 
-    async def send() -> None:
-        nonlocal answered
-        async with session.post(url, data=body, headers=headers, trace_request_ctx=rec) as resp:
-            answered = True
-            if resp.status != 200:
-                text = (await resp.read())[:500].decode("utf-8", "replace")
-                raise StreamError(f"HTTP {resp.status}", text.strip() or (resp.reason or ""))
-            feed = events.feed
-            async for chunk in resp.content.iter_any():
-                feed(chunk, clock())
-            events.close()
+    async def _get(self, url: str, headers: dict[str, str], timeout_s: float) -> None:
+        async with self._session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s)) as r:
+            await r.read()
 
-    errors = _aiohttp_errors()
-
-    async def exchange() -> None:
-        await resend_unanswered(send, answered=lambda: answered, errors=errors)
-
-    return await timed_stream(rec, events, exchange, timeout_s=timeout_s, errors=errors)
+    async def aclose(self) -> None:
+        await self._session.close()

@@ -10,6 +10,7 @@ from typing import Any
 from tuner.bench._slo import goodput_fields
 from tuner.bench._warmup import WarmupLookup, WarmupPlan, WarmupPolicy
 from tuner.config import Scenario
+from tuner.slo import SloVerdict
 from tuner.stats import Noise, Reference, ReferenceLookup, RepeatDecision, SequentialPolicy, estimate
 
 
@@ -47,11 +48,11 @@ class ScenarioResult:
     """median - k * 1.4826 * MAD of ``repeats_per_stream_tok_s`` (for ``metric = "per_stream_tok_s"``)."""
     accept_method: str | None = None
     """How ``accept_length`` was obtained: ``counters``, ``derived``, ``gauge`` (see tuner.bench._server)."""
-    latency_p50_s: float | None = None
-    latency_p99_s: float | None = None
+    e2e_p50_s: float | None = None
+    e2e_p99_s: float | None = None
     """End-to-end latency percentiles (the ``e2e_*`` metrics), from the same origin as TTFT."""
     ttft_p90_s: float | None = None
-    latency_p90_s: float | None = None
+    e2e_p90_s: float | None = None
     tpot_p50_s: float | None = None
     tpot_p90_s: float | None = None
     tpot_p99_s: float | None = None
@@ -64,12 +65,14 @@ class ScenarioResult:
     tpot_p50_high_s: float | None = None
     tpot_p99_low_s: float | None = None
     tpot_p99_high_s: float | None = None
-    latency_p50_low_s: float | None = None
-    latency_p50_high_s: float | None = None
-    latency_p99_low_s: float | None = None
-    latency_p99_high_s: float | None = None
+    e2e_p50_low_s: float | None = None
+    e2e_p50_high_s: float | None = None
+    e2e_p99_low_s: float | None = None
+    e2e_p99_high_s: float | None = None
     """The p50 and p99 intervals at the benchmark's confidence (:func:`tuner.stats.percentile_interval`): two of
     the pooled requests by rank; None on a side where too few requests allow a bound (p99 of 80: no upper one)."""
+    rate: float | None = None
+    """Open loop: the rate (requests/s) the scenario was run at, as set (None for a closed loop)."""
     offered_rps: float | None = None
     """Open loop: the requests/s the arrival schedule offered (median over repeats; None for a closed loop)."""
     achieved_rps: float | None = None
@@ -81,6 +84,14 @@ class ScenarioResult:
     attainment_low: float | None = None
     attainment_high: float | None = None
     """The attainment's Clopper-Pearson interval at the benchmark's confidence."""
+    slo_verdict: str | None = None
+    """With an SLO: ``met``, ``missed`` or ``undecided`` (:class:`tuner.slo.SloVerdict`, made by
+    :mod:`tuner.bench._slo`); read whole as :attr:`verdict`."""
+    slo_required: float | None = None
+    slo_margin: float | None = None
+    slo_margin_low: float | None = None
+    slo_margin_high: float | None = None
+    """The share required and the margin with its interval (:class:`tuner.slo.SloVerdict`)."""
     good_token_share: float | None = None
     """With an SLO: the share of output tokens in requests that met it."""
     goodput_rps: float | None = None
@@ -180,6 +191,7 @@ class ScenarioResult:
         return cls(
             name=scenario.name,
             concurrency=scenario.concurrency,
+            rate=scenario.rate,
             repeats_tok_s=tuple(repeats_tok_s),
             output_tok_s=statistics.median(repeats_tok_s),
             score=est.score,
@@ -191,6 +203,23 @@ class ScenarioResult:
             repeats_per_stream_tok_s=per_stream,
             per_stream_score=estimate(per_stream, confidence, noise).score if per_stream else None,
             **{**goodput, **measured},
+        )
+
+    @property
+    def verdict(self) -> SloVerdict | None:
+        """The scenario's SLO verdict as the benchmark made it (None: no SLO, or no request judged)."""
+        if self.slo_verdict is None or self.slo_required is None:
+            return None
+        return SloVerdict(
+            state=self.slo_verdict,
+            required=self.slo_required,
+            requests=self.requests,
+            attainment=self.attainment,
+            low=self.attainment_low,
+            high=self.attainment_high,
+            margin=self.slo_margin,
+            margin_low=self.slo_margin_low,
+            margin_high=self.slo_margin_high,
         )
 
     def stopped_by(self, decision: RepeatDecision | None) -> ScenarioResult:

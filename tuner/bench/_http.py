@@ -1,6 +1,7 @@
 """The HTTP benchmark: OpenAI-compatible streaming load against the live server, one scenario at a time.
 
-A scenario runs as: clients (and client processes, ``[benchmark] client_processes``) started -> warm-up
+A scenario runs as: clients (one per stream, of the library ``[benchmark] http_client`` names: the seam is
+:mod:`tuner.bench._client`; and client processes, ``[benchmark] client_processes``) started -> warm-up
 (``warmup_requests``, or with ``warmup = "auto"`` a measured probe pass or nothing, see
 :mod:`tuner.bench._warmup`; awaited to completion so it cannot overlap the window) -> counters snapshot ->
 ``min_repeats``..``max_repeats`` x (``/flush_cache``, measured run; after each, the sequential policy says whether
@@ -34,14 +35,16 @@ import httpx
 from tuner.bench._alarm import CPU_BUDGET_CORES, MIN_START_DELAY_S, ClientLoad, client_load
 from tuner.bench._arrivals import arrival_schedule
 from tuner.bench._base import BaseBenchmark, ScenarioResult
+from tuner.bench._clients import stream_client
+from tuner.bench._httpx import async_client
 from tuner.bench._latency import latency_figures, request_rows
-from tuner.bench._load import LoadResult, LoadTarget, make_client
+from tuner.bench._load import LoadResult, LoadTarget
 from tuner.bench._planted import arm_client_stall
 from tuner.bench._prompts import build_prompt, prompt_seed
-from tuner.bench._request import RequestRecord, RequestSpec, recount
+from tuner.bench._record import RequestRecord, RequestSpec, recount
 from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between
 from tuner.bench._warmup import WarmupPolicy
-from tuner.bench._workers import LoadPlan, LoadRunner, choose_processes, make_runner
+from tuner.bench._workers import LoadRunner, choose_processes, make_runner
 from tuner.config import BenchmarkSection, Scenario, chat_text, load_trace, sample_chat, tag_chat
 from tuner.dialects import BaseServerDialect, SGLangDialect
 from tuner.endpoint import Endpoint
@@ -67,8 +70,7 @@ MAX_CLIENT_RERUNS = 2
 class HttpBenchmark(BaseBenchmark):
     """Benchmark a running OpenAI-compatible server over HTTP (see the module docstring).
 
-    ``request_rate`` (requests/s, Poisson arrivals unless ``poisson=False``) turns the closed loop into a
-    rate-limited one, still capped at the scenario's concurrency. ``on_repeat`` lets a pruner watch repeats.
+    ``on_repeat`` lets a pruner watch repeats; ``on_requests`` gets every measured pass's requests.
     ``cpu_budget_cores`` (per process) and ``min_start_delay_s`` (the floor of the start-delay bound) set when a
     scenario is marked ``client_bound`` (see :mod:`tuner.bench._alarm`).
     """
@@ -78,20 +80,14 @@ class HttpBenchmark(BaseBenchmark):
         *,
         endpoint: Endpoint,
         config: BenchmarkSection,
-        request_rate: float | None = None,
-        poisson: bool = True,
-        abort_grace_s: float = 2.0,
         on_repeat: RepeatCallback | None = None,
         on_requests: RequestsCallback | None = None,
         cpu_budget_cores: float = CPU_BUDGET_CORES,
         min_start_delay_s: float = MIN_START_DELAY_S,
         dialect: BaseServerDialect | None = None,
     ) -> None:
-        if request_rate is not None and request_rate <= 0:
-            raise ValueError(f"request_rate must be > 0 requests/s, got {request_rate}")
         self._endpoint = endpoint
         self._config = config
-        self._plan = LoadPlan(request_rate=request_rate, poisson=poisson, abort_grace_s=abort_grace_s)
         self._on_repeat = on_repeat
         self._on_requests = on_requests
         self._cpu_budget = cpu_budget_cores
@@ -169,21 +165,21 @@ class HttpBenchmark(BaseBenchmark):
         assert ep.model is not None
         target = LoadTarget(
             url=ep.url("/v1/chat/completions" if cfg.api == "chat" else "/v1/completions"),
-            # identity: both client paths read the raw body; a compressing proxy must not turn it into gzip.
-            headers={"Content-Type": "application/json", "Accept-Encoding": "identity", **ep.headers},
+            headers={"Content-Type": "application/json", **ep.headers},
             api=cfg.api,
             model=ep.model,
             timeout_s=cfg.request_timeout_s,
-            library=cfg.http_client,
+            client=stream_client(cfg.http_client),
             keep_text=self._count_text,
         )
         streams = _streams(scenario)
         processes = choose_processes(cfg.client_processes, concurrency=streams)
         async with contextlib.AsyncExitStack() as stack:
-            runner = make_runner(target=target, plan=self._plan, streams=streams, processes=processes)
+            runner = make_runner(target=target, streams=streams, processes=processes)
             stack.push_async_callback(runner.aclose)
             await runner.start()
-            control = make_client(timeout_s=min(30.0, cfg.request_timeout_s), connections=2)
+            # The control connection (flush, counters, token counts) is never a stream: httpx, whatever streams.
+            control = async_client(timeout_s=min(30.0, cfg.request_timeout_s), connections=2)
             stack.push_async_callback(control.aclose)
             probe = ServerProbe(client=control, base_url=ep.base_url, headers=ep.headers, dialect=self._dialect)
             yield _Session(runner=runner, control=control, probe=probe)
@@ -198,7 +194,7 @@ class HttpBenchmark(BaseBenchmark):
             t_warm = time.monotonic()
             if plan.kind == "requests":
                 warm = self._specs(scenario, phase="warmup", repeat=0, count=cfg.warmup_requests)
-                res = await runner.run(warm, concurrency=min(_streams(scenario), len(warm)), seed=cfg.seed)
+                res = await runner.run(warm, concurrency=min(_streams(scenario), len(warm)))
                 if res.failures or res.cancelled:
                     raise await self._died(scenario, res, probe, during="warm-up")
             elif plan.kind == "probe":
@@ -292,9 +288,8 @@ class HttpBenchmark(BaseBenchmark):
         cfg = self._config
         specs = self._specs(scenario, phase=phase, repeat=repeat, count=scenario.requests)
         # Open loop: the same arrivals in every trial (the benchmark seed and the repeat, never the trial's).
-        seed = cfg.seed + repeat
-        arrivals = arrival_schedule(scenario, count=len(specs), seed=seed)
-        res = await session.runner.run(specs, concurrency=scenario.concurrency, seed=seed, arrivals=arrivals)
+        arrivals = arrival_schedule(scenario, count=len(specs), seed=cfg.seed + repeat)
+        res = await session.runner.run(specs, concurrency=scenario.concurrency, arrivals=arrivals)
         if res.failures or res.cancelled or len(res.records) != len(specs):
             raise await self._died(scenario, res, session.probe, during=during)
         if self._count_text:

@@ -24,10 +24,10 @@ import statistics
 from collections.abc import Sequence
 
 from tuner.bench._load import LoadResult
-from tuner.bench._request import RequestRecord
+from tuner.bench._record import RequestRecord
 from tuner.bench._slo import request_met, slo_fields
 from tuner.config import Scenario, Slo
-from tuner.metrics import INTERVAL_PERCENTILES, LATENCY_PERCENTILES, interval_key
+from tuner.metrics import INTERVAL_PERCENTILES, LATENCY_MEASURES, LATENCY_PERCENTILES, interval_key
 from tuner.stats import percentile, percentile_interval
 
 __all__ = ["latency_figures", "request_rows", "run_rates", "span_rate"]
@@ -74,15 +74,15 @@ def latency_figures(
     its attainment (:mod:`tuner.bench._slo`), keyed by the :class:`~tuner.bench.ScenarioResult` fields that hold
     them."""
     records: list[RequestRecord] = [rec for run in runs for rec in run.records if rec.ok]
-    ttfts = [x for x in (rec.ttft_s for rec in records) if x is not None]
-    tpots = [x for x in (rec.tpot_s for rec in records) if x is not None]
-    e2e = [rec.latency_s for rec in records]
-    rates = [run_rates(run) for run in runs]
-    values: dict[str, float | None] = {
-        **_percentiles("ttft", ttfts, confidence),
-        **_percentiles("tpot", tpots, confidence),
-        **_percentiles("latency", e2e, confidence),
+    samples = {
+        "ttft": [x for x in (rec.ttft_s for rec in records) if x is not None],
+        "tpot": [x for x in (rec.tpot_s for rec in records) if x is not None],
+        "e2e": [rec.latency_s for rec in records],
     }
+    rates = [run_rates(run) for run in runs]
+    values: dict[str, float | None] = {}
+    for measure in LATENCY_MEASURES:
+        values.update(_percentiles(measure.key, samples[measure.key], confidence))
     for key in ("offered_rps", "achieved_rps", "sent_rps"):
         values[key] = _median([r[key] for r in rates])
     return {**values, **slo_fields(records, slo, confidence)}

@@ -1,46 +1,80 @@
-"""Whether a scenario kept its latency promise (``[slo]``): per request met or not, the share with its interval.
+"""Whether a scenario kept its latency promise (``[slo]``): per request met or not, and the scenario's verdict.
 
 A request meets the SLO when its TTFT, TPOT and end-to-end latency (:mod:`tuner.bench._latency`: open loop from
-its arrival) are each within the limits given. A scenario's attainment is the share of its counted requests that
-met it, with an exact (Clopper-Pearson) interval at the benchmark's ``confidence``. A scenario *misses* the SLO
-only when the interval's upper end is below the target: confidently below, not unlucky by a request or two.
+its arrival) are each within the limits given: its worst latency ratio (:meth:`tuner.config.Slo.ratio`) is at most
+1. A scenario's attainment is the share of its counted requests that met it, with an exact (Clopper-Pearson)
+interval at the benchmark's ``confidence``, and its margin the log of the worst ratios' quantile at the required
+share with its order-statistics interval: the verdict (:class:`tuner.slo.SloVerdict`) is made here, once.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tuner.bench._request import RequestRecord
+from tuner.bench._record import RequestRecord
 from tuner.config import Slo
-from tuner.stats import clopper_pearson
+from tuner.slo import SloVerdict
+from tuner.stats import clopper_pearson, percentile, percentile_interval
 
-__all__ = ["goodput_fields", "pooled_slo_fields", "request_met", "slo_fields", "slo_miss"]
+__all__ = ["goodput_fields", "pooled_slo_fields", "request_met", "request_ratio", "slo_fields", "verdict_fields"]
+
+
+def request_ratio(rec: RequestRecord, slo: Slo) -> float:
+    """One request's worst latency ratio against ``slo`` (its latencies from its origin: module docstring)."""
+    return slo.ratio(ttft_s=rec.ttft_s, tpot_s=rec.tpot_s, e2e_s=rec.latency_s)
 
 
 def request_met(rec: RequestRecord, slo: Slo) -> bool:
-    """Whether one request met every limit of ``slo`` (its latencies from its origin: module docstring)."""
-    return slo.met(ttft_s=rec.ttft_s, tpot_s=rec.tpot_s, e2e_s=rec.latency_s)
+    """Whether one request met every limit of ``slo``."""
+    return request_ratio(rec, slo) <= 1.0
 
 
-def slo_fields(records: Sequence[RequestRecord], slo: Slo | None, confidence: float) -> dict[str, float | None]:
-    """``attainment`` and its interval over ``records`` (the ScenarioResult fields; empty without an SLO)."""
+def verdict_fields(verdict: SloVerdict) -> dict[str, Any]:
+    """A verdict as the :class:`~tuner.bench.ScenarioResult` fields (and trial figures) that hold it."""
+    return {
+        "attainment": verdict.attainment,
+        "attainment_low": verdict.low,
+        "attainment_high": verdict.high,
+        "slo_verdict": verdict.state,
+        "slo_required": verdict.required,
+        "slo_margin": verdict.margin,
+        "slo_margin_low": verdict.margin_low,
+        "slo_margin_high": verdict.margin_high,
+    }
+
+
+def _log(x: float | None) -> float | None:
+    return None if x is None else math.log(max(x, 1e-12))
+
+
+def slo_fields(records: Sequence[RequestRecord], slo: Slo | None, confidence: float) -> dict[str, Any]:
+    """The scenario's verdict over ``records`` and its good-token share (the ScenarioResult fields; empty
+    without an SLO)."""
     if slo is None:
         return {}
-    judged = [request_met(r, slo) for r in records if r.ok]
-    if not judged:
-        return {"attainment": None, "attainment_low": None, "attainment_high": None}
-    met = sum(judged)
-    low, high = clopper_pearson(met, len(judged), confidence)
-    tokens = sum(r.output_tokens for r in records if r.ok)
-    good = sum(r.output_tokens for r, ok in zip((r for r in records if r.ok), judged, strict=True) if ok)
-    return {
-        "attainment": met / len(judged),
-        "attainment_low": low,
-        "attainment_high": high,
-        "good_token_share": good / tokens if tokens else None,
-    }
+    ok = [r for r in records if r.ok]
+    ratios = [request_ratio(r, slo) for r in ok]
+    met = sum(1 for x in ratios if x <= 1.0)
+    low, high = clopper_pearson(met, len(ok), confidence) if ok else (None, None)
+    q = slo.attainment * 100
+    q_low, q_high = percentile_interval(ratios, q, confidence) if ok else (None, None)
+    verdict = SloVerdict(
+        state=SloVerdict.decide(low, high, slo.attainment),
+        required=slo.attainment,
+        requests=len(ok),
+        attainment=met / len(ok) if ok else None,
+        low=low,
+        high=high,
+        margin=_log(percentile(ratios, q)),
+        margin_low=_log(q_low),
+        margin_high=_log(q_high),
+    )
+    tokens = sum(r.output_tokens for r in ok)
+    good = sum(r.output_tokens for r, x in zip(ok, ratios, strict=True) if x <= 1.0)
+    return {**verdict_fields(verdict), "good_token_share": good / tokens if tokens else None}
 
 
 def goodput_fields(
@@ -68,38 +102,26 @@ def goodput_fields(
     }
 
 
-def _share(x: float) -> str:
-    return f"{x * 100:.3g}%"
-
-
-def slo_miss(result: Any, slo: Slo | None) -> str | None:
-    """The one line that says a scenario's result confidently misses ``slo`` (None: it meets it, or no SLO)."""
-    high = getattr(result, "attainment_high", None)
-    if slo is None or high is None or high >= slo.attainment:
-        return None
-    return (
-        f"misses the SLO in {result.name}: {_share(result.attainment)} of requests within {slo.describe()}, "
-        f"{_share(slo.attainment)} required"
-    )
-
-
 def pooled_slo_fields(results: Sequence[Any], confidence: float) -> dict[str, Any]:
-    """One scenario's SLO figures over several measurements of it (the confirmation's visits): attainment and
-    its interval over all their requests, the good-token share over all their tokens, the median achieved
-    rate, and the requests and tokens they counted ({} when none was judged)."""
-    judged = [r for r in results if r.attainment is not None and r.requests]
+    """One scenario's SLO figures over several measurements of it (the confirmation's visits): the verdict on
+    all their requests (no margin: the visits keep counts, not ratios), the good-token share over all their
+    tokens, the median achieved rate, and the requests and tokens they counted ({} when none was judged)."""
+    judged = [r for r in results if r.attainment is not None and r.requests and r.slo_required is not None]
     if not judged:
         return {}
     n = sum(r.requests for r in judged)
     met = round(sum(r.attainment * r.requests for r in judged))
     low, high = clopper_pearson(met, n, confidence)
+    required = judged[0].slo_required
+    verdict = SloVerdict(
+        state=SloVerdict.decide(low, high, required), required=required, requests=n, attainment=met / n,
+        low=low, high=high,
+    )  # fmt: skip
     tokens = sum(r.output_tokens for r in judged)
     shares = [(r.good_token_share, r.output_tokens) for r in judged if r.good_token_share is not None]
     rates = [r.achieved_rps for r in judged if r.achieved_rps is not None]
     return {
-        "attainment": met / n,
-        "attainment_low": low,
-        "attainment_high": high,
+        **verdict_fields(verdict),
         "good_token_share": sum(s * w for s, w in shares) / tokens if shares and tokens else None,
         "achieved_rps": statistics.median(rates) if rates else None,
         "requests": n,

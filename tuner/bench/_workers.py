@@ -3,7 +3,7 @@
 One Python process streaming SSE tops out at about one core: at 64+ streams of one token per event the client,
 not the server, sets the pace, and the measurement flattens the differences between configs
 (REFERENCE.md, "Load-generator cost"). :class:`ProcessRunner` runs a scenario's streams in ``processes``
-worker processes, each with its own event loop and httpx clients, and merges their per-request records into
+worker processes, each with its own event loop and stream clients, and merges their per-request records into
 one :class:`~tuner.bench._load.LoadResult`, so the statistics are computed exactly as for one process.
 
 Shared clock
@@ -43,21 +43,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import IO, Any
 
-from tuner.bench._load import (
-    LoadResult,
-    LoadTarget,
-    close_stream_client,
-    make_stream_client,
-    preconnect,
-    release_schedule,
-    run_load,
-)
-from tuner.bench._request import RequestRecord, RequestSpec
+from tuner.bench._client import BaseStreamClient
+from tuner.bench._load import LoadResult, LoadTarget, run_load
+from tuner.bench._record import RequestRecord, RequestSpec
 
 __all__ = [
     "EVENTS_PER_PROCESS_S",
@@ -109,15 +101,6 @@ def choose_processes(
     return max(1, min(n, concurrency))
 
 
-@dataclass(frozen=True, kw_only=True)
-class LoadPlan:
-    """How every run of a scenario is released (fixed for a benchmark)."""
-
-    request_rate: float | None = None
-    poisson: bool = True
-    abort_grace_s: float = 2.0
-
-
 class LoadRunner(abc.ABC):
     """Runs a scenario's loads (warm-up, repeats) with the clients it holds for the scenario."""
 
@@ -127,7 +110,7 @@ class LoadRunner(abc.ABC):
 
     @abc.abstractmethod
     async def run(
-        self, specs: Sequence[RequestSpec], *, concurrency: int, seed: int, arrivals: Sequence[float] | None = None
+        self, specs: Sequence[RequestSpec], *, concurrency: int, arrivals: Sequence[float] | None = None
     ) -> LoadResult:
         """Run ``specs`` with ``concurrency`` streams in flight; every started request ends in the result.
 
@@ -146,13 +129,12 @@ class LoadRunner(abc.ABC):
 
 
 class InProcessRunner(LoadRunner):
-    """The load in the calling event loop: one ``httpx.AsyncClient`` per stream."""
+    """The load in the calling event loop: one stream client per stream."""
 
-    def __init__(self, *, target: LoadTarget, plan: LoadPlan, streams: int) -> None:
+    def __init__(self, *, target: LoadTarget, streams: int) -> None:
         self._target = target
-        self._plan = plan
         self._streams = streams
-        self._clients: list[Any] = []
+        self._clients: list[BaseStreamClient] = []
 
     @property
     def processes(self) -> int:
@@ -160,31 +142,21 @@ class InProcessRunner(LoadRunner):
 
     async def start(self) -> None:
         t = self._target
-        self._clients = [make_stream_client(library=t.library, timeout_s=t.timeout_s) for _ in range(self._streams)]
-        await asyncio.gather(*(preconnect(c, url=t.url, headers=t.headers) for c in self._clients))
+        self._clients = [t.open_client() for _ in range(self._streams)]
+        await asyncio.gather(*(c.preconnect(url=t.url, headers=t.headers) for c in self._clients))
 
     async def run(
-        self, specs: Sequence[RequestSpec], *, concurrency: int, seed: int, arrivals: Sequence[float] | None = None
+        self, specs: Sequence[RequestSpec], *, concurrency: int, arrivals: Sequence[float] | None = None
     ) -> LoadResult:
-        plan = self._plan
-        if arrivals is not None:
-            return await self.run_share(
-                specs, concurrency=concurrency, release_s=arrivals, abort_grace_s=plan.abort_grace_s, open_loop=True
-            )
-        schedule = release_schedule(len(specs), request_rate=plan.request_rate, poisson=plan.poisson, seed=seed)
-        return await self.run_share(
-            specs, concurrency=concurrency, release_s=schedule, abort_grace_s=plan.abort_grace_s
-        )
+        return await self.run_share(specs, concurrency=concurrency, arrivals=arrivals)
 
     async def run_share(
         self,
         specs: Sequence[RequestSpec],
         *,
         concurrency: int,
-        release_s: Sequence[float] | None,
-        abort_grace_s: float,
+        arrivals: Sequence[float] | None = None,
         stop: asyncio.Event | None = None,
-        open_loop: bool = False,
         start_at: float | None = None,
     ) -> LoadResult:
         """One process's share of a run (the whole run in-process); ``stop`` may be set from outside.
@@ -192,36 +164,26 @@ class InProcessRunner(LoadRunner):
         Open loop: a client made when all are busy joins this runner's clients (reused by later runs, closed
         by :meth:`aclose`).
         """
-        t = self._target
         return await run_load(
+            target=self._target,
             clients=self._clients,
-            url=t.url,
-            headers=t.headers,
-            api=t.api,
-            model=t.model,
             specs=specs,
             concurrency=concurrency,
-            timeout_s=t.timeout_s,
-            abort_grace_s=abort_grace_s,
+            arrivals=arrivals,
             stop=stop,
-            release_s=release_s,
-            library=t.library,
-            keep_text=t.keep_text,
-            open_loop=open_loop,
             new_client=self._new_client,
             start_at=start_at,
         )
 
-    def _new_client(self) -> Any:
-        t = self._target
-        client = make_stream_client(library=t.library, timeout_s=t.timeout_s)
+    def _new_client(self) -> BaseStreamClient:
+        client = self._target.open_client()
         self._clients.append(client)
         return client
 
     async def aclose(self) -> None:
         clients, self._clients = self._clients, []
         for c in clients:
-            await close_stream_client(c)
+            await c.aclose()
 
 
 def _share(n: int, parts: int, p: int) -> int:
@@ -301,11 +263,10 @@ class _Worker:
 class ProcessRunner(LoadRunner):
     """The load spread over ``processes`` worker processes (see the module docstring)."""
 
-    def __init__(self, *, target: LoadTarget, plan: LoadPlan, streams: int, processes: int) -> None:
+    def __init__(self, *, target: LoadTarget, streams: int, processes: int) -> None:
         if processes < 1:
             raise ValueError(f"processes must be >= 1, got {processes}")
         self._target = target
-        self._plan = plan
         self._streams = streams
         self._n = min(processes, streams)
         self._workers: list[_Worker] = []
@@ -330,26 +291,20 @@ class ProcessRunner(LoadRunner):
             raise RuntimeError(f"could not start the benchmark's client processes: {dead[0].death_record(0).error}")
 
     async def run(
-        self, specs: Sequence[RequestSpec], *, concurrency: int, seed: int, arrivals: Sequence[float] | None = None
+        self, specs: Sequence[RequestSpec], *, concurrency: int, arrivals: Sequence[float] | None = None
     ) -> LoadResult:
-        plan = self._plan
         active = self._workers[: max(1, min(self._n, concurrency, len(specs)))]
         n = len(active)
         self._run_id += 1
-        # One schedule for the whole run, as in one process; each share keeps its requests' release times.
-        # Open loop: requests are dealt as the streams are, and each process caps its share of max_concurrency.
-        schedule = arrivals
-        if schedule is None:
-            schedule = release_schedule(len(specs), request_rate=plan.request_rate, poisson=plan.poisson, seed=seed)
+        # Open loop: one schedule for the whole run, as in one process (each share keeps its requests' arrivals);
+        # requests are dealt as the streams are, and each process caps its share of max_concurrency.
         streams = concurrency if arrivals is None else sum(w.streams for w in active)
         for p, (w, picked) in enumerate(zip(active, _split(len(specs), streams, n), strict=True)):
             job = {
                 "run": self._run_id,
                 "specs": [specs[i] for i in picked],
-                "release_s": None if schedule is None else [schedule[i] for i in picked],
+                "arrivals": None if arrivals is None else [arrivals[i] for i in picked],
                 "concurrency": _share(concurrency, n, p),
-                "abort_grace_s": plan.abort_grace_s,
-                "open_loop": arrivals is not None,
             }
             w.send(("prepare", job))
         await self._collect("prepared", active)
@@ -438,11 +393,11 @@ class _Replies:
         return self.replies
 
 
-def make_runner(*, target: LoadTarget, plan: LoadPlan, streams: int, processes: int) -> LoadRunner:
+def make_runner(*, target: LoadTarget, streams: int, processes: int) -> LoadRunner:
     """The in-process runner for one process, the process runner otherwise."""
     if processes <= 1:
-        return InProcessRunner(target=target, plan=plan, streams=streams)
-    return ProcessRunner(target=target, plan=plan, streams=streams, processes=processes)
+        return InProcessRunner(target=target, streams=streams)
+    return ProcessRunner(target=target, streams=streams, processes=processes)
 
 
 # -- the worker process ---------------------------------------------------------------------------------------
@@ -501,7 +456,7 @@ class _WorkerMain:
     async def _handle(self, msg: tuple[Any, ...]) -> None:
         if msg[0] == "setup":
             target, streams = msg[1], msg[2]
-            self._runner = InProcessRunner(target=target, plan=LoadPlan(), streams=streams)
+            self._runner = InProcessRunner(target=target, streams=streams)
             await self._runner.start()
             self._conn.send(("ready",))
         elif msg[0] == "prepare":
@@ -529,10 +484,8 @@ class _WorkerMain:
             return await self._runner.run_share(
                 job["specs"],
                 concurrency=job["concurrency"],
-                release_s=job["release_s"],
-                abort_grace_s=job["abort_grace_s"],
+                arrivals=job["arrivals"],
                 stop=stop,
-                open_loop=job["open_loop"],
                 start_at=job.get("start_at"),
             )
         finally:

@@ -143,17 +143,12 @@ def _client_cell(r: Any) -> str:
 
 
 def slo_lines(results: list[Any], scenarios: Mapping[str, Any]) -> list[str]:
-    """Per scenario with an SLO, whether it kept it: the study's rule (:func:`tuner.bench.slo_miss`) in its words."""
-    from tuner.bench import slo_miss
-
+    """Per scenario with an SLO, its verdict (:class:`tuner.slo.SloVerdict`) in the study's words."""
     lines = []
     for r in results:
         slo = getattr(scenarios.get(r.name), "slo", None)
-        if slo is None or r.attainment is None:
-            continue
-        shares = f"{r.attainment:.1%} of {r.requests} requests within {slo.describe()} ({slo.attainment:.0%} required"
-        interval = f"; interval {r.attainment_low:.1%}-{r.attainment_high:.1%})"
-        lines.append(slo_miss(r, slo) or f"meets the SLO in {r.name}: {shares}{interval}")
+        if slo is not None and (verdict := r.verdict) is not None:
+            lines.append(verdict.text(r.name, slo.describe()))
     return lines
 
 

@@ -512,10 +512,6 @@ def _best_row(study: Any, config: Any, rec: Any, t: Any) -> dict[str, Any]:
     return row
 
 
-#: How ``tune best`` prints each measure of a row's ``latency``: label, unit, scale from seconds.
-_LATENCY_MEASURES = (("ttft_s", "TTFT", "s", 1.0), ("tpot_s", "TPOT", "ms", 1000.0), ("e2e_s", "E2E", "s", 1.0))
-
-
 def _with_interval(figures: dict[str, Any]) -> list[str]:
     """The percentiles (``p50``, ``p99``) a measure's figures give an interval slot (recorded or not)."""
     return [p for p in figures if f"{p}_interval" in figures]
@@ -523,14 +519,14 @@ def _with_interval(figures: dict[str, Any]) -> list[str]:
 
 def _latency_text(latency: dict[str, Any]) -> str:
     """``TTFT 0.0768 [0.0735, 0.0811] / 0.121 [0.117, none] s; TPOT ...``: each percentile with an interval."""
-    from tuner.metrics import interval_text
+    from tuner.metrics import LATENCY_MEASURES, interval_text
 
     parts = []
-    for key, label, unit, scale in _LATENCY_MEASURES:
-        figures = latency.get(key) or {}
-        shown = [interval_text(figures[p], figures[f"{p}_interval"], scale=scale) for p in _with_interval(figures)]
+    for m in LATENCY_MEASURES:
+        figures = latency.get(m.limit) or {}
+        shown = [interval_text(figures[p], figures[f"{p}_interval"], scale=m.scale) for p in _with_interval(figures)]
         if shown:
-            parts.append(f"{label} {' / '.join(shown)} {unit}")
+            parts.append(f"{m.label} {' / '.join(shown)} {m.unit}")
     return "; ".join(parts)
 
 

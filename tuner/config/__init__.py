@@ -4,12 +4,12 @@ from tuner.config._gate import GateSection
 from tuner.config._launch import base_spec, launch_spec, spec_for
 from tuner.config._load import StudyConfig, load_config, parse_config
 from tuner.config._member import fleet_member
+from tuner.config._objective import GOODPUT_METRICS, ObjectiveSection, register_objective_kind
+from tuner.config._reader import Table
 from tuner.config._sections import (
-    GOODPUT_METRICS,
     WARMUPS,
     BenchmarkSection,
     GpuWaitSection,
-    ObjectiveSection,
     ReadinessSection,
     Scenario,
     SSHSection,
@@ -34,6 +34,7 @@ __all__ = [
     "Slo",
     "StudyConfig",
     "SystemdSection",
+    "Table",
     "TargetSection",
     "base_spec",
     "chat_text",
@@ -45,6 +46,7 @@ __all__ = [
     "load_trace",
     "parse_config",
     "parse_slo_option",
+    "register_objective_kind",
     "sample_chat",
     "spec_for",
     "tag_chat",

@@ -9,20 +9,18 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tuner.config._gate import GateSection, parse_gate
+from tuner.config._objective import ObjectiveSection, parse_objective, precision_share
 from tuner.config._reader import Table
 from tuner.config._search import SearchSection, parse_search
 from tuner.config._sections import (
     BenchmarkSection,
-    ObjectiveSection,
     ReadinessSection,
     StudySection,
     TargetSection,
     parse_benchmark,
-    parse_objective,
     parse_readiness,
     parse_study,
     parse_target,
-    precision_share,
 )
 from tuner.config._slo import Slo, parse_slo
 from tuner.config._space import parse_space

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import math
 import re
 import shlex
 from dataclasses import asdict, dataclass, field, replace
@@ -11,7 +10,6 @@ from tuner.config._fleet import FleetHost, parse_hosts
 from tuner.config._reader import Table
 from tuner.config._slo import Slo, parse_slo
 from tuner.dialects import KNOWN_VERSIONS, SERVER_CHOICES, BaseServerDialect, SGLangDialect, sglang_version
-from tuner.metrics import OBJECTIVE_METRICS
 
 ON_EXIT = ("baseline", "best", "leave", "stop")
 #: ``[benchmark] warmup`` choices (:mod:`tuner.bench._warmup`).
@@ -263,22 +261,6 @@ class BenchmarkSection:
     def in_run_order(self) -> tuple[Scenario, ...]:
         """Cheapest first, so a regression pruner can stop a slow config before the expensive scenarios."""
         return tuple(sorted(self.scenarios, key=lambda s: s.cost))
-
-
-@dataclass(frozen=True, kw_only=True)
-class ObjectiveSection:
-    kind: str = "geomean"
-    """``geomean``: weighted geometric mean of per-scenario scores; ``multi``: one objective per entry;
-    ``goodput``: the geomean of the scenarios' goodput (the rate of the requests that met the SLO)."""
-    metric: str = "output_tok_s"
-    """``output_tok_s`` (aggregate output tokens/s) or ``per_stream_tok_s``; for ``goodput`` the registry's
-    ``goodput_rps`` or ``goodput_tok_s`` (:data:`GOODPUT_METRICS`)."""
-    objectives: tuple[str, ...] = ()
-    """For ``multi``: the scenario names, each maximised."""
-    scenario: str | None = None
-    """For ``max_rate``: the open-loop scenario whose rate is searched (its SLO is the promise)."""
-    rate_steps: int = 6
-    """For ``max_rate``: the rate search's steps per trial."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -650,75 +632,6 @@ def _confidence(t: Table, default: float) -> float:
     if not 0 < c < 1:
         raise t.error("confidence", "a probability in (0, 1), e.g. 0.8", c)
     return c
-
-
-def parse_objective(t: Table | None, bench: BenchmarkSection) -> ObjectiveSection:
-    if t is None:
-        return ObjectiveSection()
-    kind = t.choice("kind", ("geomean", "multi", "goodput", "max_rate"), "geomean")
-    if kind == "goodput":
-        return _parse_goodput(t, bench)
-    if kind == "max_rate":
-        return _parse_max_rate(t, bench)
-    objectives = t.str_list("objectives", ())
-    known = {s.name for s in bench.scenarios}
-    for name in objectives:
-        if name not in known:
-            raise t.error("objectives", "names of [[benchmark.scenarios]]: " + ", ".join(sorted(known)), name)
-    if kind == "multi" and len(objectives) < 2:
-        raise t.error("objectives", "at least two scenario names for kind = 'multi'", list(objectives))
-    section = ObjectiveSection(
-        kind=kind,
-        metric=t.choice("metric", tuple(m for m in OBJECTIVE_METRICS if m not in GOODPUT_METRICS), "output_tok_s"),
-        objectives=objectives,
-    )
-    t.finish()
-    return section
-
-
-#: ``kind = "goodput"``: its ``metric`` as the study file says it, and the registry's metric it scores.
-GOODPUT_METRICS = {"goodput_rps": "rps", "goodput_tok_s": "output_tok_s"}
-
-
-def _parse_goodput(t: Table, bench: BenchmarkSection) -> ObjectiveSection:
-    """``kind = "goodput"``: per scenario the rate of the requests that met the SLO (``metric = "rps"``, the
-    default, or ``"output_tok_s"``), geomean-weighted; every weighted scenario needs an SLO to be judged by."""
-    said = t.choice("metric", tuple(GOODPUT_METRICS.values()), "rps")
-    unjudged = [s.name for s in bench.scenarios if s.weight > 0 and s.slo is None]
-    if unjudged:
-        raise t.error(
-            "kind", f"an [slo] section (or a [benchmark.scenarios.slo] for {', '.join(unjudged)}) for 'goodput'",
-            "goodput",
-        )
-    t.finish()
-    metric = next(k for k, v in GOODPUT_METRICS.items() if v == said)
-    return ObjectiveSection(kind="goodput", metric=metric)
-
-
-def _parse_max_rate(t: Table, bench: BenchmarkSection) -> ObjectiveSection:
-    """``kind = "max_rate"``: per trial, the highest rate of ``scenario`` (an open-loop scenario with an SLO; by
-    default the first) at which the SLO holds, searched in at most ``rate_steps`` steps on the running server."""
-    judged = [s.name for s in bench.scenarios if s.rate is not None and s.slo is not None]
-    name = t.str("scenario", judged[0] if judged else "")
-    if name not in judged:
-        expected = "an open-loop scenario (rate) with an SLO" + (f": one of {', '.join(judged)}" if judged else "")
-        raise t.error("scenario", expected, name or None)
-    section = ObjectiveSection(kind="max_rate", scenario=name, rate_steps=t.int("rate_steps", 6, min=2, max=20))
-    t.finish()
-    return section
-
-
-def precision_share(bench: BenchmarkSection, objective: ObjectiveSection) -> float:
-    """How much of the objective's ``precision`` each scenario may use (``scenario_precision`` = the product).
-
-    The geomean objective's log is ``sum(w_i * log x_i)`` (weights normalised), so independent per-scenario
-    half-widths ``h_i`` add up to ``sqrt(sum(w_i**2 * h_i**2))``; every scenario at ``precision /
-    sqrt(sum(w_i**2))`` gives exactly ``precision``. Three scenarios weighted 2:1:1 need +-3.3% each for +-2%. A
-    multi-objective study ranks each scenario on its own: each gets ``precision``.
-    """
-    if objective.kind == "multi" or not bench.scenarios:
-        return 1.0
-    return 1.0 / math.sqrt(sum(w * w for w in bench.objective_weights().values()))
 
 
 def parse_readiness(t: Table | None, dialect: BaseServerDialect) -> ReadinessSection:

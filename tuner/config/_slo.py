@@ -19,11 +19,12 @@ from dataclasses import dataclass, replace
 
 from tuner.config._reader import Table
 from tuner.errors import ConfigError
+from tuner.metrics import LATENCY_MEASURES
 
 __all__ = ["LIMITS", "Slo", "parse_slo", "parse_slo_option"]
 
-#: The per-request limits, by key, with the name a sentence uses for each.
-LIMITS = {"ttft_s": "TTFT", "tpot_s": "TPOT", "e2e_s": "E2E"}
+#: The per-request limits, by key, with the name a sentence uses for each (the registry's latency measures).
+LIMITS = {m.limit: m.label for m in LATENCY_MEASURES}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,11 +42,15 @@ class Slo:
         """``TTFT 1 s / TPOT 40 ms``: the limits as a person says them."""
         return " / ".join(f"{LIMITS[k]} {_seconds(v)}" for k, v in self.limits().items())
 
-    def met(self, *, ttft_s: float | None, tpot_s: float | None, e2e_s: float | None) -> bool:
-        """Whether one request met every limit (a figure it lacks, such as the TPOT of a one-token answer,
-        cannot miss)."""
+    def ratio(self, *, ttft_s: float | None, tpot_s: float | None, e2e_s: float | None) -> float:
+        """One request's worst latency ratio: the largest of each figure over its limit (a figure it lacks, such
+        as the TPOT of a one-token answer, cannot miss: 0 when it lacks them all)."""
         got = {"ttft_s": ttft_s, "tpot_s": tpot_s, "e2e_s": e2e_s}
-        return all(got[k] is None or got[k] <= limit for k, limit in self.limits().items())  # type: ignore[operator]
+        return max((v / limit for k, limit in self.limits().items() if (v := got[k]) is not None), default=0.0)
+
+    def met(self, *, ttft_s: float | None, tpot_s: float | None, e2e_s: float | None) -> bool:
+        """Whether one request met every limit: its worst latency ratio is at most 1."""
+        return self.ratio(ttft_s=ttft_s, tpot_s=tpot_s, e2e_s=e2e_s) <= 1.0
 
 
 def _seconds(value: float) -> str:
@@ -74,7 +79,7 @@ def parse_slo(t: Table | None, *, base: Slo | None = None) -> Slo | None:
     return out
 
 
-_OPTION_KEYS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s", "attainment": "attainment", "rate": "rate"}
+_OPTION_KEYS = {**{m.key: m.limit for m in LATENCY_MEASURES}, "attainment": "attainment", "rate": "rate"}
 _OPTION_HELP = (
     "KEY=VALUE pairs joined by commas: ttft, tpot, e2e (seconds), attainment (a share), rate (requests/s), "
     "such as ttft=1,tpot=0.04"

@@ -16,7 +16,6 @@ recommendation's own trial against the baseline's, measured hours apart, and it 
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import StudyConfig
-from tuner.metrics import objective_point_key
+from tuner.objective import Figure, Speedup, objective_of, scenario_speedup
 from tuner.report._latency import latency_object
 from tuner.secrets import masked_url
 from tuner.space import format_value
@@ -48,20 +47,15 @@ from tuner.trials import (
 
 __all__ = [
     "FailureGroup",
-    "Figure",
-    "RateBrackets",
     "ScenarioComparison",
-    "Speedup",
     "baseline_drift",
     "baseline_trial",
     "compare_scenarios",
     "failure_groups",
     "figure_text",
     "format_value",
-    "max_rate_brackets",
     "params_text",
     "per_scenario_best",
-    "rate_speedup",
     "recommendation_lines",
     "scenario_figure",
     "scenario_text",
@@ -72,34 +66,6 @@ __all__ = [
     "tune_command",
     "verification_text",
 ]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Figure:
-    """A figure with its interval: ``point`` ± ``half_width``, whose lower end ``score`` is what ranks."""
-
-    score: float
-    point: float | None = None
-    missed: float | None = None
-    """``kind = "max_rate"``: the lowest rate the trial missed the SLO at, above ``score`` (None: not a rate)."""
-    rate: bool = False
-
-    @property
-    def half_width(self) -> float | None:
-        """Half the interval's width (the interval is ``point * exp(-h) .. point * exp(h)``, ``score`` its low)."""
-        if self.point is None or self.point <= 0 or self.score <= 0 or self.point < self.score:
-            return None
-        high = self.point * self.point / self.score
-        return (high - self.score) / 2.0
-
-    @property
-    def text(self) -> str:
-        if self.rate:
-            return f"{self.score:.3g} req/s" + (f" (misses at {self.missed:.3g})" if self.missed is not None else "")
-        hw = self.half_width
-        if self.point is None or hw is None:
-            return f"{self.score:.1f}"
-        return f"{self.score:.1f} ({self.point:.1f} ± {hw:.1f})"
 
 
 def scenario_figure(t: FrozenTrial, scenario: str, field: str) -> float | None:
@@ -116,29 +82,8 @@ def scenario_text(t: FrozenTrial, scenario: str) -> str:
 
 
 def trial_figure(t: FrozenTrial, config: StudyConfig) -> Figure | None:
-    """A single-objective trial's score with the objective's point estimate (None: no score to show)."""
-    if t.state != TrialState.COMPLETE or not t.values or len(t.values) != 1 or not math.isfinite(t.values[0]):
-        return None
-    if config.objective.kind == "max_rate":
-        bracket = record_of(t).max_rate_bracket
-        return Figure(score=t.values[0], missed=bracket[1] if bracket else None, rate=True)
-    points = _points(t, config)
-    weights = {k: w for k, w in config.benchmark.objective_weights().items() if k in points}
-    if not weights or len(weights) != len(config.benchmark.objective_weights()):
-        return Figure(score=t.values[0])
-    total = sum(weights.values())
-    point = math.exp(sum(w * math.log(points[k]) for k, w in weights.items()) / total)
-    return Figure(score=t.values[0], point=point)
-
-
-def _points(t: FrozenTrial, config: StudyConfig) -> dict[str, float]:
-    key = objective_point_key(config.objective.metric)
-    out = {}
-    for s in config.benchmark.scenarios:
-        p = scenario_figure(t, s.name, key)
-        if p is not None and p > 0:
-            out[s.name] = p
-    return out
+    """A single-objective trial's figure, as its objective gives it (None: no score to show)."""
+    return objective_of(config).figure(t)
 
 
 def per_scenario_best(study: optuna.Study, scenarios: Sequence[str]) -> dict[str, FrozenTrial]:
@@ -176,204 +121,16 @@ def baseline_trial(study: optuna.Study) -> FrozenTrial | None:
     return pool[-1] if pool else None
 
 
-@dataclass(frozen=True, kw_only=True)
-class Speedup:
-    """``ratio`` of two point estimates with its interval at the study's confidence."""
-
-    ratio: float
-    low: float | None
-    high: float | None
-    side_by_side: bool = False
-    """Both figures from the same confirmation rounds (else: each from its own trial, hours apart)."""
-    baseline_visits: int | None = None
-    """Rounds the baseline was re-measured in, beside the recommendation (side by side only)."""
-    baseline_misses: str | None = None
-    """Why the baseline breaks the study's SLO (None: it keeps it, or there is none): then it is no alternative,
-    whatever the ratio says."""
-
-    @property
-    def text(self) -> str:
-        if self.low is None or self.high is None:
-            return f"{self.ratio:.2f}x"
-        return f"{self.ratio:.2f}x ({self.low:.2f}-{self.high:.2f})"
-
-    @property
-    def within_noise(self) -> bool:
-        return self.low is not None and self.high is not None and self.low <= 1.0 <= self.high
-
-    @property
-    def confident(self) -> bool:
-        """Confidently faster than the baseline: the interval's lower end above 1."""
-        return self.low is not None and self.low > 1.0
-
-    @property
-    def basis(self) -> str:
-        if self.side_by_side:
-            times = "once" if self.baseline_visits == 1 else f"{self.baseline_visits} times"
-            return f"measured side by side in the confirmation (baseline re-measured {times})"
-        return "against the baseline's own trial (not side by side)"
-
-    def as_json(self) -> dict[str, Any]:
-        rounded = {k: round(v, 4) if v is not None else None for k, v in (("low", self.low), ("high", self.high))}
-        return {
-            "ratio": round(self.ratio, 4),
-            **rounded,
-            "text": self.text,
-            "confident": self.confident,
-            "side_by_side": self.side_by_side,
-            "baseline_visits": self.baseline_visits,
-            "basis": self.basis,
-            "baseline_misses_slo": self.baseline_misses,
-        }
-
-
-def _log_half_width(t: FrozenTrial, scenario: str) -> float | None:
-    point, score = scenario_figure(t, scenario, "point"), scenario_figure(t, scenario, "score")
-    if point is None or score is None or point <= 0 or score <= 0 or score > point:
-        return None
-    return math.log(point / score)
-
-
-def _log_ratio(best: FrozenTrial, baseline: FrozenTrial, scenario: str) -> tuple[float, float | None] | None:
-    """``log(best / baseline)`` of the scenario's points and the two intervals' log half-widths in quadrature."""
-    b, r = scenario_figure(best, scenario, "point"), scenario_figure(baseline, scenario, "point")
-    if not b or not r or b <= 0 or r <= 0:
-        return None
-    hb, hr = _log_half_width(best, scenario), _log_half_width(baseline, scenario)
-    return math.log(b / r), (math.hypot(hb, hr) if hb is not None and hr is not None else None)
-
-
-def _speedup(parts: Mapping[str, tuple[float, float, float | None]]) -> Speedup:
-    """The weighted geomean of ``(weight, log ratio, log half-width)`` per scenario, half-widths in quadrature."""
-    total = sum(w for w, _, _ in parts.values())
-    log_r = sum(w * r for w, r, _ in parts.values()) / total
-    spreads = [w / total * h for w, _, h in parts.values() if h is not None]
-    if len(spreads) != len(parts):
-        return Speedup(ratio=math.exp(log_r), low=None, high=None)
-    h = math.sqrt(sum(x * x for x in spreads))
-    return Speedup(ratio=math.exp(log_r), low=math.exp(log_r - h), high=math.exp(log_r + h))
-
-
-def _scenario_speedup(best: FrozenTrial, baseline: FrozenTrial, scenario: str) -> Speedup | None:
-    found = _log_ratio(best, baseline, scenario)
-    return None if found is None else _speedup({scenario: (1.0, *found)})
-
-
-def rate_speedup(best: Sequence[float | None] | None, baseline: Sequence[float | None] | None) -> Speedup | None:
-    """``kind = "max_rate"``: the ratio of two highest met rates, its interval from the two brackets ``[highest
-    met, lowest missed]`` (the true rates lie in them): from the best's met over the baseline's missed to the
-    best's missed over the baseline's met. None when either met no rate, or a bracket is missing."""
-    if not best or not baseline or len(best) != 2 or len(baseline) != 2:
-        return None
-    (met, missed), (base_met, base_missed) = best, baseline
-    if not met or not base_met:
-        return None
-    return Speedup(
-        ratio=met / base_met,
-        low=met / base_missed if base_missed else None,
-        high=missed / base_met if missed else None,
-    )
-
-
-def _speedup_over_baseline(best: FrozenTrial, baseline: FrozenTrial, config: StudyConfig) -> Speedup | None:
-    """The throughput objective's speed-up of ``best`` over the baseline from their own trials: the weighted geomean
-    of per-scenario point ratios, their interval half-widths (on logs) added in quadrature. None without both
-    trials' figures."""
-    if baseline.state != TrialState.COMPLETE:
-        return None
-    parts: dict[str, tuple[float, float, float | None]] = {}
-    for name, w in config.benchmark.objective_weights().items():
-        found = _log_ratio(best, baseline, name)
-        if found is None:
-            return None
-        parts[name] = (w, *found)
-    return _speedup(parts) if parts else None
-
-
 def study_speedup(study: optuna.Study, config: StudyConfig, best: FrozenTrial) -> Speedup | None:
-    """The speed-up of ``best`` over the baseline that every view prints: side by side from the confirmation's
-    fresh repeats when it measured both (see ``tuner.study``'s confirmation), else from the two trials' own
-    figures; in a ``kind = "max_rate"`` study, the ratio of their highest met rates (:func:`max_rate_brackets`)."""
+    """The speed-up of ``best`` over the baseline that every view prints (its objective's: side by side from the
+    confirmation's fresh repeats when it measured both), with why the baseline is no alternative when it breaks
+    the study's SLO."""
     baseline = baseline_trial(study)
     if baseline is None:
         return None
-    found = _study_speedup(study, config, best, baseline)
+    found = objective_of(config).speedup(study, best, baseline)
     missed = record_of(baseline).slo_missed if misses_slo(baseline) else None
     return dataclasses.replace(found, baseline_misses=missed) if found is not None and missed else found
-
-
-def _study_speedup(
-    study: optuna.Study, config: StudyConfig, best: FrozenTrial, baseline: FrozenTrial
-) -> Speedup | None:
-    if config.objective.kind == "max_rate":
-        found = max_rate_brackets(study, best, baseline)
-        if found is None:
-            return None
-        speedup = rate_speedup(found.best, found.baseline)
-        if speedup is None or found.visits is None:
-            return speedup
-        return dataclasses.replace(speedup, side_by_side=True, baseline_visits=found.visits)
-    side = _side_by_side(study, config, best.number, baseline.number)
-    return side if side is not None else _speedup_over_baseline(best, baseline, config)
-
-
-def _confirmed_pair(study: optuna.Study, best: int, baseline: int) -> tuple[Any, Any, int] | None:
-    """The confirmation's ``figures`` of ``best`` and ``baseline`` and the rounds the baseline was re-measured in
-    beside it (None: the confirmation did not measure both)."""
-    c = current_confirmation(study)
-    if c is None or best == baseline:
-        return None
-    figures = c.get("figures") or {}
-    base: dict[str, Any] = c["baseline"] if isinstance(c.get("baseline"), dict) else {}
-    if baseline in c.get("trials", []):
-        visits = c.get("rounds")
-    elif base.get("trial") == baseline and isinstance(base.get("visits"), int):
-        visits = base["visits"]
-    else:
-        return None
-    return figures.get(str(best)), figures.get(str(baseline)), visits if isinstance(visits, int) else 0
-
-
-@dataclass(frozen=True, kw_only=True)
-class RateBrackets:
-    """``kind = "max_rate"``: the recommendation's and the baseline's ``[highest met, lowest missed]`` rates."""
-
-    best: Sequence[float | None] | None
-    baseline: Sequence[float | None] | None
-    visits: int | None = None
-    """Rounds of the confirmation both come from (None: each from its own trial)."""
-
-
-def max_rate_brackets(study: optuna.Study, best: FrozenTrial, baseline: FrozenTrial | None) -> RateBrackets | None:
-    """The brackets every view compares: the confirmation's side by side when it measured both, else the two
-    trials' own (None without a baseline)."""
-    if baseline is None:
-        return None
-    pair = _confirmed_pair(study, best.number, baseline.number)
-    if pair is not None:
-        mine, theirs, visits = pair
-        return RateBrackets(
-            best=(mine or {}).get("max_rate_bracket"), baseline=(theirs or {}).get("max_rate_bracket"), visits=visits
-        )
-    return RateBrackets(best=record_of(best).max_rate_bracket, baseline=record_of(baseline).max_rate_bracket)
-
-
-def _side_by_side(study: optuna.Study, config: StudyConfig, best: int, baseline: int) -> Speedup | None:
-    pair = _confirmed_pair(study, best, baseline)
-    if pair is None:
-        return None
-    mine, theirs, visits = pair
-    parts: dict[str, tuple[float, float, float | None]] = {}
-    for name, w in config.benchmark.objective_weights().items():
-        a, b = (mine or {}).get(name), (theirs or {}).get(name)
-        if not a or not b or min(*a, *b) <= 0:
-            return None
-        half = [math.log(p / s) if s <= p else None for p, s in (a, b)]
-        parts[name] = (w, math.log(a[0] / b[0]), math.hypot(*half) if None not in half else None)  # type: ignore[arg-type]
-    found = _speedup(parts) if parts else None
-    if found is None:
-        return None
-    return Speedup(ratio=found.ratio, low=found.low, high=found.high, side_by_side=True, baseline_visits=visits)
 
 
 def baseline_drift(study: optuna.Study, config: StudyConfig) -> str | None:
@@ -435,7 +192,7 @@ def compare_scenarios(
                 baseline_half_width=scenario_figure(baseline, name, "half_width") if baseline is not None else None,
                 best_tok_s=scenario_figure(best, name, "point"),
                 best_half_width=scenario_figure(best, name, "half_width"),
-                speedup=_scenario_speedup(best, baseline, name) if baseline is not None else None,
+                speedup=scenario_speedup(best, baseline, name) if baseline is not None else None,
                 accept_length=scenario_figure(best, name, "accept_length"),
                 baseline_accept_length=scenario_figure(baseline, name, "accept_length") if baseline else None,
             )
@@ -474,7 +231,8 @@ def recommendation_lines(
     """The recommendation in at most four lines: the trial, its figure and speed-up, its verdicts; and what is
     still missing, when something is."""
     t = rec.trial
-    confirmed = f", confirmed {rec.confirmed_value:.1f} on re-measurement" if rec.confirmed_value is not None else ""
+    shown = objective_of(config).format
+    confirmed = f", confirmed {shown(rec.confirmed_value)} on re-measurement" if rec.confirmed_value is not None else ""
     speedup = study_speedup(study, config, t)
     record = record_of(t)
     if record.is_baseline:

@@ -11,14 +11,10 @@ from typing import Any
 
 from optuna.trial import FrozenTrial
 
-from tuner.metrics import INTERVAL_PERCENTILES, LATENCY_PERCENTILES, interval_key, interval_text
+from tuner.metrics import INTERVAL_PERCENTILES, LATENCY_MEASURES, LATENCY_PERCENTILES, interval_key, interval_text
 from tuner.trials import record_of
 
 __all__ = ["Percentile", "latency_object", "percentile_figure"]
-
-#: The measures, by their registry prefix.
-_MEASURES = ("ttft", "tpot", "e2e")
-
 
 @dataclass(frozen=True, kw_only=True)
 class Percentile:
@@ -64,15 +60,15 @@ def latency_object(t: FrozenTrial, scenario: str, confidence: float) -> dict[str
     ``p50``/``p90``/``p99`` and ``p50_interval``/``p99_interval`` as ``[low, high]`` (null inside: no bound
     that side; null: not recorded), all in seconds, with the intervals' ``confidence`` (None: nothing measured)."""
     out: dict[str, Any] = {}
-    for prefix in _MEASURES:
+    for measure in LATENCY_MEASURES:
         figures: dict[str, Any] = {}
         for q in LATENCY_PERCENTILES:
-            p = percentile_figure(t, scenario, f"{prefix}_p{q}_s")
+            p = percentile_figure(t, scenario, measure.percentile(q))
             if p is None:
                 continue
             figures[f"p{q}"] = _round(p.point)
             if q in INTERVAL_PERCENTILES:
                 figures[f"p{q}_interval"] = p.interval()
         if figures:
-            out[f"{prefix}_s"] = figures
+            out[measure.limit] = figures
     return {"confidence": confidence, **out} if out else None

@@ -15,7 +15,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import StudyConfig, base_spec
-from tuner.report._facts import Speedup, figure_text, speedup_clause, study_speedup
+from tuner.objective import Speedup, objective_of
+from tuner.report._facts import figure_text, speedup_clause, study_speedup
 from tuner.report._importance import LABEL
 from tuner.space import Param, format_value
 from tuner.trials import (
@@ -150,18 +151,7 @@ def _space_lines(config: StudyConfig) -> list[str]:
 
 
 def _objective_lines(config: StudyConfig) -> list[str]:
-    obj = config.objective
-    lines = ["", "## Objective", ""]
-    if obj.kind == "multi":
-        lines.append(
-            f"Maximise `{obj.metric}` in each of: " + ", ".join(f"`{n}`" for n in obj.objectives) + " (Pareto front)."
-        )
-    else:
-        lines.append(
-            f"Maximise the weighted geometric mean of per-scenario `{obj.metric}` "
-            f"(score = lower end of its {config.benchmark.confidence:.0%} interval: per-scenario t intervals on log "
-            f"throughput over {_repeats_text(config)}, added in quadrature)."
-        )
+    lines = ["", "## Objective", "", objective_of(config).describe(_repeats_text(config))]
     if config.benchmark.warmup == "auto":
         lines.append(
             "Warm-up `auto`: none (the first pass counts) while the first passes of runs measured more than once show "
@@ -329,7 +319,7 @@ def _repeats_text(config: StudyConfig) -> str:
     if b.min_repeats == b.max_repeats:
         return f"{b.max_repeats} repeats"
     each = b.scenario_precision
-    if config.objective.kind == "multi":
+    if len(objective_of(config).directions()) > 1:
         return f"{b.min_repeats}-{b.max_repeats} repeats, stopping at ±{each:.1%} per scenario or a clear verdict"
     return (
         f"{b.min_repeats}-{b.max_repeats} repeats: {b.min_repeats} of each scenario, then more only while the "

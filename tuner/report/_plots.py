@@ -15,6 +15,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import StudyConfig
+from tuner.metrics import LATENCY_MEASURES
 from tuner.report._facts import ScenarioComparison, figure_text
 from tuner.report._map import MapView
 from tuner.report._slo import RatePoint
@@ -88,11 +89,11 @@ def _best_line(study: optuna.Study, rec: Recommendation | None) -> tuple[list[in
         overturned = {n for n in confirmation["trials"] if n != rec.trial.number}
     xs, ys, best = [], [], -math.inf
     for t in sorted(feasible(study), key=lambda t: t.number):
-        if t.number in overturned or rank_value(t) <= best:
+        if t.number in overturned or rank_value(t, study.directions) <= best:
             continue
-        best = rank_value(t)
+        best = rank_value(t, study.directions)
         xs.append(t.number)
-        ys.append(best)
+        ys.append(rank_value(t))
     return xs, ys
 
 
@@ -272,35 +273,35 @@ def _interval(point: float | None, half_width: float | None) -> tuple[float, flo
 
 
 def plot_latency_vs_rate(series: dict[str, list[RatePoint]], path: Path) -> Path:
-    """TTFT p99 and TPOT p99 against the offered rate, one line per config (``series``: label -> its points),
-    each p99 with its interval as a bar (none above it: too few requests for an upper bound), the SLO's limit
-    as a dashed line and a cross where a config missed it."""
+    """Each latency measure's p99 (TTFT, TPOT, E2E) against the offered rate, one line per config (``series``:
+    label -> its points), each p99 with its interval as a bar (none above it: too few requests for an upper
+    bound), the SLO's limit as a dashed line and a cross where a config missed it."""
     plt = _pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    fig, axes = plt.subplots(1, len(LATENCY_MEASURES), figsize=(5 * len(LATENCY_MEASURES), 4.2))
     colors = ["#9e9e9e", "#2e7d32", "#1565c0", "#ef6c00"]
-    for ax, field, key, label in (
-        (axes[0], "ttft_p99", "ttft_s", "TTFT p99 (s)"),
-        (axes[1], "tpot_p99", "tpot_s", "TPOT p99 (ms)"),
-    ):
-        scale = 1000.0 if key == "tpot_s" else 1.0
+    for ax, measure in zip(axes, LATENCY_MEASURES, strict=True):
+        scale, key = measure.scale, measure.limit
         limits: set[float] = set()
         for (name, points), color in zip(series.items(), colors, strict=False):
-            shown = [(p.rate, f) for p in points if (f := getattr(p, field)) is not None]
+            shown = [(p.rate, f) for p in points if (f := p.p99.get(measure.key)) is not None]
             if shown:
                 ys = [f.point * scale for _, f in shown]
                 below = [(f.point - f.low) * scale if f.low is not None else 0.0 for _, f in shown]
                 above = [(f.high - f.point) * scale if f.high is not None else 0.0 for _, f in shown]
                 ax.errorbar([x for x, _ in shown], ys, yerr=[below, above], marker="o", color=color, capsize=3,
                             label=name)  # fmt: skip
-            missed = [(p.rate, f.point * scale) for p in points if p.met is False and (f := getattr(p, field))]
+            missed = [
+                (p.rate, f.point * scale)
+                for p in points
+                if p.verdict is not None and not p.verdict.holds and (f := p.p99.get(measure.key))
+            ]
             if missed:
                 ax.scatter(*zip(*missed, strict=True), marker="x", s=90, color="tab:red", zorder=3)
             limits |= {v * scale for p in points if (v := p.slo.limits().get(key)) is not None}
         for limit in sorted(limits):
-            unit = "ms" if key == "tpot_s" else "s"
-            ax.axhline(limit, color="tab:red", linestyle="--", linewidth=1, label=f"SLO {limit:g} {unit}")
+            ax.axhline(limit, color="tab:red", linestyle="--", linewidth=1, label=f"SLO {limit:g} {measure.unit}")
         ax.set_xlabel("offered rate (requests/s)")
-        ax.set_ylabel(label)
+        ax.set_ylabel(f"{measure.label} p99 ({measure.unit})")
         ax.grid(True, alpha=0.3)
         ax.legend(loc="best", fontsize=8)
     fig.suptitle("Latency against offered rate (× = misses the SLO there)")

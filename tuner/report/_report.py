@@ -18,6 +18,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import StudyConfig
+from tuner.metrics import LATENCY_MEASURES
+from tuner.objective import objective_of
 from tuner.report._export import export_dropin, launch_text
 from tuner.report._facts import (
     baseline_drift,
@@ -25,7 +27,6 @@ from tuner.report._facts import (
     compare_scenarios,
     failure_groups,
     figure_text,
-    max_rate_brackets,
     params_text,
     recommendation_lines,
     scenario_figure,
@@ -268,7 +269,7 @@ class _ReportWriter:
         if best is None or not rate_points(best, self.config):
             return
         self.md += ["## Latency against offered rate", ""]
-        brackets = max_rate_brackets(self.study, best, baseline) if self.config.objective.kind == "max_rate" else None
+        brackets = objective_of(self.config).brackets(self.study, best, baseline)
         sentence = slo_sentence(best, baseline, self.config, brackets=brackets)
         self.md += [f"**Recommended: {sentence}.**" if sentence else "The recommendation met the SLO at no rate "
                     "measured (it is feasible on the scenarios it was judged in).", ""]
@@ -297,7 +298,7 @@ class _ReportWriter:
             if is_counted(t)
             and outcome(t) == WRONG
             and t.state == TrialState.COMPLETE
-            and (top is None or rank_value(t) > rank_value(top))
+            and (top is None or rank_value(t, self.study.directions) > rank_value(top, self.study.directions))
         ]
         if wrong_fast:
             self.md += [
@@ -440,14 +441,17 @@ def _latency_table(series: dict[str, list[RatePoint]], confidence: float) -> lis
         f"p99 of the requests with its {confidence:.0%} interval (two of the measured requests by rank, "
         "docs/measuring.md); `none`: too few requests for that bound.",
         "",
-        "| config | scenario | offered req/s | SLO attainment | TTFT p99 s | TPOT p99 ms | E2E p99 s |",
-        "|---|---|---|---|---|---|---|",
+        "| config | scenario | offered req/s | SLO attainment | "
+        + " | ".join(f"{m.label} p99 {m.unit}" for m in LATENCY_MEASURES)
+        + " |",
+        "|---|---|---|---|" + "---|" * len(LATENCY_MEASURES),
     ]
     for label, points in series.items():
         for p in points:
-            cells = [f.text(scale) if f is not None else "-" for f, scale in
-                     ((p.ttft_p99, 1.0), (p.tpot_p99, 1000.0), (p.e2e_p99, 1.0))]  # fmt: skip
-            attainment = "-" if p.attainment is None else f"{p.attainment:.1%}" + ("" if p.met else " (misses)")
+            cells = [f.text(m.scale) if (f := p.p99.get(m.key)) is not None else "-" for m in LATENCY_MEASURES]
+            v = p.verdict
+            attainment = "-" if v is None or v.attainment is None else f"{v.attainment:.1%}" + (
+                "" if v.holds else " (misses)")  # fmt: skip
             md.append(f"| {label} | {p.scenario} | {p.rate:g} | {attainment} | " + " | ".join(cells) + " |")
     return [*md, ""]
 

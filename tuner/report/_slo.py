@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,31 +10,72 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from tuner.config import Slo, StudyConfig
-from tuner.report._facts import RateBrackets, rate_speedup
+from tuner.metrics import LATENCY_MEASURES
+from tuner.objective import RateBrackets
 from tuner.report._latency import Percentile, percentile_figure
-from tuner.trials import closest_to_slo, misses_slo, record_of, slo_attainment
+from tuner.slo import MET, MISSED, UNDECIDED, SloVerdict
+from tuner.trials import closest_to_slo, record_of
 
-__all__ = ["RatePoint", "closest_slo_lines", "rate_points", "slo_object", "slo_sentence"]
+__all__ = [
+    "RatePoint",
+    "closest_slo_lines",
+    "overall_state",
+    "rate_points",
+    "scenario_verdicts",
+    "slo_object",
+    "slo_sentence",
+]
 
 
 def _round(x: Any) -> Any:
     return round(x, 4) if isinstance(x, float) else x
 
 
+def scenario_verdicts(t: FrozenTrial, config: StudyConfig) -> dict[str, SloVerdict | None]:
+    """Per scenario with an SLO, ``t``'s verdict there (None: not measured)."""
+    record = record_of(t)
+    return {s.name: record.verdict(s.name, s.slo.attainment) for s in config.benchmark.scenarios if s.slo is not None}
+
+
+def overall_state(verdicts: Mapping[str, SloVerdict | None]) -> str | None:
+    """The worst of the scenarios' states: missed if one missed, met only if every one was judged and met (None:
+    none judged)."""
+    if all(v is None for v in verdicts.values()):
+        return None
+    states = [v.state if v is not None else UNDECIDED for v in verdicts.values()]
+    return MISSED if MISSED in states else MET if all(s == MET for s in states) else UNDECIDED
+
+
+def _verdict_object(v: SloVerdict | None) -> dict[str, Any]:
+    if v is None:
+        return {"verdict": None, "attainment": None, "low": None, "high": None}
+    return {
+        "verdict": v.state,
+        "attainment": _round(v.attainment),
+        "low": _round(v.low),
+        "high": _round(v.high),
+        "requests": v.requests,
+        "margin": _round(v.margin),
+        "margin_interval": [_round(v.margin_low), _round(v.margin_high)],
+    }
+
+
 def slo_object(t: FrozenTrial, config: StudyConfig) -> dict[str, Any] | None:
-    """``met``, the ``[slo]`` limits and, per scenario with an SLO, its limits, required share and the
-    attainment ``t`` measured with its interval (None: the study has no SLO)."""
-    scenarios = [s for s in config.benchmark.scenarios if s.slo is not None]
-    if not scenarios:
+    """``met`` (not missed in any scenario), ``verdict`` (the worst scenario's), the ``[slo]`` limits and,
+    per scenario with an SLO, its limits, required share and ``t``'s verdict there with its attainment interval
+    and margin (None: the study has no SLO)."""
+    verdicts = scenario_verdicts(t, config)
+    if not verdicts:
         return None
     base = config.slo
     per = {}
-    for s in scenarios:
-        assert s.slo is not None
-        measured = {k: _round(v) for k, v in slo_attainment(t, s.name).items()}
-        per[s.name] = {"limits": s.slo.limits(), "required": s.slo.attainment, **measured}
+    for s in config.benchmark.scenarios:
+        if s.slo is not None:
+            per[s.name] = {"limits": s.slo.limits(), "required": s.slo.attainment, **_verdict_object(verdicts[s.name])}
+    state = overall_state(verdicts)
     return {
-        "met": not misses_slo(t),
+        "met": state in (MET, UNDECIDED),
+        "verdict": state,
         "limits": base.limits() if base is not None else None,
         "attainment": base.attainment if base is not None else None,
         "scenarios": per,
@@ -47,11 +89,11 @@ def closest_slo_lines(study: optuna.Study, config: StudyConfig) -> list[str]:
     t = closest_to_slo(study)
     if t is None:
         return []
-    shares = []
-    for s in config.benchmark.scenarios:
-        a = slo_attainment(t, s.name)
-        if s.slo is not None and a["attainment"] is not None:
-            shares.append(f"{s.name} {a['attainment']:.1%} (needs {s.slo.attainment:.0%})")
+    shares = [
+        f"{name} {v.attainment:.1%} (needs {v.required:.0%})"
+        for name, v in scenario_verdicts(t, config).items()
+        if v is not None and v.attainment is not None
+    ]
     return [
         "no config met the SLO: nothing to recommend",
         f"closest (does NOT meet the SLO): trial #{t.number}, attainment " + ", ".join(shares),
@@ -67,13 +109,12 @@ class RatePoint:
     rate: float
     """The scenario's offered rate (requests/s) as the study file sets it."""
     slo: Slo
-    met: bool | None
-    """Not confidently below the required share (the study's rule); None: no attainment measured."""
+    verdict: SloVerdict | None
+    """The verdict there (None: nothing judged)."""
     attainment: float | None
-    ttft_p99: Percentile | None
-    tpot_p99: Percentile | None
-    e2e_p99: Percentile | None
-    """The p99s with their intervals (:mod:`tuner.report._latency`)."""
+    p99: Mapping[str, Percentile | None]
+    """Per latency measure (:data:`tuner.metrics.LATENCY_MEASURES`, by key), its p99 with its interval
+    (:mod:`tuner.report._latency`)."""
 
 
 def rate_points(t: FrozenTrial, config: StudyConfig) -> list[RatePoint]:
@@ -82,24 +123,22 @@ def rate_points(t: FrozenTrial, config: StudyConfig) -> list[RatePoint]:
     for s in config.benchmark.scenarios:
         if s.rate is None or s.slo is None:
             continue
-        a = slo_attainment(t, s.name)
+        verdict = record_of(t).verdict(s.name, s.slo.attainment)
         out.append(
             RatePoint(
                 scenario=s.name,
                 rate=s.rate,
                 slo=s.slo,
-                met=None if a["high"] is None else a["high"] >= s.slo.attainment,
-                attainment=a["attainment"],
-                ttft_p99=percentile_figure(t, s.name, "ttft_p99_s"),
-                tpot_p99=percentile_figure(t, s.name, "tpot_p99_s"),
-                e2e_p99=percentile_figure(t, s.name, "e2e_p99_s"),
+                verdict=verdict,
+                attainment=verdict.attainment if verdict is not None else None,
+                p99={m.key: percentile_figure(t, s.name, m.percentile(99)) for m in LATENCY_MEASURES},
             )
         )
     return sorted(out, key=lambda p: p.rate)
 
 
 def _highest_met(points: list[RatePoint]) -> RatePoint | None:
-    met = [p for p in points if p.met]
+    met = [p for p in points if p.verdict is not None and p.verdict.holds]
     return met[-1] if met else None
 
 
@@ -124,7 +163,7 @@ def slo_sentence(
 
 
 def _max_rate_sentence(config: StudyConfig, brackets: RateBrackets) -> str | None:
-    scenario = next(s for s in config.benchmark.scenarios if s.name == config.objective.scenario)
+    scenario = next(s for s in config.benchmark.scenarios if s.name == brackets.scenario)
     met = brackets.best[0] if brackets.best else None
     if not met or scenario.slo is None:
         return None
@@ -134,5 +173,5 @@ def _max_rate_sentence(config: StudyConfig, brackets: RateBrackets) -> str | Non
         return text
     if not base:
         return f"{text} (baseline: at none of the rates tried)"
-    speedup = rate_speedup(brackets.best, brackets.baseline)
+    speedup = brackets.speedup
     return f"{text} (baseline: {base:.3g} req/s, {speedup.text if speedup else f'{met / base:.2f}x'})"

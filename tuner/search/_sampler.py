@@ -9,6 +9,7 @@ from typing import Any
 import optuna
 
 from tuner.config import StudyConfig
+from tuner.objective import objective_of
 from tuner.search._feasible import FeasibleFirstSampler
 from tuner.search._prior import Prior, PriorSampler
 from tuner.search._pruner import RegressionPruner
@@ -89,9 +90,9 @@ def make_pruner(config: StudyConfig) -> optuna.pruners.BasePruner:
     """The regression pruner, or none when pruning is off, multi-objective, or there is one scenario."""
     search = config.search
     order = scenario_order(config)
-    # Optuna's Trial.report/should_prune are single-objective only; with one scenario nothing can be skipped. A
-    # max-rate study's objective is a rate: its throughput scenarios say nothing about it (the rate search prunes).
-    if not search.pruning or config.objective.kind in ("multi", "max_rate") or len(order) < 2:
+    # With one scenario nothing can be skipped; an objective that is not the scenarios' throughput (several
+    # objectives, a max rate) says the throughput of its first scenarios tells nothing about it.
+    if not search.pruning or not objective_of(config).throughput_pruning or len(order) < 2:
         return optuna.pruners.NopPruner()
     return RegressionPruner(
         scenarios=order,

@@ -6,6 +6,7 @@ Changing how `tune` decides that a config is slower, or when it has measured eno
 """
 
 from tuner.stats._binomial import clopper_pearson, percentile_interval
+from tuner.stats._combine import weighted_log_mean
 from tuner.stats._estimate import (
     EMPTY_POOL,
     MAD_TO_SIGMA,
@@ -56,4 +57,5 @@ __all__ = [
     "pooled_noise",
     "robust_score",
     "student_t",
+    "weighted_log_mean",
 ]

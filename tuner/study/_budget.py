@@ -113,10 +113,12 @@ class TimeBudget:
 
 def confirmation_visits(config: StudyConfig) -> int:
     """Visits the end-of-study confirmation's fixed rounds take (0: the study confirms nothing)."""
+    from tuner.objective import objective_of
     from tuner.study._confirm import ROUNDS
 
     k = config.search.confirm_top
-    return k * ROUNDS if k >= 2 and config.objective.kind != "multi" else 0
+    # Only a single objective ranks its finalists (a Pareto front has nothing to confirm).
+    return k * ROUNDS if k >= 2 and len(objective_of(config).directions()) == 1 else 0
 
 
 def _duration(seconds: float) -> str:

@@ -34,11 +34,10 @@ Recorded as the study's user attr ``confirmation`` (Optuna cannot change a finis
 ``precision``: what the race resolved; ``figures``: output tok/s of the fresh repeats of the finalists and the
 baseline, what the side-by-side speed-up is computed from).
 
-A ``kind = "max_rate"`` study asks another question, so a visit is the rate search again on the fresh restart
-(:func:`tuner.study._rate.search_rate`), every config from the same rate (the best trial's highest met rate, so
-all are probed on one grid) in ``rate_steps`` passes. A config's value is the lowest of its visits' highest met
-rates (the rate it held after every restart); ``figures`` holds ``{"max_rate_bracket": [that rate, the lowest
-missed]}``. Two rounds and no race: more visits do not narrow a bracket, the search's steps do.
+What a visit measures, the value a config's visits confirm, what ``figures`` records and whether the close ones
+race are its objective's (:class:`tuner.objective.BaseObjective`): a ``kind = "max_rate"`` study, for one, runs the
+rate search again on each fresh restart, from one rate for every config, and does not race (more visits do not
+narrow a bracket, the search's steps do).
 """
 
 from __future__ import annotations
@@ -50,19 +49,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
+from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial
 
-from tuner.bench import ScenarioResult, WarmupLookup, pooled_slo_fields
-from tuner.config import GOODPUT_METRICS, StudyConfig, launch_spec
+from tuner.bench import ScenarioResult, WarmupLookup
+from tuner.config import StudyConfig, launch_spec
 from tuner.endpoint import Endpoint
 from tuner.errors import TrialFailure
-from tuner.metrics import objective_point
+from tuner.objective import BaseObjective, objective_of
 from tuner.report import baseline_trial
 from tuner.spec import LaunchSpec
-from tuner.stats import EMPTY_POOL, Noise, Reference, SequentialPolicy, objective_slower, pooled_noise
+from tuner.stats import Noise, SequentialPolicy, pooled_noise
 from tuner.study._objective import TrialParts
-from tuner.study._rate import RateBracket, search_rate
-from tuner.study._scoring import score
 from tuner.study._steps import benchmark_server, gate_server
 from tuner.study._warmups import first_passes_lookup
 from tuner.trials import (
@@ -138,7 +136,8 @@ def confirm_top(
         warmups=first_passes_lookup(study, config, trial_number=-1),
         gating=gates_at_the_end(config, parts),
         baseline=_beside(study, config, ranked[:k]),
-        rate_start=record_of(ranked[0]).max_rate_rps or None,
+        objective=objective_of(config),
+        leader=ranked[0],
     )
     say(
         f"confirming the top {len(race.top)}: "
@@ -176,52 +175,37 @@ class _Race:
     gating: bool
     baseline: FrozenTrial | None = None
     """The baseline, re-measured first in every round beside the finalists (None: not, or it failed)."""
+    objective: BaseObjective
+    leader: FrozenTrial
+    """The best trial before the confirmation: where a visit's measurement may start, the same for every config."""
     baseline_error: tuple[int, str] | None = None
-    visits: dict[int, list[ScenarioResult]] = field(default_factory=dict)
-    brackets: dict[int, list[RateBracket]] = field(default_factory=dict)
-    """``kind = "max_rate"``: each visit's rate search, instead of :attr:`visits`."""
-    rate_start: float | None = None
-    """``kind = "max_rate"``: where every visit's rate search starts, fixed when the race starts (the best before
-    it: one grid for every config, even if a finalist drops out)."""
+    visits: dict[int, list[tuple[ScenarioResult, ...]]] = field(default_factory=dict)
     errors: dict[int, str] = field(default_factory=dict)
     spent: list[float] = field(default_factory=list)
     """Seconds of each visit."""
     rounds: int = 0
 
     def value(self, t: FrozenTrial) -> float:
-        if self.by_rate:
-            return _rate_bracket(self.brackets[t.number])[0] or 0.0
-        return _value(self.config, self.visits[t.number], self.noise)
-
-    @property
-    def by_rate(self) -> bool:
-        return self.config.objective.kind == "max_rate"
+        return self.objective.confirmed_value(self.visits[t.number], self.noise)
 
     def measured(self, n: int) -> bool:
-        return n not in self.errors and (n in self.brackets if self.by_rate else n in self.visits)
+        return n not in self.errors and n in self.visits
 
-    def keep(self, n: int, outcome: tuple[ScenarioResult, ...] | RateBracket) -> None:
-        if isinstance(outcome, RateBracket):
-            self.brackets.setdefault(n, []).append(outcome)
-        else:
-            self.visits.setdefault(n, []).extend(outcome)
+    def keep(self, n: int, visit: tuple[ScenarioResult, ...]) -> None:
+        self.visits.setdefault(n, []).append(visit)
 
     def figures(self, n: int) -> dict[str, Any]:
-        if self.by_rate:
-            return {"max_rate_bracket": list(_rate_bracket(self.brackets[n]))}
-        return _figures(self.config, self.visits[n], self.noise)
+        return self.objective.confirmed_figures(self.visits[n], self.noise)
 
-    def measure(
-        self, t: FrozenTrial, label: str, check: Check | None
-    ) -> tuple[ScenarioResult, ...] | RateBracket | None:
+    def measure(self, t: FrozenTrial, label: str, check: Check | None) -> tuple[ScenarioResult, ...] | None:
         return _measure(self.parts, self.config, t, self.policy, label=label, check=check, warmups=self.warmups,
-                        rate=self.rate_start)  # fmt: skip
+                        objective=self.objective, leader=self.leader)  # fmt: skip
 
     def racing(self, r: int) -> list[FrozenTrial] | None:
         """The finalists round ``r`` measures (None: the race is over)."""
-        if r >= ROUNDS and self.by_rate:
+        if r >= ROUNDS and not self.objective.races:
             return None
-        racing = self.top if r < ROUNDS else _contenders(self.config, self.top, self.visits, self.errors, self.noise)
+        racing = self.top if r < ROUNDS else self.contenders()
         if len(self.top) < 2 or len(racing) < 2:
             return None  # one config left in the race, or finalists failed the gate and none took their place
         if r < ROUNDS:
@@ -234,6 +218,13 @@ class _Race:
         precision = self.config.benchmark.precision
         self.say(f"  round {r + 1}: {shown} (one could still be more than {precision:.1%} faster)")
         return racing
+
+    def contenders(self) -> list[FrozenTrial]:
+        """The finalists still in the race, in ``top``'s order (the objective's rule)."""
+        alive = [t for t in self.top if t.number not in self.errors]
+        pooled = {t.number: [r for v in self.visits[t.number] for r in v] for t in alive}
+        kept = {t.number for t in self.objective.contenders(alive, pooled, self.noise)}
+        return [t for t in alive if t.number in kept]
 
     def run_round(self, r: int, racing: list[FrozenTrial]) -> None:
         self.rounds = r + 1
@@ -257,7 +248,6 @@ class _Race:
             self.say(f"  the baseline #{n} failed on re-measurement: {self.baseline_error[1]}")
             self.baseline = None
             self.visits.pop(n, None)
-            self.brackets.pop(n, None)
             return
         if results is not None:
             self.keep(n, results)
@@ -297,56 +287,6 @@ def _mean(xs: list[float]) -> float:
     return statistics.fmean(xs) if xs else 0.0
 
 
-def _contenders(
-    config: StudyConfig,
-    top: list[FrozenTrial],
-    visits: dict[int, list[ScenarioResult]],
-    errors: dict[int, str],
-    noise: dict[str, Noise | None],
-) -> list[FrozenTrial]:
-    """The finalists still in the race, in ``top``'s order: the leader (the best by its fresh repeats) and
-    every other one not confidently below the leader's objective times ``1 + precision`` (the regression
-    pruner's test with a negative margin: could it still beat the leader by more than the study's precision?)."""
-    alive = [t for t in top if t.number not in errors]
-    if len(alive) < 2:
-        return alive
-    values = {t.number: _value(config, visits[t.number], noise) for t in alive}
-    leader = max(alive, key=lambda t: values[t.number])
-    metric = config.objective.metric
-    references = {
-        name: Reference(
-            samples=tuple(xs),
-            confidence=config.search.prune_confidence,
-            noise=noise[name] if noise.get(name) is not None else EMPTY_POOL,
-        )
-        for name, xs in _repeats(visits[leader.number], metric).items()
-    }
-    weights = {s.name: s.weight for s in config.benchmark.scenarios}
-    return [
-        t
-        for t in alive
-        if t is leader
-        or not objective_slower(
-            _repeats(visits[t.number], metric),
-            references=references,
-            weights=weights,
-            margin=-config.benchmark.precision,
-        )
-    ]
-
-
-def _repeats(results: list[ScenarioResult], metric: str) -> dict[str, list[float]]:
-    """Per scenario, every fresh repeat of the objective's metric over a finalist's visits."""
-    out: dict[str, list[float]] = {}
-    for res in results:
-        xs = res.repeats_per_stream_tok_s if metric == "per_stream_tok_s" else res.repeats_tok_s
-        if metric in GOODPUT_METRICS and res.point:
-            # Goodput is this visit's throughput times its share of requests (tokens) that met the SLO.
-            xs = tuple(x * objective_point(res, metric) / res.point for x in xs)
-        out.setdefault(res.name, []).extend(xs)
-    return out
-
-
 def _measure(
     parts: TrialParts,
     config: StudyConfig,
@@ -356,10 +296,11 @@ def _measure(
     label: str,
     check: Check | None,
     warmups: WarmupLookup | None,
-    rate: float | None = None,
-) -> tuple[ScenarioResult, ...] | RateBracket | None:
-    """One visit: apply, restart, wait until the new process serves, (gate,) benchmark every scenario, or in a
-    ``kind = "max_rate"`` study search its rate from ``rate`` (else the scenario's own).
+    objective: BaseObjective,
+    leader: FrozenTrial,
+) -> tuple[ScenarioResult, ...] | None:
+    """One visit: apply, restart, wait until the new process serves, (gate,) measure what the objective visits
+    (every scenario, by default; ``leader``: where a measurement of the objective's own starts).
 
     None when ``check`` (the end-of-study gate) fails the config: it is not benchmarked.
     """
@@ -371,26 +312,17 @@ def _measure(
     bench = parts.benchmark(endpoint)
     bench.policy = policy
     bench.use_first_passes(warmups)
+
+    def scenarios() -> tuple[ScenarioResult, ...]:
+        on_result = lambda step, r: None  # noqa: E731 - a visit reports nothing between scenarios
+        return benchmark_server(
+            bench, config.benchmark, service=target.service, restarted=up.restarted, on_result=on_result
+        ).results
+
     try:
-        objective = config.objective
-        if objective.kind == "max_rate":
-            scenario = next(s for s in config.benchmark.scenarios if s.name == objective.scenario)
-            return search_rate(bench, scenario, start=rate or scenario.rate or 1.0, steps=objective.rate_steps)
-        outcome = benchmark_server(
-            bench, config.benchmark, service=target.service, restarted=up.restarted, on_result=lambda step, r: None
-        )
+        return objective.visit(bench, scenarios, leader=leader)
     finally:
         bench.close()
-    return outcome.results
-
-
-def _rate_bracket(brackets: list[RateBracket]) -> tuple[float | None, float | None]:
-    """A config's bracket over its visits: the lowest highest-met rate (None if one visit met none) and the lowest
-    missed rate (None: no visit missed). Each visit's met is below its own missed, so the first is below the
-    second."""
-    mets = [b.met for b in brackets]
-    missed = [b.missed for b in brackets if b.missed is not None]
-    return (None if None in mets else min(m for m in mets if m is not None)), (min(missed) if missed else None)
 
 
 def bring_up_spec(config: StudyConfig, t: FrozenTrial) -> LaunchSpec | None:
@@ -480,44 +412,11 @@ def study_noise(study: optuna.Study, config: StudyConfig) -> dict[str, Noise | N
     return {s.name: pooled_noise(scenario_repeats(t, s.name) for t in trials) for s in config.benchmark.scenarios}
 
 
-def _value(config: StudyConfig, results: list[ScenarioResult], noise: dict[str, Noise | None]) -> float:
-    """The objective of a finalist's pooled fresh repeats, scored exactly like a trial (with the study's noise)."""
-    return score(_pooled(config, results, noise), config.objective, config.benchmark).values[0]
-
-
-def _figures(config: StudyConfig, results: list[ScenarioResult], noise: dict[str, Noise | None]) -> dict[str, Any]:
-    """Per scenario, ``[point, lower bound]`` output tok/s of a config's pooled fresh repeats."""
-    return {
-        r.name: [round(r.point, 3), round(r.score, 3)]
-        for r in _pooled(config, results, noise)
-        if r.point is not None and r.score is not None
-    }
-
-
-def _pooled(
-    config: StudyConfig, results: list[ScenarioResult], noise: dict[str, Noise | None]
-) -> tuple[ScenarioResult, ...]:
-    """Each scenario's fresh repeats over every visit, as one result (with the study's noise)."""
-    scenarios = {s.name: s for s in config.benchmark.scenarios}
-    tok_s, per_stream = _repeats(results, "output_tok_s"), _repeats(results, "per_stream_tok_s")
-    confidence = config.benchmark.confidence
-    return tuple(
-        ScenarioResult.from_repeats(
-            scenario=scenarios[name],
-            repeats_tok_s=repeats,
-            repeats_per_stream_tok_s=per_stream.get(name, []),
-            confidence=confidence,
-            noise=noise.get(name),
-            # The SLO's figures over every visit, so a goodput objective scores the fresh repeats as a trial's.
-            **pooled_slo_fields([r for r in results if r.name == name], confidence),
-        )
-        for name, repeats in tok_s.items()
-    )
-
-
 def _record(study: optuna.Study, race: _Race, values: dict[int, float], say: Any) -> Confirmation:
     top = race.top
-    ranked = sorted(values, key=lambda n: values[n], reverse=True)
+    sign = -1.0 if race.objective.directions()[0] == StudyDirection.MINIMIZE else 1.0
+    # Best first in the objective's direction; a config that failed on re-measurement last, whatever its 0.
+    ranked = sorted(values, key=lambda n: (n in race.errors, -sign * values[n]))
     result = Confirmation(
         trials=tuple(t.number for t in top),
         values=values,
@@ -525,12 +424,12 @@ def _record(study: optuna.Study, race: _Race, values: dict[int, float], say: Any
         winner=ranked[0],
         held=ranked[0] == top[0].number,
     )
-    measured = [n for n in {*race.visits, *race.brackets} if race.measured(n)]
+    measured = [n for n in race.visits if race.measured(n)]
     write_study(
         study,
         confirmation={
             "trials": list(result.trials),
-            "values": {str(n): round(v, 3) for n, v in values.items()},
+            "values": {str(n): _kept(v) for n, v in values.items()},
             "ranks": {str(n): rank for rank, n in enumerate(ranked, start=1)},
             "errors": {str(n): e for n, e in race.errors.items()},
             "best_before": result.best_before,
@@ -538,6 +437,11 @@ def _record(study: optuna.Study, race: _Race, values: dict[int, float], say: Any
             "held": result.held,
             "rounds": race.rounds,
             "precision": race.config.benchmark.precision,
+            # How the views print each value, and whether the winner is within the precision of the best before
+            # (both the objective's: its units and its direction).
+            "shown": {str(n): race.objective.format(v) for n, v in values.items()},
+            "close": race.objective.better(values[result.winner], values[result.best_before])
+            < 1 + race.config.benchmark.precision,
             "figures": {str(n): race.figures(n) for n in sorted(measured)},
             "baseline": _baseline_record(race),
         },
@@ -552,7 +456,13 @@ def _baseline_record(race: _Race) -> dict[str, Any] | None:
     if race.baseline is None:
         return None
     n = race.baseline.number
-    return {"trial": n, "visits": race.rounds, "value": round(race.value(race.baseline), 3)}
+    return {"trial": n, "visits": race.rounds, "value": _kept(race.value(race.baseline))}
+
+
+def _kept(value: float) -> float:
+    """A value as the record keeps it: six significant digits, whatever the objective's scale (a TTFT in
+    seconds as well as a throughput in tok/s)."""
+    return float(f"{value:.6g}")
 
 
 def maybe_confirm(

@@ -20,8 +20,8 @@ from tuner.space import Value, count_configs, suggest
 from tuner.study import _fleet
 from tuner.study._budget import UNTIL_DEADLINE, DeadlineReached, TimeBudget
 from tuner.study._console import Console, describe_params, fmt_duration, fmt_values
+from tuner.study._measured import measured_text
 from tuner.study._objective import TrialRunner
-from tuner.study._partial import measured_text
 from tuner.study._policy import ENVIRONMENT, FailurePolicy, ask_next
 from tuner.study._recovery import Heartbeat, recover_stale_trials, requeue
 from tuner.study._scoring import references_for

@@ -18,12 +18,12 @@ import optuna
 from optuna.trial import TrialState
 
 from tuner.config import StudyConfig, launch_spec
+from tuner.objective import objective_of
 from tuner.search import make_sampler
 from tuner.space import Value, suggest
 from tuner.spec import LaunchSpec
 from tuner.study._fleet import worker_seed
 from tuner.study._starts import enqueue_starting_points
-from tuner.study._storage import directions
 from tuner.trials import WarmStart, record_of
 
 __all__ = ["PlannedLaunch", "planned_launches"]
@@ -61,7 +61,8 @@ def _study(config: StudyConfig, warm: WarmStart | None) -> optuna.Study:
     seeded = dataclasses.replace(config, study=dataclasses.replace(config.study, seed=seed))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        study = optuna.create_study(directions=directions(config), sampler=make_sampler(seeded, offset=0))
+        directions = objective_of(config).directions()
+        study = optuna.create_study(directions=directions, sampler=make_sampler(seeded, offset=0))
     enqueue_starting_points(study, config, warm=warm)
     return study
 

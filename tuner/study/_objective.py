@@ -18,15 +18,14 @@ from typing import Any
 
 import optuna
 
-from tuner.bench import BaseBenchmark, ScenarioResult, slo_miss
+from tuner.bench import BaseBenchmark, ScenarioResult
 from tuner.config import StudyConfig
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, GateFailed, RegressionPruned, TrialFailure
 from tuner.gate import GateResult
+from tuner.objective import BaseObjective, Score, ServerRun, objective_of
 from tuner.spec import LaunchSpec
-from tuner.study._partial import PartialObjective
-from tuner.study._rate import search_rate
-from tuner.study._scoring import References, Score, score
+from tuner.study._scoring import References
 from tuner.study._steps import (
     BenchmarkOutcome,
     GateFactory,
@@ -100,6 +99,7 @@ class TrialRunner:
         self, *, config: StudyConfig, parts: TrialParts, evidence: Evidence, progress: Progress | None = None
     ) -> None:
         self._config = config
+        self._objective: BaseObjective = objective_of(config)
         self._parts = parts
         self._evidence = evidence
         self._progress = progress
@@ -121,11 +121,11 @@ class TrialRunner:
             if self._gate_when == "before":
                 self._gate(trial, endpoint)
             outcome = self._benchmark(trial, endpoint, up.restarted, references)
-            result = score(outcome.results, self._config.objective, self._config.benchmark)
-            if self._config.objective.kind == "max_rate":
-                result = self._max_rate(trial, endpoint, references)
-                self._gate_after(trial, endpoint, result, references)
-            elif not self._slo(trial, outcome.results):  # a config that breaks the promise needs no verdict
+            measured = self._measure(trial, endpoint, outcome.results, references)
+            result = measured or self._objective.score(outcome.results)
+            # A config that breaks the promise needs no gate verdict (an objective that measured on the server
+            # judges the promise itself: its scenarios' verdicts are not the trial's).
+            if measured is not None or not self._slo(trial, outcome.results):
                 self._gate_after(trial, endpoint, result, references)
             write(trial, score={k: round(v, 3) for k, v in result.per_scenario.items()})
             return result
@@ -148,14 +148,14 @@ class TrialRunner:
         refinement = objective_refinement(cfg, bench.policy, references.pruner, finalist=references.finalist)
         bench.use_reference(references.pruner, on_objective=refinement is not None)
         bench.use_first_passes(references.first_passes)
-        partial = PartialObjective(config=cfg, reference=references.best)
+        measured: list[ScenarioResult] = []
         try:
             outcome = benchmark_server(
                 bench,
                 cfg.benchmark,
                 service=self._parts.target.service,
                 restarted=restarted,
-                on_result=lambda step, r: self._intermediate(trial, step, r, partial),
+                on_result=lambda step, r: self._intermediate(trial, step, r, measured, references.best),
                 refinement=refinement,
             )
         finally:
@@ -167,66 +167,48 @@ class TrialRunner:
         return outcome
 
     def _slo(self, trial: optuna.Trial, results: Sequence[ScenarioResult]) -> bool:
-        """``[slo]``: a scenario whose attainment is confidently below its target makes the trial infeasible, as
-        an Optuna constraint (> 0: TPE learns the region; no ranking, confirmation or recommendation takes it),
-        with the one line that says why. Returns whether it did."""
+        """``[slo]``: the scenarios' verdicts as one Optuna constraint, the worst one's (> 0 when one missed: TPE
+        learns the region; no ranking, confirmation or recommendation takes it; its size says how far), with the
+        line that says why. Returns whether a scenario missed."""
         slos = {s.name: s.slo for s in self._config.benchmark.scenarios if s.slo is not None}
-        gaps = [
-            slos[r.name].attainment - r.attainment_high
-            for r in results
-            if r.name in slos and r.attainment_high is not None
-        ]
-        if not gaps:
+        verdicts = [(r.name, v) for r in results if r.name in slos and (v := r.verdict) is not None]
+        if not verdicts:
             return False
-        trial.set_constraint("slo", float(max(gaps)))
-        misses = [line for r in results if (line := slo_miss(r, slos.get(r.name)))]
+        trial.set_constraint("slo", float(max(v.constraint for _, v in verdicts)))
+        misses = [v.text(name, slos[name].describe()) for name, v in verdicts if not v.holds]
         if misses:
             write(trial, slo_missed="; ".join(misses))
             if self._progress:
                 self._progress(f"infeasible: {misses[0]}")
         return bool(misses)
 
-    def _max_rate(self, trial: optuna.Trial, endpoint: Endpoint, references: References) -> Score:
-        """``kind = "max_rate"``: the rate search on the server this trial brought up (no restart)."""
-        objective = self._config.objective
-        scenario = next(s for s in self._config.benchmark.scenarios if s.name == objective.scenario)
-        assert scenario.rate is not None
+    def _measure(
+        self, trial: optuna.Trial, endpoint: Endpoint, results: Sequence[ScenarioResult], references: References
+    ) -> Score | None:
+        """The objective's own measurement on this trial's server, beyond the scenarios (the max-rate search),
+        with no restart; None when the scenarios' score is the trial's."""
+        if not self._objective.measures:
+            return None
         bench = self._parts.benchmark(endpoint)
+        steps: list[float] = []
 
-        held: list[float] = []
+        def report(value: float) -> None:
+            steps.append(value)
+            trial.report(value, len(steps) - 1)
 
-        def step(rate: float, result: ScenarioResult, met: bool) -> None:
-            # The highest rate held so far, a lower bound on the objective, is the trial's intermediate value.
-            held.append(max([rate, *held]) if met else max(held, default=0.0))
-            trial.report(held[-1], len(held) - 1)
-            if self._progress:
-                verdict = "meets" if met else "misses"
-                self._progress(f"at {rate:.3g} req/s: {describe_result(result)}: {verdict} the SLO")
-
-        floor = references.max_rate if self._config.search.pruning else None
+        run = ServerRun(
+            bench=bench,
+            best=references.best,
+            prune=self._config.search.pruning,
+            report=report,
+            record=lambda **facts: write(trial, **facts),
+            say=self._progress or (lambda text: None),
+            describe=describe_result,
+        )
         try:
-            bracket = search_rate(
-                bench,
-                scenario,
-                start=references.max_rate or scenario.rate,
-                steps=objective.rate_steps,
-                floor=floor,
-                on_step=step,
-            )
+            return self._objective.measure(run, results)
         finally:
             bench.close()
-        write(trial, max_rate_rps=bracket.met or 0.0, max_rate_bracket=[bracket.met, bracket.missed])
-        if self._progress:
-            self._progress(bracket.describe())
-        if bracket.below is not None:
-            assert references.best is not None
-            pruned = RegressionPruned(
-                f"misses the SLO in {scenario.name} at {bracket.missed:.3g} req/s, a rate the best "
-                f"#{references.best.number} holds ({bracket.below:.3g} req/s)"
-            )
-            pruned.skipped = (scenario.name,) * (objective.rate_steps - len(bracket.tried))
-            raise pruned
-        return Score(values=(bracket.met or 0.0,), per_scenario={scenario.name: bracket.met or 0.0})
 
     def _gate_after(self, trial: optuna.Trial, endpoint: Endpoint, result: Score, references: References) -> None:
         """The gate after the benchmark: now (``after``), only for a contender (``contenders``), or at the end of
@@ -246,19 +228,26 @@ class TrialRunner:
         if self._progress:
             self._progress(f"gate not run: {behind} (not a contender)")
 
-    def _intermediate(self, trial: optuna.Trial, step: int, result: ScenarioResult, partial: PartialObjective) -> None:
+    def _intermediate(
+        self,
+        trial: optuna.Trial,
+        step: int,
+        result: ScenarioResult,
+        measured: list[ScenarioResult],
+        reference: optuna.trial.FrozenTrial | None,
+    ) -> None:
         write_scenario(trial, result)
-        value = partial.add(result)
-        write(trial, steps=partial.steps)
+        measured.append(result)
+        write(trial, steps=[r.name for r in measured])
         if self._progress:
             self._progress(describe_result(result, last=step == len(self._config.benchmark.scenarios) - 1))
             warning = result.client_warning()
             if warning:
                 self._progress(warning)
-        if len(trial.study.directions) > 1:
-            return  # Optuna has no intermediate values (hence no pruning) for multi-objective studies
-        if self._config.objective.kind == "max_rate":
-            return  # its intermediate values are on its objective's scale: the rate search reports them
+        # On the objective's scale, or none (several objectives, or one that reports its own measurement's).
+        value = self._objective.intermediate(measured, reference)
+        if value is None:
+            return
         trial.report(value, step)
         if trial.should_prune():
             search = self._config.search
@@ -288,8 +277,9 @@ class TrialRunner:
             # plots end where the trial does): the extra repeats are one more step.
             steps = [*record_of(trial).steps, REFINE_STEP]
             write(trial, steps=steps)
-            value = score(outcome.results, self._config.objective, self._config.benchmark).values[0]
-            trial.report(value, len(steps) - 1)
+            value = self._objective.intermediate(outcome.results, None)
+            if value is not None:
+                trial.report(value, len(steps) - 1)
         if self._progress:
             for result in outcome.results:
                 if outcome.refined.added.get(result.name):
@@ -310,7 +300,7 @@ class TrialRunner:
         """How far behind the best feasible trial ``result`` is, when by more than ``[search] prune_margin``."""
         if best is None or len(result.values) != 1 or not best.values or best.values[0] <= 0:
             return None
-        ratio = result.values[0] / best.values[0]
+        ratio = 1.0 / self._objective.better(best.values[0], result.values[0])
         if ratio >= 1.0 - self._config.search.prune_margin:
             return None
         return f"{1.0 - ratio:.0%} behind #{best.number}"

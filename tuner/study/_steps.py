@@ -17,6 +17,7 @@ from tuner.config import BenchmarkSection, Scenario, StudyConfig
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, RegressionPruned
 from tuner.gate import BaseGate, GateResult
+from tuner.objective import objective_of
 from tuner.stats import ObjectiveDecision, Reference, ReferenceLookup, SequentialPolicy, decide_objective
 from tuner.target.services import BaseService, Restarted
 
@@ -143,14 +144,15 @@ def objective_refinement(
     *,
     finalist: ReferenceLookup | None = None,
 ) -> Refinement | None:
-    """The objective-level repeat decision for a trial, when it applies: a single (geomean) objective on
-    aggregate throughput, sequential repeats, and every scenario's reference carrying the study's noise.
+    """The objective-level repeat decision for a trial, when it applies: an objective that refines its repeats
+    (:attr:`tuner.objective.BaseObjective.refines_repeats`), sequential repeats, and every scenario's reference
+    carrying the study's noise.
 
     The objective is compared with the pruner's reference, or with ``finalist``: the repeats of the last config
     the end-of-study confirmation would re-measure (:func:`tuner.study.last_finalist`), with the study's noise
     pooled without it.
     """
-    if lookup is None or config.objective.kind != "geomean" or config.objective.metric != "output_tok_s":
+    if lookup is None or not objective_of(config).refines_repeats:
         return None
     found = {s.name: lookup(s.name) for s in config.benchmark.scenarios}
     references = {name: ref for name, ref in found.items() if ref is not None and policy.on_objective(ref)}

@@ -13,6 +13,7 @@ import sqlalchemy.exc
 
 from tuner.config import StudyConfig, parse_config
 from tuner.errors import ConfigError, EnvironmentFault, TuneError
+from tuner.objective import objective_of
 from tuner.secrets import REDACTED, masked_url
 from tuner.study._faults import describe, watch_busy
 from tuner.study._signals import defer_during_connections
@@ -134,19 +135,6 @@ def _use_wal(path: Path, *, busy_s: float) -> None:
         raise locked[-1]
 
 
-def directions(config: StudyConfig) -> list[optuna.study.StudyDirection]:
-    n = len(config.objective.objectives) if config.objective.kind == "multi" else 1
-    return [optuna.study.StudyDirection.MAXIMIZE] * n
-
-
-def metric_names(config: StudyConfig) -> list[str]:
-    if config.objective.kind == "multi":
-        return [f"{name} {config.objective.metric}" for name in config.objective.objectives]
-    if config.objective.kind == "max_rate":
-        return [f"max rate req/s ({config.objective.scenario})"]
-    return [f"weighted geomean {config.objective.metric}"]
-
-
 def open_study(
     config: StudyConfig,
     *,
@@ -161,10 +149,11 @@ def open_study(
     """
     name = study_name or config.study.name
     store = make_storage(storage or config.study.storage, busy_s=config.study.storage_busy_s)
+    objective = objective_of(config)
     study = optuna.create_study(
         study_name=name,
         storage=store,
-        directions=directions(config),
+        directions=objective.directions(),
         load_if_exists=True,
     )
     stored = study_record(study).fingerprint
@@ -175,9 +164,11 @@ def open_study(
             f"{fingerprint}: search space, objective, scenarios, gate or base command changed). Its trials would "
             f"not be comparable. Use a new study name, or pass --force-config to continue anyway."
         )
-    if len(study.directions) != len(directions(config)):
+    if study.directions != objective.directions():
+        said = lambda ds: "/".join(d.name.lower() for d in ds)  # noqa: E731
         raise FingerprintMismatch(
-            f"study {name!r} has {len(study.directions)} objective(s), this config has {len(directions(config))}"
+            f"study {name!r} has {len(study.directions)} objective(s) ({said(study.directions)}), this config has "
+            f"{len(objective.directions())} ({said(objective.directions())})"
         )
     if stored != fingerprint:
         write_study(
@@ -189,7 +180,7 @@ def open_study(
         )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study.set_metric_names(metric_names(config))
+            study.set_metric_names(objective.metric_names())
     return study
 
 

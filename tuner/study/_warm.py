@@ -28,11 +28,12 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import StudyConfig, default_storage
 from tuner.errors import TuneError
+from tuner.objective import objective_of
 from tuner.search import Prior
 from tuner.space import Param, SearchSpace, Value, format_value, param_distribution
 from tuner.study._faults import masked_url
 from tuner.study._starts import config_key, same_config
-from tuner.study._storage import NoSuchStudy, directions, load_existing
+from tuner.study._storage import NoSuchStudy, load_existing
 from tuner.trials import (
     CarriedTrial,
     WarmStart,
@@ -73,7 +74,7 @@ def read_warm_start(config: StudyConfig, *, storage: str) -> WarmStart:
             mapped.append((t, params))
     names = {p.name for p in config.space.params}
     dropped = sorted({k for t in study_trials(other) for k in t.params} - names)
-    comparable = len(other.directions) == len(directions(config))
+    comparable = other.directions == objective_of(config).directions()
     carried = [_carried(t, params) for t, params in mapped]
     return WarmStart(
         study=other.study_name,

@@ -61,7 +61,7 @@ from tuner.trials._record import (
     write_stored,
     write_study,
 )
-from tuner.trials._slo import closest_to_slo, misses_slo, slo_attainment
+from tuner.trials._slo import closest_to_slo, misses_slo
 from tuner.trials._verdicts import GateVerdict, gate_pending, gate_verdicts, record_gate_verdict, study_trials
 from tuner.trials._warm import CarriedTrial, WarmStart, warm_start_of
 
@@ -112,7 +112,6 @@ __all__ = [
     "record_gate_verdict",
     "record_of",
     "scenario_repeats",
-    "slo_attainment",
     "storage_of",
     "study_id",
     "study_record",

@@ -18,9 +18,11 @@ def confirmation_text(study: optuna.Study) -> str | None:
         return None
     values = c.get("values", {})
     errors = c.get("errors", {})
-    shown = ", ".join(
-        f"#{n} failed" if n in errors else f"#{n} {v:.1f}" for n, v in sorted(values.items(), key=lambda kv: -kv[1])
-    )
+    ranks, texts = c.get("ranks") or {}, c.get("shown") or {}
+    # Best first: the ranks the confirmation stored (in its objective's direction); a record without them ranked
+    # by the highest value.
+    order = sorted(values.items(), key=lambda kv: (ranks.get(kv[0], 0), -kv[1]))
+    shown = ", ".join(f"#{n} failed" if n in errors else f"#{n} {texts.get(n, f'{v:.1f}')}" for n, v in order)
     rounds = c.get("rounds", 2)
     winner, before = c["winner"], c.get("best_before")
     measured = f"re-measured over {rounds} rounds: {shown}"
@@ -28,7 +30,8 @@ def confirmation_text(study: optuna.Study) -> str | None:
         return f"confirmation: #{winner} held its place ({measured})"
     precision = c.get("precision")
     w, b = values.get(str(winner)), values.get(str(before))
-    if isinstance(precision, float) and w and b and w < b * (1 + precision):
+    close = c.get("close") if isinstance(c.get("close"), bool) else bool(w and b and w < b * (1 + (precision or 0)))
+    if isinstance(precision, float) and close:
         return (
             f"confirmation: #{winner} and #{before} are equally fast within the study's {precision * 100:g}% "
             f"precision; #{winner} recommended ({measured})"

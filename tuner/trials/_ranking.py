@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import optuna
+from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.trials import _attrs as attrs
@@ -39,22 +41,26 @@ def counted_trials(study: optuna.Study) -> int:
     return sum(1 for t in study.get_trials(deepcopy=False) if is_counted(t))
 
 
-def rank_value(t: FrozenTrial) -> float:
-    """One number to sort trials by: the objective, or the geometric mean of a multi-objective study's values."""
+def rank_value(t: FrozenTrial, directions: Sequence[StudyDirection] = ()) -> float:
+    """One number per trial, higher is better: the objective (its negative when ``directions`` minimise it), or
+    the geometric mean of a multi-objective study's values (a minimised one inverted). Without ``directions``
+    every value counts as maximised: the number a plot shows."""
     values = t.values or []
     positive = [v for v in values if v > 0 and math.isfinite(v)]
     if len(positive) != len(values) or not values:
         return float("-inf")
+    minimised = [i < len(directions) and directions[i] == StudyDirection.MINIMIZE for i in range(len(values))]
     if len(values) == 1:
-        return values[0]
-    return float(math.exp(sum(math.log(v) for v in values) / len(values)))
+        return -values[0] if minimised[0] else values[0]
+    logs = [-math.log(v) if m else math.log(v) for v, m in zip(values, minimised, strict=True)]
+    return float(math.exp(sum(logs) / len(values)))
 
 
 def feasible(study: optuna.Study) -> list[FrozenTrial]:
     """Counted, feasible, COMPLETE trials with the end-of-study gate verdicts applied, best first (ties: the
     earlier trial). Every ranking, recommendation, plot and export starts from this list."""
     done = [t for t in study_trials(study) if is_counted(t) and is_feasible(t)]
-    return sorted(done, key=lambda t: (-rank_value(t), t.number))
+    return sorted(done, key=lambda t: (-rank_value(t, study.directions), t.number))
 
 
 def candidates(study: optuna.Study) -> list[FrozenTrial]:
@@ -73,12 +79,11 @@ def best_trials(study: optuna.Study) -> list[FrozenTrial]:
     done = feasible(study)
     if len(study.directions) == 1:
         return done[:1]
-    front = [
-        t
-        for t in done
-        if not any(
-            all(o >= v for o, v in zip(other.values, t.values, strict=True)) and other.values != t.values
-            for other in done
-        )
-    ]
+    signs = [-1.0 if d == StudyDirection.MINIMIZE else 1.0 for d in study.directions]
+
+    def dominates(a: FrozenTrial, b: FrozenTrial) -> bool:
+        pairs = [(s * x, s * y) for s, x, y in zip(signs, a.values, b.values, strict=True)]
+        return all(x >= y for x, y in pairs) and a.values != b.values
+
+    front = [t for t in done if not any(dominates(other, t) for other in done)]
     return sorted(front, key=lambda t: t.number)

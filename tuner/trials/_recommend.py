@@ -83,7 +83,7 @@ def recommended(study: optuna.Study) -> Recommendation | None:
     k = study.user_attrs.get(attrs.CONFIRM_TOP)
     k = k if isinstance(k, int) else 3
     if len(study.directions) > 1:
-        top = max(front, key=lambda t: (rank_value(t), -t.number))
+        top = max(front, key=lambda t: (rank_value(t, study.directions), -t.number))
         return Recommendation(
             trial=top, confirmed=False, confirmed_value=None, gate=_gate(top), candidates=n, confirm_top=k,
             front=tuple(front),

@@ -9,6 +9,7 @@ come from the metric registry (:mod:`tuner.metrics`) generically: a metric added
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.metrics import METRICS, scenario_attrs
+from tuner.slo import SLO_STATES, SloVerdict
 from tuner.trials import _attrs as attrs
 from tuner.trials._confirmed import CONFIRMATION
 from tuner.trials._optuna import current_trial, storage_of, trial_id
@@ -211,6 +213,29 @@ class TrialRecord:
         if not isinstance(raw, list):
             return []
         return [float(x) for x in raw if isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)]
+
+    def verdict(self, scenario: str, required: float | None = None) -> SloVerdict | None:
+        """``scenario``'s SLO verdict as the benchmark made it (None: no SLO there, or nothing judged).
+
+        A trial recorded before verdicts were stored has only the attainment's interval: its verdict is the one
+        rule applied to that interval, against ``required`` (the study's share: the trial did not store it)."""
+        num = functools.partial(self.number_figure, scenario)
+        low, high = num("attainment_low"), num("attainment_high")
+        required = num("slo_required") or required
+        if required is None or num("attainment") is None:
+            return None
+        state = self.figure(scenario, "slo_verdict")
+        return SloVerdict(
+            state=state if state in SLO_STATES else SloVerdict.decide(low, high, required),
+            required=required,
+            requests=int(num("requests") or 0),
+            attainment=num("attainment"),
+            low=low,
+            high=high,
+            margin=num("slo_margin"),
+            margin_low=num("slo_margin_low"),
+            margin_high=num("slo_margin_high"),
+        )
 
     def client_bound_scenarios(self) -> list[str]:
         """Scenarios measured while the load generator was the bottleneck: their figures understate the server."""

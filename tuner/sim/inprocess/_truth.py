@@ -20,12 +20,11 @@ from contextlib import redirect_stderr
 from dataclasses import dataclass
 from functools import lru_cache
 from io import StringIO
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-from tuner.bench import LoadResult, RequestRecord, arrival_schedule, goodput_fields, latency_figures, slo_miss
+from tuner.bench import LoadResult, RequestRecord, arrival_schedule, goodput_fields, latency_figures
 from tuner.config import Scenario, StudyConfig, base_spec, load_trace, spec_for
 from tuner.metrics import objective_value
 from tuner.sim import ServerConfig, acceptance_length, corrupts_code, step_time_s, workload_kind
@@ -40,6 +39,7 @@ from tuner.sim._model import (
 )
 from tuner.sim._scheduler import CTX_BUCKET, INIT_NEW_TOKEN_RATIO, PREFILL_S_PER_TOKEN, simulate_open, simulate_scenario
 from tuner.sim._versions import EmulatedVersion
+from tuner.slo import MISSED
 from tuner.space import Param, SearchSpace, Value, iter_configs, param_values, render
 from tuner.spec import LaunchSpec
 
@@ -372,7 +372,7 @@ def _failed(
 def _misses_slo(scenario: Scenario, m: ModelledScenario) -> bool:
     """Whether the modelled requests confidently miss the scenario's SLO: the study's rule (an infeasible trial),
     on the noise-free requests the in-process benchmark judges too."""
-    return slo_miss(SimpleNamespace(name=scenario.name, **m.latency), scenario.slo) is not None
+    return scenario.slo is not None and m.latency.get("slo_verdict") == MISSED
 
 
 def _objective(cfg: ServerConfig, config: StudyConfig, variant: Variant | None = None) -> float:

@@ -1,4 +1,6 @@
-"""One streamed completion: the request body, the timing of every SSE event, and what went wrong.
+"""One streamed completion, whatever HTTP library carried it: the request body, the record of what happened and
+its timings, and the accounting of the stream's SSE events. No HTTP library is imported here: the clients
+(:mod:`tuner.bench._client`) hand it raw bytes and their arrival times.
 
 Timing model
 ------------
@@ -30,37 +32,21 @@ Failure model
 A request succeeds only when its stream completes: HTTP 200, every chunk valid JSON, no ``error`` object,
 and a ``finish_reason`` (other than ``abort``) or ``data: [DONE]`` before the connection closes, with at least
 one output token. Anything else is a failure with a short ``error_kind`` (used to summarise many failures)
-and a detailed ``error``.
+and a detailed ``error``: a :class:`StreamError` names what the stream itself got wrong, and
+:func:`tuner.bench._client.classify` names what the connection did.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 from orjson import loads as _loads
 
 from tuner.bench._sse import SSEDecoder
 
-__all__ = [
-    "ClientErrors",
-    "RequestRecord",
-    "RequestSpec",
-    "StreamError",
-    "StreamEvents",
-    "build_body",
-    "classify",
-    "recount",
-    "resend_unanswered",
-    "stale_connection",
-    "stream_request",
-    "timed_stream",
-]
+__all__ = ["RequestRecord", "RequestSpec", "StreamError", "StreamEvents", "build_body", "recount"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,7 +88,7 @@ class RequestRecord:
     t_due: float | None = None
     """When the load generator should have sent the request (released, and its stream free)."""
     t_sent: float | None = None
-    """When the request body was written to the connection (httpx trace)."""
+    """When the request body was written to the connection (the HTTP library's trace hook)."""
     t_scheduled: float | None = None
     """Open loop: when the request arrived by the schedule; its latencies count from here."""
 
@@ -202,180 +188,6 @@ def build_body(
     else:
         raise ValueError(f"api must be 'chat' or 'completions', got {api!r}")
     return json.dumps(body, separators=(",", ":")).encode()
-
-
-#: Times a request that failed on a connection the server had closed, before any answer, is sent again.
-RESENDS = 1
-
-
-Errors = tuple[type[BaseException], ...]
-
-
-@dataclass(frozen=True, kw_only=True)
-class ClientErrors:
-    """One HTTP client library's exceptions, sorted into the failure kinds :func:`classify` names: all a client
-    path supplies; the kinds, their order and their words are :func:`classify`'s, one rule for every library."""
-
-    connect: Errors
-    """Failed to connect (``connection refused`` when the OS refused, else ``connect error``)."""
-    timeout: Errors
-    closed_mid_stream: Errors
-    """The server closed the connection before the body was complete."""
-    reset: Errors
-    other: Errors
-    """The library's base error: the kind is its type's name."""
-    stale: Errors
-    """Failed on a connection the server had already closed, before any answer (safe to send again)."""
-
-
-def _refused(exc: BaseException) -> bool:
-    """The OS refused the connection: a ``ConnectionRefusedError`` in the chain (aiohttp keeps it as ``os_error``)
-    or, when the library kept only its words, "refused" in the message (httpx)."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        os_error = getattr(seen, "os_error", None)
-        if isinstance(seen, ConnectionRefusedError) or isinstance(os_error, ConnectionRefusedError):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return "refused" in str(exc).lower()
-
-
-def classify(exc: BaseException, errors: ClientErrors) -> tuple[str, str]:
-    """A short kind (for "12/32 requests failed (connection reset)") and a detail line."""
-    detail = f"{type(exc).__name__}: {exc}".strip()
-    if isinstance(exc, StreamError):
-        return exc.kind, exc.detail
-    if isinstance(exc, errors.connect):
-        return ("connection refused" if _refused(exc) else "connect error"), detail
-    if isinstance(exc, (*errors.timeout, TimeoutError)):
-        return "timeout", detail or "timed out"
-    if isinstance(exc, errors.closed_mid_stream):
-        return "connection closed mid-stream", detail
-    if isinstance(exc, (*errors.reset, ConnectionError)):
-        return "connection reset", detail
-    if isinstance(exc, errors.other):
-        return type(exc).__name__, detail
-    return "client error", detail
-
-
-def stale_connection(exc: BaseException, errors: ClientErrors) -> bool:
-    """Whether the request failed on a connection that was already closed, not on connecting (a server that is
-    down): such a request was never read, and :func:`resend_unanswered` may send it again."""
-    return isinstance(exc, errors.stale) and not isinstance(exc, errors.connect)
-
-
-def _httpx_errors() -> ClientErrors:
-    return ClientErrors(
-        connect=(httpx.ConnectError,),
-        timeout=(httpx.TimeoutException,),
-        # httpx's wording for a body cut short: "peer closed connection without sending complete message".
-        closed_mid_stream=(httpx.RemoteProtocolError,),
-        reset=(httpx.ReadError, httpx.WriteError),
-        other=(httpx.HTTPError,),
-        stale=(httpx.RemoteProtocolError, httpx.WriteError, httpx.ReadError),
-    )
-
-
-async def stream_request(
-    client: httpx.AsyncClient,
-    *,
-    url: str,
-    body: bytes,
-    headers: dict[str, str],
-    index: int,
-    timeout_s: float,
-    api: str,
-    keep_text: bool = False,
-) -> RequestRecord:
-    """Send one streamed request with httpx and time it; never raises for a request failure (``record.error``).
-
-    ``keep_text`` keeps the generated text in ``record.text``, for servers whose streams carry no usage.
-    """
-    clock = time.monotonic
-    rec = RequestRecord(index=index, t_start=clock())
-    events = StreamEvents(chat=api == "chat", keep_text=keep_text)
-
-    async def trace(name: str, info: dict[str, Any]) -> None:
-        if name == "http11.send_request_body.complete":
-            rec.t_sent = clock()
-
-    answered = False
-
-    async def send() -> None:
-        nonlocal answered
-        async with client.stream("POST", url, content=body, headers=headers, extensions={"trace": trace}) as resp:
-            answered = True
-            if resp.status_code != 200:
-                text = (await resp.aread())[:500].decode("utf-8", "replace")
-                raise StreamError(f"HTTP {resp.status_code}", text.strip() or resp.reason_phrase)
-            feed = events.feed
-            async for chunk in resp.aiter_raw():
-                feed(chunk, clock())
-            events.close()
-
-    errors = _httpx_errors()
-
-    async def exchange() -> None:
-        await resend_unanswered(send, answered=lambda: answered, errors=errors)
-
-    return await timed_stream(rec, events, exchange, timeout_s=timeout_s, errors=errors)
-
-
-async def resend_unanswered(
-    send: Callable[[], Awaitable[None]],
-    *,
-    answered: Callable[[], bool],
-    errors: ClientErrors,
-) -> None:
-    """Run ``send``; run it again, on a new connection, if it failed on a dead connection before any answer.
-
-    A server that closes a keep-alive connection right after a response (llama-server does, after a stream)
-    races the client's next request on it: the client may write before it has seen the close, and the request
-    fails at once, unread. Such a request is safe to send again (:data:`RESENDS` times; the failed connection is
-    dropped, so the next try opens a new one). One that got any byte of an answer (``answered``) is never resent:
-    the server worked on it, and its failure is the config's.
-    """
-    for attempt in range(RESENDS + 1):
-        try:
-            await send()
-            return
-        except Exception as exc:
-            if attempt == RESENDS or answered() or not stale_connection(exc, errors):
-                raise
-
-
-async def timed_stream(
-    rec: RequestRecord,
-    events: StreamEvents,
-    exchange: Callable[[], Awaitable[None]],
-    *,
-    timeout_s: float,
-    errors: ClientErrors,
-) -> RequestRecord:
-    """Run ``exchange`` (send, read every chunk into ``events``) under the deadline; fill or fail ``rec``.
-
-    Shared by every HTTP client library: only sending and which of its exceptions are which (``errors``) differ.
-    """
-    clock = time.monotonic
-    try:
-        async with asyncio.timeout(timeout_s):
-            await exchange()
-        events.check_complete()
-    except asyncio.CancelledError:
-        rec.t_end = clock()
-        rec.error_kind, rec.error = "cancelled", "cancelled after another request failed"
-        raise
-    except Exception as exc:
-        rec.t_end = clock()
-        rec.error_kind, rec.error = classify(exc, errors)
-        events.fill(rec)  # what the stream delivered before it failed: the evidence counts it
-        return rec
-    rec.t_end = clock()
-    events.fill(rec)
-    if rec.output_tokens <= 0:
-        # A completed stream with nothing in it is a broken server, not a fast one.
-        rec.error_kind, rec.error = "empty response", f"finish_reason {rec.finish_reason!r} with no output tokens"
-    return rec
 
 
 def _parse(data: bytes) -> dict[str, Any]:

@@ -7,8 +7,8 @@ import math
 import pytest
 
 from tuner.config import BenchmarkSection, ObjectiveSection, Scenario
-from tuner.config._sections import precision_share
-from tuner.study._scoring import objective_bound
+from tuner.config._objective import precision_share
+from tuner.objective._throughput import bound as objective_bound
 
 
 def _section(*weights: float, precision: float = 0.02) -> BenchmarkSection:
