@@ -79,6 +79,7 @@ _GROUPS = {"real": "llama", "report": "report-study"}
 _FILE_GROUPS = {"test_llama_server.py": "llama-server"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns the marks into the scopes it distributes
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         parts = Path(str(item.path)).relative_to(ROOT / "tests").parts

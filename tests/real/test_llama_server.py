@@ -23,6 +23,7 @@ import httpx
 import optuna
 import pytest
 
+from tests.fixtures_rerun import ClientRerun
 from tests.real.conftest import LlamaServerInstall, spawn_llama_server
 from tuner.bench import arrival_schedule, parse_prometheus
 from tuner.cli import main
@@ -120,7 +121,7 @@ def _bench(path: Path, capsys: pytest.CaptureFixture[str]) -> list[dict]:
 
 def test_bench_agrees_with_the_servers_own_timings_and_counters(
     drafting_server: SimProcess, llama_server_install: LlamaServerInstall, tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], client_rerun: ClientRerun,
 ) -> None:  # fmt: skip
     """Three scenarios: tune bench's tok/s against the server's per-request total time for the same requests,
     and its acceptance length against the server's counters and its per-request "mean len" log lines."""
@@ -131,6 +132,7 @@ def test_bench_agrees_with_the_servers_own_timings_and_counters(
     log_start = len(drafting_server.log())
     before = _counters(drafting_server.url)
     results = _bench(path, capsys)
+    client_rerun.check(sum(r["client_reruns"] for r in results))
     after = _counters(drafting_server.url)
     log = drafting_server.log()[log_start:]
     totals = [(float(ms), int(n)) for ms, n in _TOTAL.findall(log)]
@@ -505,7 +507,8 @@ def _check_each_request(rows: list[dict], tasks: list[ServerTask], delivery: flo
 
 
 def test_open_loop_slo_attainment_agrees_with_the_servers_own_timings(
-    llama_server_install: LlamaServerInstall, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    llama_server_install: LlamaServerInstall, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    client_rerun: ClientRerun,
 ) -> None:
     """Poisson arrivals at about the one-slot server's capacity (some requests wait for the slot) with a TPOT
     limit. Each pass is checked against the server's log: the requests it finished, the offered rate (the
@@ -531,6 +534,7 @@ def test_open_loop_slo_attainment_agrees_with_the_servers_own_timings(
             limit = statistics.median(t.tpot_s for t in tasks)
     finally:
         server.kill()
+    client_rerun.check(sum(int(r["reruns"]) for r in runs))
     first, last = runs[0], runs[-1]
     assert first["met"] == first["server_met"] == first["requests"] and not first["missed"], first
     assert len(runs) > 1 and 0 < last["server_met"] < last["requests"], runs  # the limit split the requests
