@@ -13,6 +13,9 @@ from pathlib import Path
 #: The planted client stall (tuner.bench._planted): far above the client-bound bound of the tests that take it
 #: (10% of a request's latency, at least 50 ms), and short beside their passes.
 PLANTED_STALL_S = 1.0
+#: A real server's requests wait seconds for its slot (10% of that is the bound): 1 s was under it on a 2-core
+#: machine at a load average of 15.
+REAL_SERVER_STALL_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,12 @@ class ClientRerun:
 
     forced: bool
     stall_file: Path | None = None
+
+    def lasting(self, seconds: float) -> None:
+        """Make the planted stall this long (it must exceed the client-bound bound: 10% of a request's median
+        latency, which a real server's queue can take to seconds)."""
+        if self.stall_file is not None:
+            self.stall_file.write_text(str(seconds))
 
     def check(self, reruns: int | None = None) -> None:
         """When forced: the stall was planted (its file taken), and the pass was run again (``reruns``, when the

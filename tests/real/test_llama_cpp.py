@@ -15,7 +15,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from tests.fixtures_rerun import ClientRerun
+from tests.fixtures_rerun import REAL_SERVER_STALL_S, ClientRerun
 from tests.real.conftest import SERVING, LlamaInstall
 from tuner.cli import main
 from tuner.config import load_config
@@ -137,6 +137,7 @@ def test_bench_agrees_with_the_servers_own_timings(
     client_rerun: ClientRerun,
 ) -> None:  # fmt: skip
     """tune bench's output tok/s against llama_perf's per-request total time, both for the same requests."""
+    client_rerun.lasting(REAL_SERVER_STALL_S)
     path = _study(tmp_path, llama, port=llama_server.port)
     path.write_text(path.read_text().replace("repeats = 2", "repeats = 1").replace("requests = 1", "requests = 3"))
     before = len(_PERF.findall(llama_server.log()))

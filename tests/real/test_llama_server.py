@@ -23,7 +23,7 @@ import httpx
 import optuna
 import pytest
 
-from tests.fixtures_rerun import ClientRerun
+from tests.fixtures_rerun import REAL_SERVER_STALL_S, ClientRerun
 from tests.real.conftest import LlamaServerInstall, spawn_llama_server
 from tuner.bench import arrival_schedule, parse_prometheus
 from tuner.cli import main
@@ -125,6 +125,7 @@ def test_bench_agrees_with_the_servers_own_timings_and_counters(
 ) -> None:  # fmt: skip
     """Three scenarios: tune bench's tok/s against the server's per-request total time for the same requests,
     and its acceptance length against the server's counters and its per-request "mean len" log lines."""
+    client_rerun.lasting(REAL_SERVER_STALL_S)
     command = llama_server_install.command(drafting_server.port, *llama_server_install.draft_model())
     path = _write(tmp_path / "bench.toml", BENCH, port=drafting_server.port, command=command)
     config = load_config(path)
@@ -516,6 +517,7 @@ def test_open_loop_slo_attainment_agrees_with_the_servers_own_timings(
     end against its logged first and last tokens from the arrival, and the attainment, its interval and the
     verdict against those the slot's timings give for the same limit. First a limit every request meets, then
     the same pass with one at the median of the server's TPOTs in it, so some requests meet it and some miss."""
+    client_rerun.lasting(REAL_SERVER_STALL_S)
     port = free_port()
     # No prompt cache across requests (--cache-ram 0): a pass's prompts are evaluated as the first pass's were.
     command = llama_server_install.command(port, *NGRAM, "--cache-ram", "0", "--log-timestamps", "--log-prefix")
