@@ -247,7 +247,7 @@ def run_arm(
     from tuner.errors import TuneError
     from tuner.search import SAMPLERS, pruning_savings
     from tuner.sim.inprocess import VARIANTS, VirtualClock, run_inprocess, true_objective
-    from tuner.trials import is_counted, is_feasible
+    from tuner.trials import is_counted, record_of
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # TPE's group=True
@@ -292,7 +292,7 @@ def run_arm(
         return cache[key]
 
     for t in counted:
-        if is_feasible(t) and t.values[0] > best_value:
+        if record_of(t).feasible and t.values[0] > best_value:
             best_value, best_true = t.values[0], truth(t.params)
         fractions.append(best_true / optimum)
     trials_labels = list(clock.trials)
@@ -335,9 +335,9 @@ def _confirmed_fraction(study: Any, truth: Any, optimum: float) -> float:
 def _finalists_best_fraction(study: Any, truth: Any, optimum: float) -> float | None:
     """True value of the best config the confirmation re-measured (what a perfect confirmation would pick);
     None without a confirmation."""
-    from tuner.trials import CONFIRMATION, study_trials
+    from tuner.trials import study_record, study_trials
 
-    c = study.user_attrs.get(CONFIRMATION)
+    c = study_record(study).confirmation
     if not isinstance(c, dict) or not c.get("trials"):
         return None
     trials = study_trials(study)

@@ -211,7 +211,7 @@ def test_functions_are_at_most_60_lines() -> None:
     assert not long, "\n".join(sorted(long))
 
 
-OPTUNA_ADAPTER = "tuner.trials._optuna"
+OPTUNA_ADAPTER = "tuner.trials.adapter"
 #: Optuna's private attributes `tune` needs: only its adapter may touch them.
 OPTUNA_PRIVATE = {"_storage", "_study_id", "_trial_id", "_thread_local", "_backend", "_cached_frozen_trial"}
 
@@ -249,7 +249,7 @@ def test_optuna_internals_only_behind_their_adapter() -> None:
         if m != OPTUNA_ADAPTER
         for use in optuna_internals(path.read_text())
     ]
-    assert not bad, "\n".join(bad) + "\n(add what you need to tuner/trials/_optuna.py and its test)"
+    assert not bad, "\n".join(bad) + "\n(add what you need to tuner/trials/adapter.py and its test)"
 
 
 TRIAL_FACTS = "tuner.trials"

@@ -20,6 +20,7 @@ __all__ = [
     "GateFailed",
     "HostError",
     "LockHeld",
+    "NoAnswer",
     "NotReady",
     "Phase",
     "RegressionPruned",
@@ -56,6 +57,11 @@ class EnvironmentFault(TuneError):
     The message is one line naming what and where; `tune` exits with status 3 and nothing is charged to a
     configuration.
     """
+
+
+class NoAnswer(TuneError):
+    """The study holds no answer to act on: no config keeps its promise, or the one it recommends is not shown to
+    keep it. ``tune`` exits with status 4 (docs/faults.md)."""
 
 
 class HostError(TuneError):

@@ -22,6 +22,7 @@ __all__ = [
     "LATENCY_PERCENTILES",
     "METRICS",
     "OBJECTIVE_METRICS",
+    "PROBE_KEYS",
     "STATUS_METRICS",
     "LatencyMeasure",
     "Metric",
@@ -31,6 +32,7 @@ __all__ = [
     "objective_point",
     "objective_point_key",
     "objective_value",
+    "probe_figures",
     "scenario_attrs",
     "scenario_key",
 ]
@@ -250,6 +252,20 @@ def scenario_key(scenario: str, key: str) -> str:
 def scenario_attrs(result: Any) -> dict[str, Any]:
     """Flat user attrs for one :class:`~tuner.bench.ScenarioResult` (``<scenario>.<key>``)."""
     return {scenario_key(result.name, m.key): _round(m.read(result)) for m in METRICS}
+
+
+#: What a pass at another rate (a probe of a rate search) keeps: its rate, its SLO verdict, each latency's p99.
+PROBE_KEYS: tuple[str, ...] = (
+    "rate", "requests", "attainment", "attainment_low", "attainment_high", "slo_verdict", "slo_required",
+    "slo_margin", "slo_margin_low", "slo_margin_high",
+    *(k for m in LATENCY_MEASURES for k in (m.percentile(99), interval_key(m.percentile(99), "low"),
+                                             interval_key(m.percentile(99), "high"))),
+)  # fmt: skip
+
+
+def probe_figures(result: Any) -> dict[str, Any]:
+    """A pass's :data:`PROBE_KEYS` figures and its scenario's name (a trial keeps one per probe)."""
+    return {"scenario": result.name, **{k: _round(by_key(k).read(result)) for k in PROBE_KEYS}}
 
 
 def objective_value(result: Any, metric: str) -> float:

@@ -20,7 +20,9 @@ Dependency-free: the verdict is data, read from a result or from a stored trial 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["MET", "MISSED", "SLO_STATES", "UNDECIDED", "SloVerdict"]
 
@@ -34,7 +36,7 @@ _TIE = 1e-6
 
 
 def _share(x: float | None) -> str:
-    return "?" if x is None else f"{x * 100:.3g}%"
+    return "?" if x is None else f"{x * 100:.4g}%"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,18 +89,57 @@ class SloVerdict:
             value = self.required - (self.high if self.high is not None else 1.0)
         return max(value, _TIE) if self.state == MISSED else min(value, 0.0)
 
+    def figures(self) -> dict[str, Any]:
+        """The verdict as the flat figures a scenario's result and a trial record hold (:meth:`read` reads them)."""
+        return {
+            "attainment": self.attainment,
+            "attainment_low": self.low,
+            "attainment_high": self.high,
+            "slo_verdict": self.state,
+            "slo_required": self.required,
+            "slo_margin": self.margin,
+            "slo_margin_low": self.margin_low,
+            "slo_margin_high": self.margin_high,
+        }
+
+    @classmethod
+    def read(cls, figure: Callable[[str], Any], *, requests: int, required: float | None = None) -> SloVerdict | None:
+        """The verdict back from :meth:`figures` (``figure(name)``: None when absent), or None without one.
+
+        Figures recorded before verdicts were kept have only the attainment's interval: the state is then the one
+        rule applied to it, against ``required`` (which they did not record either)."""
+        required = figure("slo_required") or required
+        if required is None or figure("attainment") is None:
+            return None
+        low, high, state = figure("attainment_low"), figure("attainment_high"), figure("slo_verdict")
+        return cls(
+            state=state if state in SLO_STATES else cls.decide(low, high, required),
+            required=required,
+            requests=requests,
+            attainment=figure("attainment"),
+            low=low,
+            high=high,
+            margin=figure("slo_margin"),
+            margin_low=figure("slo_margin_low"),
+            margin_high=figure("slo_margin_high"),
+        )
+
     def text(self, scenario: str, limits: str) -> str:
-        """The verdict in the words every view uses (``limits``: the SLO as a person says it, ``TTFT 1 s``)."""
+        """The verdict in the words every view uses (``limits``: the SLO as a person says it, ``TTFT 1 s``), with
+        the margin as a person reads it (the share of the limits the required share of requests stayed within)."""
         share, required = _share(self.attainment), _share(self.required)
+        margin = ""
+        if self.margin is not None:
+            margin = f"; {required} of requests within {math.exp(self.margin):.0%} of the limits"
         if self.state == MISSED:
-            return f"misses the SLO in {scenario}: {share} of requests within {limits}, {required} required"
+            return f"misses the SLO in {scenario}: {share} of requests within {limits}, {required} required{margin}"
         interval = f"{_share(self.low)}-{_share(self.high)}"
         if self.state == MET:
             return (
                 f"meets the SLO in {scenario}: {share} of {self.requests} requests within {limits} ({required} "
-                f"required; interval {interval})"
+                f"required; interval {interval}{margin})"
             )
         return (
             f"not shown to meet the SLO in {scenario}: {share} ({interval}) of {self.requests} requests within "
-            f"{limits}, {required} required"
+            f"{limits}, {required} required{margin}"
         )

@@ -103,7 +103,12 @@ def subject(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Subject]
 def _check_result(result: ScenarioResult, scenario: Scenario) -> None:
     repeats = SECTION.repeats
     assert isinstance(result, ScenarioResult)
-    assert result.name == scenario.name and result.concurrency == scenario.concurrency
+    # The load as set: a closed loop's streams, or an open loop's rate and cap (never its request count).
+    if scenario.open_loop:
+        assert result.rate == scenario.rate and result.concurrency == scenario.max_concurrency
+    else:
+        assert result.name == scenario.name and result.concurrency == scenario.concurrency and result.rate is None
+    assert result.name == scenario.name
     assert len(result.repeats_tok_s) == repeats
     assert all(x > 0 for x in result.repeats_tok_s)
     assert result.output_tok_s > 0

@@ -85,7 +85,7 @@ def test_bench_says_the_load_the_interval_and_each_slo_verdict(
     path.write_text(path.read_text() + OPEN)
     rc = _run(["--config", str(path), "--scenario", "c1-short", "--scenario", "open-easy", "--scenario", "open-tight"])
     lines = capsys.readouterr().out.splitlines()
-    assert rc == 0
+    assert rc == 4  # open-tight misses its SLO: no answer (docs/faults.md), the table and lines printed all the same
     head = next(line for line in lines if line.startswith("scenario "))
     assert "80% CI" in head and "TPOT p50/p99 ms" in head  # the study's confidence, not a fixed 95%
     rows = {line.split()[0]: line for line in lines if line.split() and line.split()[0] in ("c1-short", "open-easy")}
@@ -94,7 +94,7 @@ def test_bench_says_the_load_the_interval_and_each_slo_verdict(
     requests = rows["open-easy"].split()[-3]  # every repeat's requests, as the table counts them
     assert verdicts[0].startswith(f"meets the SLO in open-easy: 100% of {requests} requests within TTFT 30 s (50%")
     assert verdicts[1].startswith("misses the SLO in open-tight: 0% of requests within TTFT"), verdicts
-    assert verdicts[1].endswith("99% required") and len(verdicts) == 2
+    assert "99% required; 99% of requests within " in verdicts[1] and len(verdicts) == 2
 
 
 def test_bench_writes_every_measured_request(
@@ -109,7 +109,7 @@ def test_bench_writes_every_measured_request(
     rc = _run(["--config", str(path), "--scenario", "open-easy", "--scenario", "open-tight", "--json",
                "--requests", str(out)])  # fmt: skip
     doc = json.loads(capsys.readouterr().out)
-    assert rc == 0
+    assert rc == 4  # open-tight misses its SLO (docs/faults.md); every request is still written
     client_rerun.check(doc["scenarios"][0]["client_reruns"])
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     for result in doc["scenarios"]:

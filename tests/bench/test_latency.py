@@ -20,7 +20,7 @@ def _rec(i: int, *, start: float, first: float, end: float, tokens: int, schedul
 def test_open_loop_latency_counts_from_the_arrival_and_tpot_per_request() -> None:
     # Due at 0, sent 0.5 s late: TTFT and E2E include the lateness; TPOT is the pace after the first token.
     rec = _rec(0, start=10.5, first=11.0, end=12.0, tokens=11, scheduled=10.0)
-    assert rec.ttft_s == pytest.approx(1.0) and rec.latency_s == pytest.approx(2.0)
+    assert rec.ttft_s == pytest.approx(1.0) and rec.e2e_s == pytest.approx(2.0)
     assert rec.tpot_s == pytest.approx((2.0 - 1.0) / 10)
     closed = _rec(1, start=10.5, first=11.0, end=12.0, tokens=1, scheduled=None)
     assert closed.ttft_s == pytest.approx(0.5) and closed.tpot_s is None
@@ -59,7 +59,7 @@ def test_p50_and_p99_have_intervals_over_every_repeat_and_none_where_too_few_req
     first, second = _closed_run(150, offset=0), _closed_run(150, offset=150)
     both = latency_figures([first, second], confidence=0.8)
     ttfts = [rec.ttft_s for run in (first, second) for rec in run.records]
-    e2e = [rec.latency_s for run in (first, second) for rec in run.records]
+    e2e = [rec.e2e_s for run in (first, second) for rec in run.records]
     for prefix, samples in (("ttft", ttfts), ("e2e", e2e)):
         for q in (50, 99):
             low, high = both[f"{prefix}_p{q}_low_s"], both[f"{prefix}_p{q}_high_s"]

@@ -273,7 +273,7 @@ def test_slo_writes_the_promise_and_an_open_loop_scenario(tmp_path: Path) -> Non
         ("ttft=fast", "got 'ttft=fast'"),
         ("latency=1", "got 'latency=1'"),
         ("ttft=-1", "--slo.ttft_s: expected a number of seconds > 0, got -1.0"),
-        ("attainment=0.9", "--slo.ttft_s: expected at least one limit"),
+        ("attainment=0.9", "--slo: expected at least one limit"),
         ("ttft=1,attainment=99", "--slo.attainment: expected a share of requests in (0, 1]"),
         ("ttft=1,rate=0", "--slo rate: expected requests/s > 0"),
     ],

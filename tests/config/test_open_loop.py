@@ -119,11 +119,15 @@ def test_open_loop_errors_name_file_key_and_expectation(tmp_path: Path, scenario
     ],
 )
 def test_a_bad_trace_line_names_the_file_and_line(tmp_path: Path, line: str, key: str, expected: str) -> None:
+    """One line: the study file and the scenario's key, then the trace file, its line and what was wrong there."""
     trace = tmp_path / f"bad-{abs(hash(line))}.jsonl"
     trace.write_text('{"timestamp": 0, "input_length": 4}\n' + line + "\n")
+    path = study(tmp_path, f'name = "x"\ntrace = "{trace.name}"\noutput_tokens = 4\n')
     with pytest.raises(ConfigError) as info:
-        load_config(study(tmp_path, f'name = "x"\ntrace = "{trace.name}"\noutput_tokens = 4\n'))
-    assert info.value.key == key and expected in info.value.expected and info.value.file == str(trace.resolve())
+        load_config(path)
+    assert info.value.file == str(path) and info.value.key.endswith("].trace"), str(info.value)
+    assert f"for scenario x ({trace.name} {key}: " in info.value.expected and expected in info.value.expected
+    assert "(file)" not in str(info.value) and "\n" not in str(info.value)
 
 
 def test_a_scenario_says_how_its_requests_come(tmp_path: Path) -> None:

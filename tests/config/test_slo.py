@@ -42,7 +42,7 @@ def test_a_request_meets_the_slo_when_it_meets_every_limit() -> None:
 @pytest.mark.parametrize(
     ("slo", "key", "expected"),
     [
-        ("[slo]\nattainment = 0.9\n", "slo.ttft_s", "at least one limit"),
+        ("[slo]\nattainment = 0.9\n", "slo", "at least one limit"),
         ("[slo]\nttft_s = 0\n", "slo.ttft_s", "> 0"),
         ("[slo]\nttft_s = 1\nattainment = 1.5\n", "slo.attainment", "(0, 1]"),
         ("[slo]\nttft = 1\n", "slo.ttft", "a known key"),

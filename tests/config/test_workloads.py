@@ -71,21 +71,23 @@ def test_chat_files_in_both_sharegpt_shapes(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "match"),
     [
-        ("{not json\n", r"bad.jsonl: line 1: expected a JSON object per line"),
-        ('{"text": "hi"}\n', r'bad.jsonl: line 1: expected an object with a "messages" or "conversations" list'),
-        ('{"messages": [{"role": "robot", "content": "x"}]}\n', r"bad.jsonl: line 1: expected turns like"),
-        ('{"messages": []}\n\n{"messages": [{"role": "assistant", "content": "x"}]}\n', r"line 1: expected at least"),
-        ("\n", r"bad.jsonl: \(file\): expected at least one chat"),
+        ("{not json\n", r"\(bad.jsonl line 1: a JSON object per line, got"),
+        ('{"text": "hi"}\n', r'\(bad.jsonl line 1: an object with a "messages" or "conversations" list'),
+        ('{"messages": [{"role": "robot", "content": "x"}]}\n', r"\(bad.jsonl line 1: turns like"),
+        ('{"messages": []}\n\n{"messages": [{"role": "assistant", "content": "x"}]}\n', r"line 1: at least"),
+        ("\n", r"\(bad.jsonl: at least one chat\)"),
     ],
 )
 def test_bad_chat_files_are_config_errors_naming_the_line(tmp_path: Path, content: str, match: str) -> None:
+    """One line: the study file, the scenario's prompts key, then the chat file, its line and what was wrong."""
     (tmp_path / "bad.jsonl").write_text(content)
-    with pytest.raises(ConfigError, match=match):
+    with pytest.raises(ConfigError, match=r"\]\.prompts: expected a usable file for scenario .*" + match):
         _config(tmp_path, "bad.jsonl")
 
 
 def test_unknown_workload_and_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r'prompts: expected "random", "humaneval" or the path of a .jsonl'):
         _config(tmp_path, "sharegpt")
-    with pytest.raises(ConfigError, match=r"missing.jsonl: \(file\): expected a readable JSONL file"):
+    missing = r"\.prompts: expected a usable file .*\(missing.jsonl: a readable JSONL file"
+    with pytest.raises(ConfigError, match=missing):
         _config(tmp_path, "missing.jsonl")

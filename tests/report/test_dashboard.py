@@ -14,7 +14,8 @@ from optuna.artifacts import FileSystemArtifactStore
 from tuner.report import DashboardServer, mark_feasibility, write_study_note
 from tuner.report._importance import importances
 from tuner.report._notes import annotate_trials, study_note_text
-from tuner.trials import CONFIRMATION, best_trials, is_feasible, recommended
+from tuner.trials import best_trials, recommended, record_of
+from tuner.trials._confirmed import CONFIRMATION
 
 Case = Any  # tests/report/conftest.py's StudyCase (conftest modules are not importable by name)
 
@@ -77,7 +78,7 @@ def test_dashboard_best_is_the_confirmed_winner(synthetic_study: Case) -> None:
     measured_best = best_trials(study)[0]
     runner_up = next(
         t for t in sorted(study.trials, key=lambda t: -(t.values or [0])[0])
-        if t.number != measured_best.number and is_feasible(t) and t.values
+        if t.number != measured_best.number and record_of(t).feasible and t.values
     )
     # The re-measurement of the top put the runner-up first: that is what tune recommends, and what the UI shows.
     study.set_user_attr(CONFIRMATION, {"trials": [measured_best.number, runner_up.number], "winner": runner_up.number,
@@ -201,11 +202,11 @@ def test_allow_edits_opens_the_dashboard(synthetic_study: Case) -> None:
 def test_a_failed_trial_is_failed_on_the_dashboard_too(synthetic_study: Case) -> None:
     """Stored PRUNED so the sampler learns from it, a trial that did not start or died is 'failed' in status and
     the report: the dashboard's badge must not call it pruned."""
-    from tuner.trials import NOT_STARTED, outcome
+    from tuner.trials import Outcome
 
     with _serve(synthetic_study) as server:
         detail = _detail(server, "syn")
     states = {t["number"]: t["state"] for t in detail["trials"]}
-    failed = [t.number for t in synthetic_study.study.trials if outcome(t) == NOT_STARTED]
+    failed = [t.number for t in synthetic_study.study.trials if Outcome.of(t) == Outcome.NOT_STARTED]
     assert failed and all(states[n] == "Fail" for n in failed), states
     assert all(t.state.name == "PRUNED" for t in synthetic_study.study.trials if t.number in failed)  # as stored

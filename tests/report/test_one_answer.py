@@ -23,7 +23,8 @@ from tuner.report import DashboardServer, figure_text
 from tuner.report._notes import annotate_trials
 from tuner.sim.inprocess import run_inprocess
 from tuner.sim.testing import free_port
-from tuner.trials import CONFIRMATION, recommended
+from tuner.trials import recommended
+from tuner.trials._confirmed import CONFIRMATION
 
 SEEDS = range(40)
 

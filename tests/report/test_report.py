@@ -128,7 +128,7 @@ def test_cli_report_and_export(synthetic_study: Case, tmp_path: Path, capsys: py
 def test_a_mixed_target_study_is_split_by_target(synthetic_study: Case, tmp_path: Path) -> None:
     import optuna
 
-    from tuner.trials import as_user_attrs
+    from tuner.trials._record import as_user_attrs
 
     mixed = optuna.create_study(study_name="mixed", directions=["maximize"])
     for t in synthetic_study.study.trials:

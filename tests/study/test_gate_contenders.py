@@ -10,7 +10,7 @@ import optuna
 from optuna.trial import TrialState
 
 from tuner.sim.inprocess import run_inprocess
-from tuner.trials import best_trials, candidates, is_feasible, outcome, outcome_text, recommended, record_of
+from tuner.trials import Outcome, best_trials, candidates, recommended, record_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fixtures_demo import MakeConfig, gate_when, make_config, seeds
@@ -39,15 +39,15 @@ def test_a_config_behind_the_best_is_measured_but_not_gated(make_config: MakeCon
 
     source, study = _study(make_config, BEHIND, when="contenders")
     baseline, behind = study.trials[:2]
-    assert record_of(baseline).gate == "5/5" and is_feasible(baseline)  # no best yet: a contender
+    assert record_of(baseline).gate == "5/5" and record_of(baseline).feasible  # no best yet: a contender
     assert behind.params == BEHIND and behind.state == TrialState.COMPLETE, record_of(behind).failure_reason
     assert behind.values[0] < 0.95 * baseline.values[0]
     assert record_of(behind).gate_skipped is True and record_of(behind).gate_s is None
     assert record_of(behind).gate.startswith("not run: ") and "behind #0" in record_of(behind).gate
     assert record_of(behind).correct is None and not behind.constraints  # no verdict: nothing for TPE to avoid
-    assert not is_feasible(behind)  # an unchecked config is never recommended
-    assert outcome(behind) == "not gated (behind the best)"
-    assert outcome_text(behind).startswith("not gated: too far behind the best to need it (not run: ")
+    assert not record_of(behind).feasible  # an unchecked config is never recommended
+    assert Outcome.of(behind) == "not gated (behind the best)"
+    assert Outcome.text(behind).startswith("not gated: too far behind the best to need it (not run: ")
     assert [t.number for t in best_trials(study)] == [0]
     assert [t.number for t in candidates(study)[:3]] == [0]  # nor confirmed as a candidate
     capsys.readouterr()
@@ -61,5 +61,5 @@ def test_a_config_behind_the_best_is_measured_but_not_gated(make_config: MakeCon
 def test_after_gates_every_config_that_survives_the_benchmark(make_config: MakeConfig) -> None:
     _, study = _study(make_config, BEHIND, when="after")
     behind = study.trials[1]
-    assert behind.params == BEHIND and record_of(behind).gate == "5/5" and is_feasible(behind)
-    assert record_of(behind).gate_skipped is False and outcome(behind) == "feasible"
+    assert behind.params == BEHIND and record_of(behind).gate == "5/5" and record_of(behind).feasible
+    assert record_of(behind).gate_skipped is False and Outcome.of(behind) == "feasible"

@@ -12,21 +12,8 @@ from optuna.trial import TrialState
 
 from tuner.report._plots import plot_history
 from tuner.sim.inprocess import run_inprocess
-from tuner.trials import (
-    CONFIRMATION,
-    NOT_FINALIST,
-    NOT_GATED_YET,
-    WRONG,
-    best_trials,
-    gate_pending,
-    gate_verdicts,
-    is_feasible,
-    outcome,
-    outcome_text,
-    recommended,
-    record_of,
-    study_trials,
-)
+from tuner.trials import Outcome, best_trials, recommended, record_of, study_record, study_trials
+from tuner.trials._confirmed import CONFIRMATION
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fixtures_demo import MakeConfig, gate_when, make_config, seeds
@@ -63,7 +50,7 @@ def test_a_finalist_that_fails_the_gate_hands_its_place_to_the_next_best(make_co
     assert not any(t.constraints for t in frozen)  # TPE saw every measured config as correct
     assert frozen[0].values[0] > frozen[1].values[0] > frozen[2].values[0]  # the finalists: #0 and #1
 
-    verdicts = gate_verdicts(study)
+    verdicts = study_record(study).gate_verdicts
     assert sorted(verdicts) == [0, 1, 2]  # #1 failed, #2 took its place
     assert verdicts[0].correct and verdicts[2].correct and verdicts[0].passed == verdicts[0].total
     assert not verdicts[1].correct and verdicts[1].passed < 4 and verdicts[1].failures
@@ -71,10 +58,10 @@ def test_a_finalist_that_fails_the_gate_hands_its_place_to_the_next_best(make_co
     assert confirmation["trials"] == [0, 2] and confirmation["winner"] == 0
 
     base, wrong, right = study_trials(study)[:3]  # the verdicts applied
-    assert record_of(wrong).correct is False and not is_feasible(wrong)
+    assert record_of(wrong).correct is False and not record_of(wrong).feasible
     assert record_of(wrong).gate == f"{verdicts[1].passed}/5 at the end"
-    assert outcome(wrong) == WRONG and outcome_text(wrong).startswith("infeasible: wrong answers (gate ")
-    assert is_feasible(base) and is_feasible(right) and outcome(right) == "feasible"
+    assert Outcome.of(wrong) == Outcome.WRONG and Outcome.text(wrong).startswith("infeasible: wrong answers (gate ")
+    assert record_of(base).feasible and record_of(right).feasible and Outcome.of(right) == "feasible"
     assert [t.number for t in best_trials(study)] == [0]
     rec = recommended(study)
     assert rec is not None and rec.trial.number == 0 and rec.confirmed and rec.gated
@@ -96,14 +83,16 @@ def test_a_finalist_that_fails_the_gate_hands_its_place_to_the_next_best(make_co
 
 def test_without_a_confirmation_the_best_alone_is_gated(make_config: MakeConfig) -> None:
     _, study = _study(make_config, SLOW_RIGHT, confirm_top=0)
-    assert sorted(gate_verdicts(study)) == [0]  # the best; #1 never paid for the gate
+    assert sorted(study_record(study).gate_verdicts) == [0]  # the best; #1 never paid for the gate
     base, right = study_trials(study)[:2]
-    assert record_of(base).gate == "5/5 at the end" and is_feasible(base)
-    assert gate_pending(right) and is_feasible(right)  # measured, presumed correct, never recommended first
+    assert record_of(base).gate == "5/5 at the end" and record_of(base).feasible
+    # measured, presumed correct, never recommended first
+    assert record_of(right).gate_pending and record_of(right).feasible
     # The study has ended: its end gate passed #1 over, so it is not gated "yet" any more, and never will be.
-    assert outcome(right) == NOT_FINALIST
-    assert outcome_text(right) == "not gated: not a finalist"
-    assert outcome(study.trials[1]) == NOT_GATED_YET  # the stored trial alone cannot tell: the study's verdicts do
+    assert Outcome.of(right) == Outcome.NOT_FINALIST
+    assert Outcome.text(right) == "not gated: not a finalist"
+    # the stored trial alone cannot tell: the study's verdicts do
+    assert Outcome.of(study.trials[1]) == Outcome.NOT_GATED_YET
     assert CONFIRMATION not in study.user_attrs
 
 
@@ -117,8 +106,8 @@ def test_a_multi_objective_study_gates_its_pareto_front(make_config: MakeConfig)
     run = run_inprocess(cfg, storage=cfg.study.storage, trials=3)
     study = optuna.load_study(study_name=run.study_name, storage=run.storage)
     front = best_trials(study)
-    verdicts = gate_verdicts(study)
+    verdicts = study_record(study).gate_verdicts
     assert front and all(t.number in verdicts and verdicts[t.number].correct for t in front)
-    assert all(not gate_pending(t) for t in front)
+    assert all(not record_of(t).gate_pending for t in front)
     # Whatever else was gated failed and left the front; what was never on it was never gated.
     assert all(not v.correct for n, v in verdicts.items() if n not in {t.number for t in front})

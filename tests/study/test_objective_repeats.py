@@ -26,7 +26,8 @@ from tuner.stats import EMPTY_POOL, Noise, Reference, SequentialPolicy
 from tuner.study._objective import REFINE_STEP
 from tuner.study._steps import Refinement, benchmark_server, objective_refinement, refine_on_objective
 from tuner.target.services import Restarted
-from tuner.trials import as_user_attrs, record_of
+from tuner.trials import record_of
+from tuner.trials._record import as_user_attrs
 
 REPO = Path(__file__).resolve().parents[2]
 FLAGS = ["--host", "127.0.0.1", "--enable-metrics", "--speculative-algorithm", "DDTREE",

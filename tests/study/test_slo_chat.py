@@ -12,7 +12,7 @@ from optuna.trial import TrialState
 from tuner.config import load_config
 from tuner.report import build_report, slo_object, speedup_clause, study_speedup
 from tuner.sim.inprocess import run_inprocess
-from tuner.trials import MISSES_SLO, outcome, recommended
+from tuner.trials import Outcome, recommended
 
 STUDY = Path(__file__).resolve().parents[2] / "studies" / "slo-chat.toml"
 
@@ -26,7 +26,7 @@ def test_the_fastest_closed_loop_config_misses_the_slo_and_tune_recommends_one_t
     study = optuna.load_study(study_name=run.study_name, storage=storage)
     measured = [t for t in study.trials if t.state == TrialState.COMPLETE and "c64-batch.point" in t.user_attrs]
     fastest = max(measured, key=lambda t: t.user_attrs["c64-batch.point"])
-    assert outcome(fastest) == MISSES_SLO, fastest.user_attrs
+    assert Outcome.of(fastest) == Outcome.MISSES_SLO, fastest.user_attrs
     assert fastest.user_attrs["chat-4rps.tpot_p99_s"] > 0.03  # its big batch makes every token slower
     # 160 requests bound the p99 from below only (an upper bound at 80% needs 230): recorded as None, not guessed.
     low, high = (fastest.user_attrs[f"chat-4rps.tpot_p99_{side}_s"] for side in ("low", "high"))
@@ -35,17 +35,20 @@ def test_the_fastest_closed_loop_config_misses_the_slo_and_tune_recommends_one_t
     rec = recommended(study)
     assert rec is not None
     slo = slo_object(rec.trial, config)
-    assert slo is not None and slo["met"] is True
+    # Kept in the search (not missed); one pass of 160 requests, all within the limits, cannot show 99% (its
+    # interval's low end is 98.6%), so no view calls it "met".
+    assert slo is not None and slo["met"] is False and slo["verdict"] == "undecided"
     chat = slo["scenarios"]["chat-4rps"]
-    assert chat["high"] >= chat["required"] == 0.99
+    assert chat["high"] >= chat["required"] == 0.99 > chat["low"] and chat["verdict"] == "undecided"
     assert rec.trial.user_attrs["c64-batch.point"] < fastest.user_attrs["c64-batch.point"]
     assert rec.trial.params["max_running_requests"] < fastest.params["max_running_requests"]
 
-    # The report says how far each keeps the promise: the baseline (the base command's batch of 64) only at
-    # 2 req/s, the recommendation at 4 too; and draws both against the rate.
+    # The report says how far each is shown to keep the promise: not at 4 req/s for the recommendation (kept by
+    # every request, too few requests to show it), with its share and interval; and draws both against the rate.
     report = build_report(study, config, tmp_path / "report", storage=storage)
     text = report.path.read_text()
-    assert "meets TTFT 3 s / TPOT 30 ms for 99% of requests up to 4 req/s (baseline: 2 req/s, 2.0x)" in text
+    unshown = "not shown to meet it at 4 req/s (100.0% (98.6%-100.0%) of 160 requests)"
+    assert f"**Recommended, in its own trial: {unshown}.**" in text
     assert report.plots["latency_rate"].stat().st_size > 10_000
 
     # The baseline breaks the promise: whatever the ratio of throughputs, it is no alternative to recommend.
@@ -61,3 +64,4 @@ def test_the_fastest_closed_loop_config_misses_the_slo_and_tune_recommends_one_t
     tpot, low = (rec.trial.user_attrs[f"chat-4rps.tpot_p99{k}_s"] for k in ("", "_low"))
     assert f"| {tpot * 1000:.3g} [{low * 1000:.3g}, none] |" in row
     assert any(x.startswith("| baseline (#") and "| chat-4rps |" in x and "(misses)" in x for x in text.splitlines())
+    assert "| 4 | 100.0% (not shown) |" in row

@@ -16,7 +16,8 @@ from fixtures_demo import MakeConfig, gate_when, make_config
 from tuner.cli import main
 from tuner.sim.inprocess import run_inprocess
 from tuner.study import Console, Interrupted
-from tuner.trials import CONFIRMATION, counted_trials, gate_verdicts, recommended
+from tuner.trials import counted_trials, recommended, study_record
+from tuner.trials._confirmed import CONFIRMATION
 
 __all__ = ["make_config"]
 
@@ -75,7 +76,8 @@ def test_a_space_smaller_than_the_trials_ends_normally_after_every_config(make_c
     assert len({tuple(sorted(t.params.items())) for t in study.trials if t.params}) == 8
     assert isinstance(study.user_attrs.get(CONFIRMATION), dict)  # the end of the study ran: confirmation...
     rec = recommended(study)
-    assert rec is not None and rec.confirmed and rec.gated and rec.trial.number in gate_verdicts(study)  # ...gate
+    verdicts = study_record(study).gate_verdicts
+    assert rec is not None and rec.confirmed and rec.gated and rec.trial.number in verdicts  # ...gate
 
 
 def test_an_interrupted_final_study_says_its_recommendation_is_not_verified(

@@ -22,7 +22,7 @@ from tuner.report import build_report
 from tuner.sim.inprocess import run_inprocess
 from tuner.study import Console, NoSuchStudy, read_warm_start
 from tuner.study._warm import map_config, prior_scale, warm_prior
-from tuner.trials import counted_trials, is_counted, recommended, record_of, warm_start_of
+from tuner.trials import counted_trials, is_counted, recommended, record_of, study_record
 
 Make = Callable[..., StudyConfig]
 
@@ -86,7 +86,7 @@ def test_a_warm_started_study_runs_the_other_s_top_first_and_never_counts_its_tr
     )
     study = optuna.load_study(study_name=run.study_name, storage=run.storage)
     other = optuna.load_study(study_name="source", storage=run.storage)
-    warm = warm_start_of(study)
+    warm = study_record(study).warm_start
     assert warm is not None and warm.study == "source"
 
     # Mapped: WIDE's budget is out of this space; mem_fraction_static is gone; decode_steps is new.
@@ -123,7 +123,7 @@ def test_a_warm_started_study_runs_the_other_s_top_first_and_never_counts_its_tr
 
 
 def _the_prior_is_the_other_study_on_this_study_s_scale(target: StudyConfig, study: optuna.Study) -> None:
-    warm = warm_start_of(study)
+    warm = study_record(study).warm_start
     assert warm is not None
     # The pairs both studies measured: the baselines, and the warm start's top configs run here.
     theirs = {t.number: t for t in warm.trials}
@@ -154,7 +154,7 @@ def test_by_default_a_warm_start_runs_the_top_configs_and_the_sampler_sees_only_
     assert target.search.warm_start_prior is False
     run = run_inprocess(target, storage=target.study.storage, trials=4, seed=2)
     study = optuna.load_study(study_name=run.study_name, storage=run.storage)
-    warm = warm_start_of(study)
+    warm = study_record(study).warm_start
     assert warm is not None and warm.top and not warm.prior
     assert warm.text().startswith(f"warm start from study source ({target.study.storage}); its top ")
     assert "prior" not in warm.text()

@@ -8,10 +8,9 @@ import optuna
 from optuna.distributions import IntDistribution
 from optuna.trial import TrialState, create_trial
 
-from tuner.trials import CONFIRMATION, confirmation_text, current_confirmation, outcome_text, recommended
-from tuner.trials import (
-    _attrs as attrs,
-)
+from tuner.trials import Outcome, current_confirmation, recommended
+from tuner.trials import _attrs as attrs
+from tuner.trials._confirmed import CONFIRMATION, confirmation_text
 from tuner.trials._recommend import GATE_PENDING
 
 
@@ -106,5 +105,5 @@ def test_slower_is_pruned_and_never_called_failed() -> None:
         distributions={"budget": IntDistribution(1, 64)},
         user_attrs={attrs.FAILURE_PHASE: "benchmark", attrs.FAILURE_REASON: "died under load"},
     )
-    assert outcome_text(slower) == "pruned: slower than the best"
-    assert outcome_text(died) == "failed: died under load"
+    assert Outcome.text(slower) == "pruned: slower than the best"
+    assert Outcome.text(died) == "failed: died under load"

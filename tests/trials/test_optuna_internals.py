@@ -1,4 +1,4 @@
-"""The Optuna internals `tune` relies on (tuner/trials/_optuna.py): if an upgrade renames one, this fails first."""
+"""The Optuna internals `tune` relies on (tuner/trials/adapter.py): if an upgrade renames one, this fails first."""
 
 from __future__ import annotations
 
@@ -9,8 +9,15 @@ import pytest
 from optuna.trial import TrialState
 
 from tuner.study import make_storage
-from tuner.trials import claims_table, current_trial, pop_waiting, storage_of, study_id, trial_id
-from tuner.trials._optuna import set_trial_attr
+from tuner.trials.adapter import (
+    claims_table,
+    current_trial,
+    pop_waiting,
+    set_trial_attr,
+    storage_of,
+    study_id,
+    trial_id,
+)
 
 
 def test_a_running_trial_can_be_annotated_by_number_and_read_back(tmp_path: Path) -> None:

@@ -94,7 +94,7 @@ def client_load(
     shares = [c / w for run in runs for c, w in zip(run.cpu_s, run.wall_s, strict=True) if w > 0]
     records = [rec for run in runs for rec in run.records]
     delays = [d for d in (rec.start_delay_s for rec in records) if d is not None]
-    latencies = [rec.latency_s for rec in records]
+    latencies = [rec.e2e_s for rec in records]
     bound = max(min_delay_s, delay_fraction * statistics.median(latencies)) if latencies else min_delay_s
     stalls = [s for run in runs for s in run.stall_s]
     return ClientLoad(

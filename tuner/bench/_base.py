@@ -24,7 +24,9 @@ class ScenarioResult:
     """
 
     name: str
-    concurrency: int
+    concurrency: int | None
+    """Requests in flight the load was held to: a closed loop's streams, an open loop's ``max_concurrency`` (None:
+    no cap: an open loop's requests arrive on their schedule, whatever is in flight; its load is :attr:`rate`)."""
     repeats_tok_s: tuple[float, ...]
     output_tok_s: float
     score: float
@@ -190,7 +192,7 @@ class ScenarioResult:
         goodput = goodput_fields(point=est.point, score=est.score, figures=measured, tokens_per_request=per_request)
         return cls(
             name=scenario.name,
-            concurrency=scenario.concurrency,
+            concurrency=scenario.max_concurrency if scenario.open_loop else scenario.concurrency,
             rate=scenario.rate,
             repeats_tok_s=tuple(repeats_tok_s),
             output_tok_s=statistics.median(repeats_tok_s),
@@ -208,19 +210,9 @@ class ScenarioResult:
     @property
     def verdict(self) -> SloVerdict | None:
         """The scenario's SLO verdict as the benchmark made it (None: no SLO, or no request judged)."""
-        if self.slo_verdict is None or self.slo_required is None:
+        if self.slo_verdict is None:
             return None
-        return SloVerdict(
-            state=self.slo_verdict,
-            required=self.slo_required,
-            requests=self.requests,
-            attainment=self.attainment,
-            low=self.attainment_low,
-            high=self.attainment_high,
-            margin=self.slo_margin,
-            margin_low=self.slo_margin_low,
-            margin_high=self.slo_margin_high,
-        )
+        return SloVerdict.read(lambda name: getattr(self, name), requests=self.requests)
 
     def stopped_by(self, decision: RepeatDecision | None) -> ScenarioResult:
         """This result, recording why its repeats stopped."""
@@ -241,6 +233,10 @@ class BaseBenchmark(abc.ABC):
     """When to stop repeating a scenario; implementations set it from their ``[benchmark]`` section."""
     warmup_policy: WarmupPolicy = WarmupPolicy()
     """Whether a scenario gets a warm-up; implementations set it from their ``[benchmark]`` section."""
+    draw: int = 0
+    """Which independent draw of arrivals and prompts this benchmark sends: 0 for a trial (the same for every
+    trial: common random numbers), the round for a confirmation's visits (fresh draws, the same for every config
+    of a round). :meth:`draw_seed` turns the study's benchmark seed into this draw's."""
     _reference: ReferenceLookup | None = None
     _on_objective: bool = False
     _first_passes: WarmupLookup | None = None
@@ -262,6 +258,10 @@ class BaseBenchmark(abc.ABC):
         """
         self._reference = reference
         self._on_objective = on_objective
+
+    def draw_seed(self, seed: int) -> int:
+        """``seed`` (the ``[benchmark] seed``) as :attr:`draw` takes it: far apart from any repeat's offset."""
+        return seed + 100_003 * self.draw
 
     def use_first_passes(self, lookup: WarmupLookup | None) -> None:
         """The study's evidence about each scenario's first pass after a start (for ``warmup = "auto"``)."""

@@ -129,7 +129,7 @@ class HttpBenchmark(BaseBenchmark):
             ) from exc
 
     def _specs(self, scenario: Scenario, *, phase: str, repeat: int, count: int) -> list[RequestSpec]:
-        seed = self._config.seed
+        seed = self.draw_seed(self._config.seed)
         if scenario.trace is not None:
             return _trace_specs(scenario, seed=seed, phase=phase, repeat=repeat, count=count)
         if scenario.prompts != "random":
@@ -288,7 +288,7 @@ class HttpBenchmark(BaseBenchmark):
         cfg = self._config
         specs = self._specs(scenario, phase=phase, repeat=repeat, count=scenario.requests)
         # Open loop: the same arrivals in every trial (the benchmark seed and the repeat, never the trial's).
-        arrivals = arrival_schedule(scenario, count=len(specs), seed=cfg.seed + repeat)
+        arrivals = arrival_schedule(scenario, count=len(specs), seed=self.draw_seed(cfg.seed) + repeat)
         res = await session.runner.run(specs, concurrency=scenario.concurrency, arrivals=arrivals)
         if res.failures or res.cancelled or len(res.records) != len(specs):
             raise await self._died(scenario, res, session.probe, during=during)

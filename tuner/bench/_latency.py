@@ -74,15 +74,11 @@ def latency_figures(
     its attainment (:mod:`tuner.bench._slo`), keyed by the :class:`~tuner.bench.ScenarioResult` fields that hold
     them."""
     records: list[RequestRecord] = [rec for run in runs for rec in run.records if rec.ok]
-    samples = {
-        "ttft": [x for x in (rec.ttft_s for rec in records) if x is not None],
-        "tpot": [x for x in (rec.tpot_s for rec in records) if x is not None],
-        "e2e": [rec.latency_s for rec in records],
-    }
     rates = [run_rates(run) for run in runs]
     values: dict[str, float | None] = {}
-    for measure in LATENCY_MEASURES:
-        values.update(_percentiles(measure.key, samples[measure.key], confidence))
+    for m in LATENCY_MEASURES:  # a request's figure is its attribute named as the measure's [slo] limit
+        samples = [x for x in (getattr(rec, m.limit) for rec in records) if x is not None]
+        values.update(_percentiles(m.key, samples, confidence))
     for key in ("offered_rps", "achieved_rps", "sent_rps"):
         values[key] = _median([r[key] for r in rates])
     return {**values, **slo_fields(records, slo, confidence)}
@@ -110,7 +106,7 @@ def request_rows(
             "scenario": scenario.name, "repeat": repeat, "attempt": attempt, "counted": counted, "index": rec.index,
             "scheduled_s": _since(rec.t_scheduled, begin), "due_s": _since(rec.t_due, begin),
             "sent_s": _since(rec.t_sent, begin), "first_token_s": _since(rec.t_first, begin),
-            "end_s": _since(rec.t_end, begin), "ttft_s": rec.ttft_s, "tpot_s": rec.tpot_s, "e2e_s": rec.latency_s,
+            "end_s": _since(rec.t_end, begin), "ttft_s": rec.ttft_s, "tpot_s": rec.tpot_s, "e2e_s": rec.e2e_s,
             "start_delay_s": rec.start_delay_s, "output_tokens": rec.output_tokens,
             "prompt_tokens": rec.prompt_tokens, "slo_met": met, "error": rec.error_kind,
             "pass_client_stall_s": stall,

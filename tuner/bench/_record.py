@@ -113,7 +113,7 @@ class RequestRecord:
         return None if self.t_first is None else self.t_first - self.t_origin
 
     @property
-    def latency_s(self) -> float:
+    def e2e_s(self) -> float:
         return self.t_end - self.t_origin
 
     @property

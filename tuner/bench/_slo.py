@@ -16,34 +16,21 @@ from typing import Any
 
 from tuner.bench._record import RequestRecord
 from tuner.config import Slo
+from tuner.metrics import LATENCY_MEASURES
 from tuner.slo import SloVerdict
 from tuner.stats import clopper_pearson, percentile, percentile_interval
 
-__all__ = ["goodput_fields", "pooled_slo_fields", "request_met", "request_ratio", "slo_fields", "verdict_fields"]
+__all__ = ["goodput_fields", "pooled_slo_fields", "request_met", "request_ratio", "slo_fields"]
 
 
 def request_ratio(rec: RequestRecord, slo: Slo) -> float:
     """One request's worst latency ratio against ``slo`` (its latencies from its origin: module docstring)."""
-    return slo.ratio(ttft_s=rec.ttft_s, tpot_s=rec.tpot_s, e2e_s=rec.latency_s)
+    return slo.ratio(**{m.limit: getattr(rec, m.limit) for m in LATENCY_MEASURES})
 
 
 def request_met(rec: RequestRecord, slo: Slo) -> bool:
     """Whether one request met every limit of ``slo``."""
     return request_ratio(rec, slo) <= 1.0
-
-
-def verdict_fields(verdict: SloVerdict) -> dict[str, Any]:
-    """A verdict as the :class:`~tuner.bench.ScenarioResult` fields (and trial figures) that hold it."""
-    return {
-        "attainment": verdict.attainment,
-        "attainment_low": verdict.low,
-        "attainment_high": verdict.high,
-        "slo_verdict": verdict.state,
-        "slo_required": verdict.required,
-        "slo_margin": verdict.margin,
-        "slo_margin_low": verdict.margin_low,
-        "slo_margin_high": verdict.margin_high,
-    }
 
 
 def _log(x: float | None) -> float | None:
@@ -74,7 +61,7 @@ def slo_fields(records: Sequence[RequestRecord], slo: Slo | None, confidence: fl
     )
     tokens = sum(r.output_tokens for r in ok)
     good = sum(r.output_tokens for r, x in zip(ok, ratios, strict=True) if x <= 1.0)
-    return {**verdict_fields(verdict), "good_token_share": good / tokens if tokens else None}
+    return {**verdict.figures(), "good_token_share": good / tokens if tokens else None}
 
 
 def goodput_fields(
@@ -121,7 +108,7 @@ def pooled_slo_fields(results: Sequence[Any], confidence: float) -> dict[str, An
     shares = [(r.good_token_share, r.output_tokens) for r in judged if r.good_token_share is not None]
     rates = [r.achieved_rps for r in judged if r.achieved_rps is not None]
     return {
-        **verdict_fields(verdict),
+        **verdict.figures(),
         "good_token_share": sum(s * w for s, w in shares) / tokens if shares and tokens else None,
         "achieved_rps": statistics.median(rates) if rates else None,
         "requests": n,

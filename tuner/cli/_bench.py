@@ -127,7 +127,17 @@ def handler(args: argparse.Namespace) -> int:
                 print(warning)
         if failure is not None:
             print(f"\nFAILED: {failure.reason}\n{failure.evidence}")
-    return 1 if failure is not None else 0
+    return _status(results, failure)
+
+
+def _status(results: list[Any], failure: Any) -> int:
+    """1 when the server died under load; 4 (no answer) when a scenario missed its SLO ("not shown" says so in its
+    line, and is no failure); else 0."""
+    from tuner.cli._exits import NO_ANSWER
+
+    if failure is not None:
+        return 1
+    return NO_ANSWER if any((v := r.verdict) is not None and not v.holds for r in results) else 0
 
 
 def _fmt(v: float | None, scale: float = 1.0, digits: int = 1) -> str:
@@ -167,7 +177,7 @@ def format_table(results: list[Any], *, scenarios: Mapping[str, Any] | None = No
         rows.append(
             (
                 r.name,
-                scenario.load if scenario is not None else str(r.concurrency),
+                scenario.load if scenario is not None else str(r.concurrency or "-"),
                 _fmt(r.output_tok_s),
                 _fmt(r.score),
                 ci,

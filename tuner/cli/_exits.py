@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["STATES", "Ending", "ending", "of_status"]
+__all__ = ["NO_ANSWER", "STATES", "Ending", "ending", "of_status"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class Ending:
     status: int
-    """The exit status: 0 done, 1 an error, 2 a configuration error, 3 the environment, 130 interrupted."""
+    """The exit status: 0 done, 1 an error, 2 a configuration error, 3 the environment, 4 no answer, 130
+    interrupted."""
     state: str
     """One word for a machine (:data:`STATES`)."""
     line: str | None = None
@@ -23,7 +24,11 @@ class Ending:
     """The line without its ``tune: ...:`` prefix."""
 
 
-STATES = {0: "finished", 1: "error", 2: "config-error", 3: "environment", 130: "interrupted"}
+NO_ANSWER = 4
+"""The command ran to its end, but there is no answer to act on: no config keeps the study's promise (no feasible
+trial: ``start``, ``finish``, ``best``), or a scenario missed its SLO (``bench``)."""
+
+STATES = {0: "finished", 1: "error", 2: "config-error", 3: "environment", NO_ANSWER: "no-answer", 130: "interrupted"}
 """The state word of each documented exit status; an unexpected exception (a bug) is ``crashed``, status 1."""
 
 
@@ -34,7 +39,7 @@ def of_status(status: int) -> Ending:
 
 def ending(exc: BaseException | None) -> Ending | None:
     """How ``exc`` ends a command (None: not an error ``tune`` reports in one line; let it raise)."""
-    from tuner.errors import ConfigError, EnvironmentFault, TuneError
+    from tuner.errors import ConfigError, EnvironmentFault, NoAnswer, TuneError
     from tuner.study import Interrupted
 
     if exc is None:
@@ -43,6 +48,7 @@ def ending(exc: BaseException | None) -> Ending | None:
         (Interrupted, 130, "tune: "),
         (ConfigError, 2, "tune: config error: "),
         (EnvironmentFault, 3, "tune: environment: "),
+        (NoAnswer, NO_ANSWER, "tune: no answer: "),
         (TuneError, 1, "tune: error: "),
     )
     for kind, status, prefix in table:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from tuner.cli._common import add_study_args, config_from_args, study_location
 from tuner.config import StudyConfig
 from tuner.endpoint import Endpoint
-from tuner.errors import TuneError
+from tuner.errors import NoAnswer, TuneError
 from tuner.secrets import masked_url
 from tuner.spec import LaunchSpec
 from tuner.target import Target
@@ -33,6 +34,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--unverified",
         action="store_true",
         help="apply the recommendation even though its correctness gate has not run yet",
+    )
+    apply.add_argument(
+        "--slo-undecided",
+        action="store_true",
+        help="apply the recommendation even though it is not shown to meet the study's SLO (only not to miss it)",
     )
     apply.set_defaults(func=cmd_apply)
 
@@ -148,41 +154,57 @@ def _cycle(config: StudyConfig) -> str | None:
 
 def cmd_apply(args: argparse.Namespace) -> int:
     from tuner.config import launch_spec
-    from tuner.report import launch_text, recommendation_lines, tune_command
+    from tuner.report import launch_text
     from tuner.study import load_existing
-    from tuner.trials import closest_to_slo, outcome_text, recommended, record_of
+    from tuner.trials import Outcome
 
     config, storage, name = study_location(args)
     study = load_existing(storage, name)  # never creates an empty study to apply nothing from
     if args.best:
-        rec = recommended(study)
-        if rec is None and (closest := closest_to_slo(study)) is not None:
-            raise TuneError(
-                f"study {study.study_name!r}: no config met the SLO (the closest, trial #{closest.number}, "
-                f"{record_of(closest).slo_missed or 'misses it'}): nothing to apply; apply it anyway "
-                f"with --trial {closest.number}"
-            )
-        if rec is None:
-            raise TuneError(f"study {study.study_name!r} has no feasible completed trial yet: nothing to apply")
-        finish = tune_command("finish", config, storage=storage, study=study.study_name)
-        for line in recommendation_lines(study, config, rec, finish=finish):
-            print(line)
-        if not rec.gated and not args.unverified:
-            raise TuneError(
-                f"trial #{rec.trial.number} has not passed the correctness gate yet (only finalists are gated, at "
-                f"the end of the study): run `{finish}` first, or apply it anyway with --unverified"
-            )
-        trial = rec.trial
+        trial = _recommendation(args, study, config, storage)
     else:
         matches = [t for t in study.trials if t.number == args.trial]
         if not matches:
             raise TuneError(f"study {study.study_name!r} has no trial {args.trial}")
         trial = matches[0]
-        print(f"trial #{trial.number}: {outcome_text(trial)}")
+        print(f"trial #{trial.number}: {Outcome.text(trial)}")
     spec = launch_spec(config, trial)  # the real values: the server needs them
     print(f"applying trial #{trial.number}: {launch_text(config, trial)}")
     _with_target(config, lambda target: _bring_up(target, spec, f"apply-trial-{trial.number}"))
     return 0
+
+
+def _recommendation(args: argparse.Namespace, study: Any, config: StudyConfig, storage: str) -> Any:
+    """The trial ``apply --best`` deploys: the recommendation, once its gate passed and its SLO is shown to be met
+    (each waivable by its flag); one line saying why not, otherwise."""
+    from tuner.report import recommendation_lines, slo_state, tune_command
+    from tuner.slo import MET
+    from tuner.trials import closest_to_slo, recommended, record_of
+
+    rec = recommended(study)
+    if rec is None and (closest := closest_to_slo(study)) is not None:
+        raise NoAnswer(
+            f"study {study.study_name!r}: no config met the SLO (the closest, trial #{closest.number}, "
+            f"{record_of(closest).slo_missed or 'misses it'}): nothing to apply; apply it anyway "
+            f"with --trial {closest.number}"
+        )
+    if rec is None:
+        raise NoAnswer(f"study {study.study_name!r} has no feasible completed trial yet: nothing to apply")
+    finish = tune_command("finish", config, storage=storage, study=study.study_name)
+    for line in recommendation_lines(study, config, rec, finish=finish):
+        print(line)
+    if not rec.gated and not args.unverified:
+        raise TuneError(
+            f"trial #{rec.trial.number} has not passed the correctness gate yet (only finalists are gated, at "
+            f"the end of the study): run `{finish}` first, or apply it anyway with --unverified"
+        )
+    state = slo_state(rec.trial, config, study)
+    if state not in (None, MET) and not args.slo_undecided:
+        raise NoAnswer(
+            f"trial #{rec.trial.number} is not shown to meet the SLO ({state}: `tune best` says how far and how "
+            "many requests would decide it): apply it anyway with --slo-undecided"
+        )
+    return rec.trial
 
 
 def cmd_restore(args: argparse.Namespace) -> int:

@@ -66,7 +66,7 @@ def _open(args: argparse.Namespace) -> tuple[Any, Any, str]:
 def _dashboard(args: argparse.Namespace) -> int:
     from tuner.errors import EnvironmentFault
     from tuner.report import DashboardServer, write_study_note
-    from tuner.trials import storage_of
+    from tuner.trials.adapter import storage_of
 
     config, study, storage = _open(args)
     write_study_note(study, config)  # idempotent: also covers studies started before notes existed
@@ -120,13 +120,13 @@ def _report(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     from tuner.report import choose_trial, export_text, secrets_note, tune_command, verification_text
-    from tuner.trials import outcome_text, recommended
+    from tuner.trials import Outcome, recommended
 
     config, study, storage = _open(args)
     chosen = choose_trial(study, args.trial)
     rec = recommended(study)
     if rec is None or rec.trial.number != chosen.number:
-        print(f"warning: trial #{chosen.number} is not the recommended config: {outcome_text(chosen)}", file=sys.stderr)
+        print(f"warning: trial #{chosen.number} is not the recommended config: {Outcome.text(chosen)}", file=sys.stderr)
     elif unverified := verification_text(
         rec, finish=tune_command("finish", config, storage=storage, study=study.study_name)
     ):

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.cli._common import add_study_args, config_from_args, study_location
 from tuner.cli._dryrun import add_dry_run_arg, dry_run
+from tuner.cli._exits import NO_ANSWER
 from tuner.cli._run import add_detach_args
 
 if TYPE_CHECKING:
@@ -134,8 +135,9 @@ def _start(args: argparse.Namespace) -> int:
             from tuner.config import fleet_member
 
             config = fleet_member(config, 0)
-        run.ran = _run_to_the_end(config, args, on_locked=run.held)
-    return 0
+        run.ran, answered = _run_to_the_end(config, args, on_locked=run.held)
+        run.status = 0 if answered else NO_ANSWER
+    return run.status
 
 
 def _fleet_worker(args: argparse.Namespace, config: Any) -> int:
@@ -146,12 +148,12 @@ def _fleet_worker(args: argparse.Namespace, config: Any) -> int:
     # SIGINT is how the launcher stops its workers. A launcher started in the background of a script has
     # SIGINT ignored, and a worker would inherit that and never stop: take it back.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    _run_to_the_end(fleet_member(config, args.fleet_host), args)
-    return 0
+    _, answered = _run_to_the_end(fleet_member(config, args.fleet_host), args)
+    return 0 if answered else NO_ANSWER
 
 
-def _run_to_the_end(config: Any, args: argparse.Namespace, *, on_locked: Any = None) -> int:
-    """``tune start``'s study loop and its last lines; the trials it ran."""
+def _run_to_the_end(config: Any, args: argparse.Namespace, *, on_locked: Any = None) -> tuple[int, bool]:
+    """``tune start``'s study loop and its last lines; the trials it ran, and whether it has an answer."""
     from tuner.study import run_study
 
     summary = run_study(
@@ -165,8 +167,7 @@ def _run_to_the_end(config: Any, args: argparse.Namespace, *, on_locked: Any = N
         allow_mixed_targets=args.allow_mixed_targets,
         on_locked=on_locked,
     )
-    _print_end(config, summary)
-    return summary.ran
+    return summary.ran, _print_end(config, summary)
 
 
 def _warm_started(config: Any, args: argparse.Namespace) -> Any:
@@ -211,8 +212,8 @@ def _resume(args: argparse.Namespace) -> int:
             on_locked=run.held,
         )
         run.ran = summary.ran
-        _print_end(config, summary)
-    return 0
+        run.status = 0 if _print_end(config, summary) else NO_ANSWER
+    return run.status
 
 
 def _started_with(storage: str, name: str) -> int | None:
@@ -235,8 +236,8 @@ def _finish(args: argparse.Namespace) -> int:
     with recorded(config, args, study=name, storage=storage) as run:
         summary = run_study(config, trials=0, storage=storage, study_name=name, on_locked=run.held)
         run.ran = summary.ran
-        _print_end(config, summary, more=False)
-    return 0
+        run.status = 0 if _print_end(config, summary, more=False) else NO_ANSWER
+    return run.status
 
 
 def _confirm(args: argparse.Namespace) -> None:
@@ -265,9 +266,9 @@ def _deadline(args: argparse.Namespace) -> float | None:
     return None
 
 
-def _print_end(config: Any, summary: Any, *, more: bool = True) -> None:
+def _print_end(config: Any, summary: Any, *, more: bool = True) -> bool:
     """The end of a run in at most seven lines: what ran (and, for a study that was complete already, how to run
-    more: ``more``), the recommendation, its launch command, how to deploy."""
+    more: ``more``), the recommendation, its launch command, how to deploy. Whether there is a recommendation."""
     from tuner.report import closest_slo_lines, launch_text, recommendation_lines, tune_command
     from tuner.study import UNTIL_DEADLINE, load_existing
     from tuner.trials import recommended, study_record
@@ -287,14 +288,23 @@ def _print_end(config: Any, summary: Any, *, more: bool = True) -> None:
         slo = closest_slo_lines(study, config)
         print("\n".join(slo) if slo else "no feasible trial: nothing to recommend (`tune report` groups the "
               "failures by reason)")
-        return
+        return False
     def command(verb: str) -> str:
         return tune_command(verb, config, storage=summary.storage, study=summary.study_name)
 
-    for line in recommendation_lines(study, config, rec, finish=command("finish"))[:3]:
+    for line in recommendation_lines(study, config, rec, finish=command("finish")):
         print(line)
     print(f"launch: {launch_text(config, rec.trial)}")
     print(f"deploy: {command('apply --best')}")
+    return _kept(study, config, rec)
+
+
+def _kept(study: Any, config: Any, rec: Any) -> bool:
+    """Whether the recommendation keeps the study's promise: not missed on re-measurement (exit 4 otherwise)."""
+    from tuner.report import slo_state
+    from tuner.slo import MISSED
+
+    return slo_state(rec.trial, config, study) != MISSED
 
 
 def _complete_text(config: Any, summary: Any) -> str:
@@ -320,18 +330,15 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any, str]:
 
 # -- tune status -------------------------------------------------------------------------------------------
 
-_SHORT = {
-    "feasible": "ok",
-    "not gated (behind the best)": "ok",
-    "not gated yet (finalists only)": "ok",
-    "not gated (not a finalist)": "ok",
-    "infeasible (wrong answers)": "WRONG",
-    "pruned (slower)": "pruned",
-    "failed to start": "FAILED",
-    "died under load": "FAILED",
-    "other failure": "FAILED",
-    "environment": "env",
-}
+def _short_words() -> dict[str, str]:
+    """The status table's verdict column per outcome (a key it lacks would show the trial's state instead)."""
+    from tuner.trials import Outcome
+
+    short = {
+        Outcome.WRONG: "WRONG", Outcome.MISSES_SLO: "SLO miss", Outcome.SLOWER: "pruned", Outcome.ENVIRONMENT: "env",
+    }  # fmt: skip
+    ok = (Outcome.FEASIBLE, Outcome.NOT_GATED, Outcome.NOT_GATED_YET, Outcome.NOT_FINALIST)
+    return {o: "ok" if o in ok else short.get(o, "FAILED") for o in Outcome}
 
 
 def _short(row: dict[str, Any]) -> str:
@@ -342,7 +349,7 @@ def _short(row: dict[str, Any]) -> str:
         return "rejected"
     if row["state"] == "FAIL":
         return "env" if row["failure_kind"] == "environment" else "interr."
-    return _SHORT.get(row["outcome"], row["state"].lower())
+    return _short_words().get(row["outcome"], row["state"].lower())
 
 
 def _gate_cell(row: dict[str, Any]) -> str:
@@ -481,20 +488,20 @@ def _no_recommendation(args: argparse.Namespace, study: Any, config: Any) -> int
     if closest is None:
         print("no feasible completed trial yet: nothing to recommend (`tune status` says what became of each)",
               file=sys.stderr)
-        return 1
+        return NO_ANSWER
     if args.json:
         row = trial_row(closest, config, latency=True)
         row.update(launch=launch_text(config, closest), recommended=False, slo=slo_object(closest, config))
         json.dump(row, sys.stdout, indent=2, default=str)
         print()
-        return 1
+        return NO_ANSWER
     print(f"study {study.study_name}:")
     for line in closest_slo_lines(study, config):
         print(line)
     for line in _latency_lines(trial_row(closest, config, latency=True), config):
         print(line)
     print(f"    launch:  {launch_text(config, closest)} (does not meet the SLO)")
-    return 1
+    return NO_ANSWER
 
 
 def _best_row(study: Any, config: Any, rec: Any, t: Any) -> dict[str, Any]:
@@ -508,7 +515,7 @@ def _best_row(study: Any, config: Any, rec: Any, t: Any) -> dict[str, Any]:
     row["not_verified"] = rec.missing() if t.number == rec.trial.number else None
     speedup = None if record_of(t).is_baseline else study_speedup(study, config, t)
     row["speedup"] = speedup.as_json() if speedup is not None else None
-    row["slo"] = slo_object(t, config)
+    row["slo"] = slo_object(t, config, study)
     return row
 
 
@@ -575,7 +582,7 @@ def _best(args: argparse.Namespace) -> int:
         tune_command,
     )
     from tuner.space import format_value
-    from tuner.trials import confirmation_text, recommended
+    from tuner.trials import recommended, study_record
 
     if args.confirm:
         _confirm(args)
@@ -591,12 +598,12 @@ def _best(args: argparse.Namespace) -> int:
         out = [_best_row(study, config, rec, t) for t in members]
         json.dump(out if len(out) > 1 else out[0], sys.stdout, indent=2, default=str)
         print()
-        return 0
+        return 0 if _kept(study, config, rec) else NO_ANSWER
     names = ", ".join(study.metric_names or ["score"])
     print(f"study {study.study_name} ({names}):")
     for line in recommendation_lines(study, config, rec, finish=command("finish")):
         print(line)
-    if rec.confirmed and (confirmed := confirmation_text(study)):
+    if rec.confirmed and (confirmed := study_record(study).confirmation_text):
         print(confirmed)
     if drift := baseline_drift(study, config):
         print(f"note: {drift}")
@@ -615,4 +622,4 @@ def _best(args: argparse.Namespace) -> int:
         for name, t in others.items():
             print(f"  {name:<{width}}  trial #{t.number} ({scenario_text(t, name)} tok/s): "
                   + " ".join(f"{k}={format_value(v)}" for k, v in t.params.items()))
-    return 0
+    return 0 if _kept(study, config, rec) else NO_ANSWER

@@ -34,6 +34,10 @@ class Table:
     def error(self, name: builtins.str, expected: builtins.str, got: object = None) -> ConfigError:
         return ConfigError(file=self.file, key=self.path(name), expected=expected, got=got)
 
+    def error_here(self, expected: builtins.str, got: object = None) -> ConfigError:
+        """An error about the table as a whole (what it lacks), named by its own key."""
+        return ConfigError(file=self.file, key=self.key or "(top level)", expected=expected, got=got)
+
     def has(self, name: builtins.str) -> builtins.bool:
         return name in self.data
 

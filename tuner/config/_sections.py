@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from tuner.config._fleet import FleetHost, parse_hosts
 from tuner.config._reader import Table
 from tuner.config._slo import Slo, parse_slo
 from tuner.dialects import KNOWN_VERSIONS, SERVER_CHOICES, BaseServerDialect, SGLangDialect, sglang_version
+from tuner.errors import ConfigError
 
 ON_EXIT = ("baseline", "best", "leave", "stop")
 #: ``[benchmark] warmup`` choices (:mod:`tuner.bench._warmup`).
@@ -469,8 +471,22 @@ def _parse_prompts(t: Table, base_dir: Path) -> str:
     else:
         raise t.error("prompts", '"random", "humaneval" or the path of a .jsonl file of chats', prompts)
     if resolved != "random":
-        load_chats(resolved)  # a bad file is a config error now, not a failed trial later
+        _read(t, "prompts", prompts, lambda: load_chats(resolved))  # a bad file fails now, not a trial later
     return resolved
+
+
+def _read(t: Table, key: str, value: str, read: Callable[[], Any]) -> Any:
+    """``read()`` a file a key names; its problem as this study file's error on that key (the file's own line
+    and what was wrong in it in the words)."""
+    try:
+        return read()
+    except ConfigError as exc:
+        where = Path(exc.file).name if exc.file else value
+        line = "" if exc.key == "(file)" else f" {exc.key}"
+        got = "" if exc.got is None else f", got {exc.got!r}"
+        scenario = t.data.get("name")
+        whose = f" for scenario {scenario}" if isinstance(scenario, str) else ""
+        raise t.error(key, f"a usable file{whose} ({where}{line}: {exc.expected}{got})", value) from None
 
 
 def _parse_scenario(st: Table, base_dir: Path) -> Scenario:
@@ -538,7 +554,7 @@ def _parse_trace_scenario(st: Table, base_dir: Path, common: dict[str, Any]) -> 
     if not name.endswith(".jsonl"):
         raise st.error("trace", "the path of a .jsonl trace file", name)
     path = str(_path(base_dir, name).resolve())
-    lines = load_trace(path)  # a bad file is a config error now, not a failed trial later
+    lines = _read(st, "trace", name, lambda: load_trace(path))  # a bad file fails now, not a trial later
     requests = st.int("requests", len(lines), min=1, max=len(lines))
     lines = lines[:requests]
     needs_output = any(line.output_length is None for line in lines)

@@ -75,7 +75,7 @@ def parse_slo(t: Table | None, *, base: Slo | None = None) -> Slo | None:
         out = replace(out, attainment=attainment)
     t.finish()
     if not out.limits():
-        raise t.error("ttft_s", "at least one limit: ttft_s, tpot_s or e2e_s (seconds)", None)
+        raise t.error_here("at least one limit: " + ", ".join(LIMITS) + " (seconds)")
     return out
 
 

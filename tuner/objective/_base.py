@@ -165,6 +165,10 @@ class BaseObjective(abc.ABC):
         """One value of the objective as the views print it."""
         return f"{value:.3g}"
 
+    def facts(self, t: FrozenTrial) -> dict[str, Any]:
+        """What this kind adds to a trial's JSON (``tune best --json``, ``status --json``, ``export``), as numbers."""
+        return {}
+
     def figure(self, t: FrozenTrial) -> Figure | None:
         """The trial's one figure (None: it has no single value to show)."""
         if t.state != TrialState.COMPLETE or not t.values or len(t.values) != 1:

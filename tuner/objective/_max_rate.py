@@ -1,8 +1,10 @@
 """``kind = "max_rate"``: per trial, the highest offered rate of one open-loop scenario at which its SLO holds
 (vLLM's ``auto_tune.sh`` answer, per config), searched on the server the trial already brought up (no restart).
 
-The search starts from the best trial's highest held rate (else the scenario's own), doubles while the SLO holds and
-halves while it misses until it has a bracket, then bisects it (geometrically); at most ``rate_steps`` passes. A rate
+The scenario's own pass (at its rate, measured with the trial's other scenarios) is the search's first probe; the
+next is the best trial's highest held rate, then it doubles while the SLO holds and halves while it misses until it
+has a bracket, then bisects it (geometrically); at most ``rate_steps`` passes, the first included. Every probe is
+recorded on the trial (its rate, verdict and latency p99s: the views draw each). A rate
 *holds* unless its verdict is a miss (:attr:`tuner.slo.SloVerdict.holds`: the search's benefit of the doubt). The
 answer is the bracket ``[highest held, lowest missed]``. With pruning, a miss at or below the best trial's highest
 rate ends the search: the trial is then confidently behind the best, and its remaining passes could not change that.
@@ -26,6 +28,7 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.bench import BaseBenchmark, ScenarioResult
 from tuner.config import Scenario
 from tuner.errors import RegressionPruned
+from tuner.metrics import probe_figures
 from tuner.objective._base import BaseObjective, RateBrackets, Score, ServerRun, Visit, register
 from tuner.objective._confirmed import confirmed_pair
 from tuner.objective._figures import Figure, Speedup
@@ -78,12 +81,21 @@ def search_rate(
     steps: int,
     floor: float | None = None,
     on_step: Callable[[ScenarioResult, bool], None] | None = None,
+    first: ScenarioResult | None = None,
 ) -> RateBracket:
     """The bracket of ``scenario``'s highest rate that keeps its SLO, from ``start``, in at most ``steps`` passes
-    (fewer when it misses at or below ``floor``: module docstring)."""
-    passes: list[ScenarioResult] = []
+    (fewer when it misses at or below ``floor``: module docstring). ``first``: a pass already measured (the
+    scenario's own), counted as the first step: the search goes on from ``start``, or from where that pass points
+    when it was at ``start`` already."""
+    passes: list[ScenarioResult] = [first] if first is not None else []
     rate = start
-    for _ in range(steps):
+    if first is not None:
+        bracket = RateBracket.of(passes)
+        if bracket.missed is not None and floor is not None and bracket.missed <= floor:
+            return RateBracket.of(passes, below=floor)
+        if first.rate == start:
+            rate = _next_rate(bracket.met, bracket.missed, start)
+    for _ in range(steps - len(passes)):
         # The scenario's own name: its arrivals come from the same draws at every rate (common random numbers).
         result = bench.run_scenario(dataclasses.replace(scenario, rate=rate))
         passes.append(result)
@@ -155,8 +167,17 @@ class MaxRateObjective(BaseObjective):
         best = run.best
         floor = record_of(best).max_rate_rps or None if run.prune and best is not None else None
         steps = self.section.rate_steps
-        bracket = search_rate(run.bench, self.scenario, start=self._start(best), steps=steps, floor=floor, on_step=step)
-        run.record(max_rate_rps=bracket.met or 0.0, max_rate_bracket=[bracket.met, bracket.missed])
+        own = next((r for r in results if r.name == self.scenario.name and r.verdict is not None), None)
+        if own is not None:
+            step(own, _holds(own))
+        bracket = search_rate(
+            run.bench, self.scenario, start=self._start(best), steps=steps, floor=floor, on_step=step, first=own
+        )
+        run.record(
+            max_rate_rps=bracket.met or 0.0,
+            max_rate_bracket=[bracket.met, bracket.missed],
+            probes=[probe_figures(r) for r in bracket.passes],
+        )
         run.say(bracket.describe())
         if bracket.below is not None:
             assert best is not None
@@ -185,6 +206,12 @@ class MaxRateObjective(BaseObjective):
 
     def format(self, value: float) -> str:
         return f"{value:.3g} req/s"
+
+    def facts(self, t: FrozenTrial) -> dict[str, Any]:
+        """The highest rate that kept the SLO and the lowest that missed it (None: none missed), req/s."""
+        bracket = record_of(t).max_rate_bracket
+        met, missed = bracket if bracket is not None else (None, None)
+        return {"max_rate_rps": met, "misses_at_rps": missed}
 
     def figure(self, t: FrozenTrial) -> Figure | None:
         if t.state != TrialState.COMPLETE or not t.values or len(t.values) != 1 or not math.isfinite(t.values[0]):

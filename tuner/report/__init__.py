@@ -6,7 +6,6 @@ from tuner.report._dashboard import DashboardServer
 from tuner.report._export import choose_trial, export_text, launch_text, secrets_note
 from tuner.report._facts import (
     baseline_drift,
-    baseline_trial,
     figure_text,
     per_scenario_best,
     recommendation_lines,
@@ -19,12 +18,11 @@ from tuner.report._facts import (
 )
 from tuner.report._notes import mark_feasibility, study_note_text, trial_note_text, write_study_note
 from tuner.report._report import build_report
-from tuner.report._slo import closest_slo_lines, slo_object, slo_sentence
+from tuner.report._slo import closest_slo_lines, slo_object, slo_sentence, slo_state
 
 __all__ = [
     "DashboardServer",
     "baseline_drift",
-    "baseline_trial",
     "build_report",
     "choose_trial",
     "closest_slo_lines",
@@ -38,6 +36,7 @@ __all__ = [
     "secrets_note",
     "slo_object",
     "slo_sentence",
+    "slo_state",
     "speedup_clause",
     "study_note_text",
     "study_speedup",

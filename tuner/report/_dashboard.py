@@ -27,26 +27,15 @@ import optuna
 
 from tuner.config import StudyConfig
 from tuner.report._importance import dashboard_importances
-from tuner.trials import (
-    DIED,
-    FEASIBLE,
-    NOT_FINALIST,
-    NOT_GATED,
-    NOT_GATED_YET,
-    NOT_STARTED,
-    OTHER,
-    outcome,
-    recommended,
-    study_trials,
-    trial_id,
-)
+from tuner.trials import Outcome, recommended, study_trials
+from tuner.trials.adapter import trial_id
 
 __all__ = ["DashboardServer", "dashboard_app", "refresh_notes", "serve_dashboard"]
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 _DETAIL = re.compile(r"^/api/studies/(\d+)/?$")
-_FAILED = (NOT_STARTED, DIED, OTHER)
+_FAILED = (Outcome.NOT_STARTED, Outcome.DIED, Outcome.OTHER)
 """Outcomes of a trial that failed, whatever state it is stored in: the dashboard's badge says "Fail" too."""
 _NOTE = re.compile(r"^/api/studies/\d+/(\d+/)?note/?$")
 _READS = ("GET", "HEAD", "OPTIONS")
@@ -59,7 +48,8 @@ def _constraint_list(t: optuna.trial.FrozenTrial) -> list[float]:
     values = [float(v) for _, v in sorted(t.constraints.items())]
     if (
         t.state == optuna.trial.TrialState.COMPLETE
-        and outcome(t) not in (FEASIBLE, NOT_GATED, NOT_GATED_YET, NOT_FINALIST)  # measured and unchecked is not wrong
+        # measured and unchecked is not wrong
+        and Outcome.of(t) not in (Outcome.FEASIBLE, Outcome.NOT_GATED, Outcome.NOT_GATED_YET, Outcome.NOT_FINALIST)
         and not any(v > 0 for v in values)
     ):
         values.append(1.0)  # infeasible by our gate verdict without a constraint row: still show it
@@ -117,7 +107,7 @@ class _FeasibilityMiddleware:
             t = trials.get(entry.get("trial_id"))
             if t is not None:
                 entry["constraints"] = _constraint_list(t)
-                if outcome(t) in _FAILED:  # stored PRUNED so the sampler learns; every other view says failed
+                if Outcome.of(t) in _FAILED:  # stored PRUNED so the sampler learns; every other view says failed
                     entry["state"] = "Fail"
             _round(entry)
         system_attrs = self._storage.get_study_system_attrs(study_id)

@@ -11,8 +11,10 @@ from optuna.trial import FrozenTrial
 from tuner.config import StudyConfig, base_spec, launch_spec
 from tuner.errors import TuneError
 from tuner.metrics import METRICS
-from tuner.report._facts import baseline_trial, compare_scenarios, figure_text, study_speedup
-from tuner.trials import FEASIBLE, is_counted, outcome, outcome_text, recommended, record_of, study_trials
+from tuner.objective import objective_of
+from tuner.report._facts import compare_scenarios, figure_text, study_speedup
+from tuner.report._slo import slo_object
+from tuner.trials import Outcome, baseline_trial, is_counted, recommended, record_of, study_trials
 
 __all__ = [
     "FORMATS",
@@ -68,7 +70,7 @@ def _header(study: optuna.Study, config: StudyConfig, t: FrozenTrial) -> list[st
     lines = [f"# tune: trial #{t.number} of study {study.study_name} ({names}: {figure_text(t, config)})"]
     rec = recommended(study)
     if rec is None or rec.trial.number != t.number:
-        lines.append(f"# WARNING: not the recommended config (this trial: {outcome_text(t)})")
+        lines.append(f"# WARNING: not the recommended config (this trial: {Outcome.text(t)})")
     else:
         missing = rec.missing()
         lines += [f"# NOT VERIFIED: {m}" for m in missing]
@@ -121,8 +123,8 @@ def export_json(study: optuna.Study, config: StudyConfig, t: FrozenTrial) -> dic
         "study": study.study_name,
         "trial": t.number,
         "state": t.state.name,
-        "feasible": outcome(t) == FEASIBLE and is_counted(t),
-        "verdict": outcome_text(t),
+        "feasible": Outcome.of(t) == Outcome.FEASIBLE and is_counted(t),
+        "verdict": Outcome.text(t),
         "baseline": record.is_baseline,
         "baseline_trial": baseline.number if baseline is not None else None,
         "metric_names": study.metric_names,
@@ -138,6 +140,12 @@ def export_json(study: optuna.Study, config: StudyConfig, t: FrozenTrial) -> dic
         "supply": config.secrets.names(launch_spec(config, t)),
         "scenarios": scenarios,
     }
+    # The latency promise and what this trial showed of it; a rate objective's figures and probes, as numbers.
+    if (slo := slo_object(t, config, study)) is not None:
+        out["slo"] = slo
+    out.update(objective_of(config).facts(t))
+    if record.probes:
+        out["probes"] = [dict(p) for p in record.probes]
     if config.target.systemd is not None:
         out["systemd"] = {"unit": config.target.systemd.unit, "dropin": export_dropin(study, config, t)}
     return out

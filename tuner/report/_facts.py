@@ -27,20 +27,16 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.config import StudyConfig
 from tuner.objective import Figure, Speedup, objective_of, scenario_speedup
 from tuner.report._latency import latency_object
+from tuner.report._slo import slo_line
 from tuner.secrets import masked_url
 from tuner.space import format_value
 from tuner.trials import (
-    MISSES_SLO,
-    SLOWER,
-    WRONG,
+    Outcome,
     Recommendation,
-    client_bound_scenarios,
+    baseline_trial,
     current_confirmation,
     feasible,
     is_counted,
-    misses_slo,
-    outcome,
-    outcome_text,
     record_of,
     study_trials,
 )
@@ -49,7 +45,6 @@ __all__ = [
     "FailureGroup",
     "ScenarioComparison",
     "baseline_drift",
-    "baseline_trial",
     "compare_scenarios",
     "failure_groups",
     "figure_text",
@@ -109,18 +104,6 @@ def figure_text(t: FrozenTrial, config: StudyConfig) -> str:
     return "-"
 
 
-def baseline_trial(study: optuna.Study) -> FrozenTrial | None:
-    """The measured baseline (trial 0 normally); a retried baseline counts, a failed one is still returned."""
-    candidates = [
-        t
-        for t in study_trials(study)
-        if record_of(t).is_baseline and t.state in (TrialState.COMPLETE, TrialState.PRUNED)
-    ]
-    complete = [t for t in candidates if t.state == TrialState.COMPLETE]
-    pool = complete or candidates
-    return pool[-1] if pool else None
-
-
 def study_speedup(study: optuna.Study, config: StudyConfig, best: FrozenTrial) -> Speedup | None:
     """The speed-up of ``best`` over the baseline that every view prints (its objective's: side by side from the
     confirmation's fresh repeats when it measured both), with why the baseline is no alternative when it breaks
@@ -129,7 +112,7 @@ def study_speedup(study: optuna.Study, config: StudyConfig, best: FrozenTrial) -
     if baseline is None:
         return None
     found = objective_of(config).speedup(study, best, baseline)
-    missed = record_of(baseline).slo_missed if misses_slo(baseline) else None
+    missed = record_of(baseline).slo_missed if (Outcome.of(baseline) == Outcome.MISSES_SLO) else None
     return dataclasses.replace(found, baseline_misses=missed) if found is not None and missed else found
 
 
@@ -249,7 +232,9 @@ def recommendation_lines(
         f"recommended: trial #{t.number} ({basis}), score {figure_text(t, config)}{confirmed}{vs}; "
         f"{gate.get(rec.gate, rec.gate)}"
     ]
-    if bound := client_bound_scenarios(t):
+    if (slo := slo_line(t, config, study)) is not None:
+        lines.append(slo)
+    if bound := record_of(t).client_bound_scenarios():
         lines.append(f"WARNING: {', '.join(bound)} measured while the load generator was the bottleneck")
     if (unverified := verification_text(rec, finish=finish)) is not None:
         lines.append(unverified)
@@ -263,6 +248,16 @@ class FailureGroup:
     """The reason with its numbers blanked (``N``), so "allocate 1.56 GiB" and "allocate 2.1 GiB" group."""
     trials: tuple[int, ...]
     example: str
+    """The group's reason with each number that differs between its trials as their range (``14.4-60.6%``)."""
+    figures: tuple[str, ...] = ()
+    """When numbers differ between the trials, each trial's own first of them, in :attr:`trials`' order (``45%``)."""
+
+    @property
+    def trials_text(self) -> str:
+        """``#0 45, #1 41.2`` (each trial's own figure, when one differs), or ``#0, #1``."""
+        figures = self.figures or ("",) * len(self.trials)
+        shown = [f"#{n} {f}".strip() for n, f in zip(self.trials, figures, strict=True)]
+        return ", ".join(shown[:12]) + (" …" if len(shown) > 12 else "")
 
 
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
@@ -278,21 +273,39 @@ def failure_groups(study: optuna.Study) -> list[FailureGroup]:
     slower are no failure: they are left out)."""
     groups: dict[tuple[str, str], list[FrozenTrial]] = {}
     for t in study_trials(study):
-        kind = outcome(t)
-        if not is_counted(t) or kind == SLOWER or (t.state == TrialState.COMPLETE and kind not in (WRONG, MISSES_SLO)):
+        became = Outcome.of(t)
+        infeasible = became in (Outcome.WRONG, Outcome.MISSES_SLO)
+        if not is_counted(t) or became == Outcome.SLOWER or (t.state == TrialState.COMPLETE and not infeasible):
             continue
-        reason = record_of(t).failure_reason or outcome_text(t)
-        groups.setdefault((kind, _reason_key(reason)), []).append(t)
-    out = [
-        FailureGroup(
-            phase=kind,
-            reason=key,
-            trials=tuple(t.number for t in ts),
-            example=(record_of(ts[0]).failure_reason or outcome_text(ts[0]))[:400],
-        )
-        for (kind, key), ts in groups.items()
-    ]
+        reason = record_of(t).failure_reason or Outcome.text(t)
+        groups.setdefault((became, _reason_key(reason)), []).append(t)
+    out = [_group(became, key, ts) for (became, key), ts in groups.items()]
     return sorted(out, key=lambda g: (-len(g.trials), g.phase, g.reason))
+
+
+def _group(became: str, key: str, trials: list[FrozenTrial]) -> FailureGroup:
+    """One group, its reason written once with the numbers that differ as ranges, and each trial's own first
+    figure that differs (an SLO miss's attainment): never one trial's figures standing for all."""
+    reasons = [(record_of(t).failure_reason or Outcome.text(t)).strip().splitlines()[0][:400] for t in trials]
+    numbers = [_NUMBER.findall(r) for r in reasons]
+    words = _NUMBER.split(reasons[0])
+    if any(len(ns) != len(numbers[0]) for ns in numbers):  # cut at 400 characters differently: show the first
+        return FailureGroup(phase=became, reason=key, trials=tuple(t.number for t in trials), example=reasons[0])
+    columns = list(zip(*numbers, strict=True))
+    shown = [c[0] if len(set(c)) == 1 else _span(c) for c in columns]
+    varying = [i for i, c in enumerate(columns) if len(set(c)) > 1]
+    example = "".join(w + (shown[i] if i < len(shown) else "") for i, w in enumerate(words))
+    figures: tuple[str, ...] = ()
+    if varying:  # the first figure that differs is what the reason is about (an SLO miss's share)
+        unit = "%" if words[varying[0] + 1].startswith("%") else ""
+        figures = tuple(f + unit for f in columns[varying[0]])
+    return FailureGroup(
+        phase=became, reason=key, trials=tuple(t.number for t in trials), example=example, figures=figures
+    )
+
+
+def _span(values: Sequence[str]) -> str:
+    return f"{min(values, key=float)}-{max(values, key=float)}"
 
 
 def params_text(params: Mapping[str, Any]) -> str:
@@ -311,8 +324,8 @@ def trial_row(t: FrozenTrial, config: StudyConfig, *, latency: bool = False) -> 
     row = {
         "number": t.number,
         "state": t.state.name,
-        "outcome": outcome(t) if t.state in (TrialState.COMPLETE, TrialState.PRUNED) else t.state.name,
-        "verdict": outcome_text(t),
+        "outcome": Outcome.of(t) if t.state in (TrialState.COMPLETE, TrialState.PRUNED) else t.state.name,
+        "verdict": Outcome.text(t),
         "values": [round(v, 3) for v in t.values] if t.values and t.state == TrialState.COMPLETE else None,
         "score": figure_text(t, config),
         "point": round(figure.point, 3) if figure is not None and figure.point is not None else None,
@@ -346,5 +359,8 @@ def trial_row(t: FrozenTrial, config: StudyConfig, *, latency: bool = False) -> 
         "env": r.env,
         "worker": r.worker_name,
         "target": r.target_fingerprint,
+        **objective_of(config).facts(t),
+        # A rate search's passes, in the order run: each its rate, verdict and latency p99s (numbers).
+        **({"probes": [dict(p) for p in r.probes]} if r.probes else {}),
     }
     return row

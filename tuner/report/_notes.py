@@ -19,31 +19,8 @@ from tuner.objective import Speedup, objective_of
 from tuner.report._facts import figure_text, speedup_clause, study_speedup
 from tuner.report._importance import LABEL
 from tuner.space import Param, format_value
-from tuner.trials import (
-    DIED,
-    MISSES_SLO,
-    NOT_FINALIST,
-    NOT_GATED,
-    NOT_GATED_YET,
-    NOT_STARTED,
-    OTHER,
-    SLOWER,
-    WRONG,
-    Recommendation,
-    client_bound_scenarios,
-    current_confirmation,
-    current_trial,
-    infeasibility,
-    outcome,
-    outcome_text,
-    recommended,
-    record_of,
-    storage_of,
-    study_id,
-    study_trials,
-    trial_id,
-    write,
-)
+from tuner.trials import Outcome, Recommendation, current_confirmation, recommended, record_of, study_trials, write
+from tuner.trials.adapter import current_trial, storage_of, study_id, trial_id
 
 __all__ = [
     "annotate_trials",
@@ -67,7 +44,7 @@ def mark_feasibility(trial: optuna.Trial) -> str:
     the reason in the column rather than a bare False.
     """
     frozen = current_trial(trial)
-    why = infeasibility(frozen)
+    why = record_of(frozen).infeasibility
     label = "yes" if why is None else f"no: wrong answers ({why})"
     write(trial, dashboard_feasible=label)
     return label
@@ -236,21 +213,21 @@ def _recommended_note(rec: Recommendation, config: StudyConfig | None, speedup: 
 
 def _verdict_note(t: FrozenTrial, confirmation: Any) -> tuple[str | None, list[str]]:
     """The note's head and body for a trial that is not the recommendation (head None: nothing to flag)."""
-    kind, words = outcome(t), outcome_text(t)
+    became, words = Outcome.of(t), Outcome.text(t)
     record = record_of(t)
-    if t.state == TrialState.COMPLETE and kind == WRONG:
+    if t.state == TrialState.COMPLETE and became == Outcome.WRONG:
         return f"**{words}**: fast or not, it is wrong; never recommended.", []
-    if kind == MISSES_SLO:
+    if became == Outcome.MISSES_SLO:
         return f"**{words}**: fast or not, it breaks the latency promise; never recommended.", []
-    if kind == NOT_GATED:
+    if became == Outcome.NOT_GATED:
         return f"**{words}**.", []
-    if kind in (NOT_GATED_YET, NOT_FINALIST):
+    if became in (Outcome.NOT_GATED_YET, Outcome.NOT_FINALIST):
         return f"**{words}**.", []
     if t.state == TrialState.COMPLETE:
         values = confirmation.get("values", {}) if confirmation is not None else {}
         if str(t.number) in values:
             return (
-                f"A finalist: re-measured at the end at {values[str(t.number)]:.1f}; the confirmation recommended "
+                f"A finalist: re-measured at the end at {_shown(confirmation, t.number)}; the confirmation recommended "
                 f"#{confirmation['winner']}.",
                 [],
             )
@@ -258,11 +235,11 @@ def _verdict_note(t: FrozenTrial, confirmation: Any) -> tuple[str | None, list[s
     if t.state != TrialState.PRUNED or record.rejected or record.duplicate_of is not None:
         return (f"{words[0].upper()}{words[1:]}." if t.state in (TrialState.PRUNED, TrialState.FAIL) else None), []
     reason = record.failure_reason if record.failure_reason is not None else "(no reason recorded)"
-    if kind == SLOWER:
+    if became == Outcome.SLOWER:
         return f"**{words}**: {reason}", []  # a healthy server that was slower: its log proves nothing
     head = f"**{words}** (phase `{record.failure_phase if record.failure_phase is not None else '?'}`): {reason}"
     tail = (record.log_tail or "").splitlines()[-12:]
-    if kind in (NOT_STARTED, DIED, OTHER) and tail:
+    if became in (Outcome.NOT_STARTED, Outcome.DIED, Outcome.OTHER) and tail:
         return head, ["", "Server log (last lines; full log in the artifacts):", "", "```", *tail, "```"]
     return head, []
 
@@ -283,7 +260,7 @@ def trial_note_text(
         head, body = _recommended_note(rec, config, speedup), []
     else:
         head, body = _verdict_note(t, confirmation)
-    if bound := client_bound_scenarios(t):
+    if bound := record_of(t).client_bound_scenarios():
         mark = (
             f"**CLIENT-BOUND** in {', '.join(bound)}: measured while the load generator was the bottleneck, so "
             "these figures understate the server; raise `[benchmark] client_processes` and re-measure."
@@ -326,3 +303,10 @@ def _repeats_text(config: StudyConfig) -> str:
         f"objective is neither clearly behind nor ahead of the last finalist, until ±{b.precision:.2%} on the "
         f"objective (±{each:.1%} per scenario while the study does not know its noise yet)"
     )
+
+
+
+def _shown(confirmation: Any, number: int) -> str:
+    """A finalist's confirmed value as the confirmation recorded it for people (its objective's units)."""
+    shown = (confirmation.get("shown") or {}).get(str(number))
+    return str(shown) if shown is not None else f"{confirmation['values'][str(number)]:.1f}"

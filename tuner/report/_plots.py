@@ -16,25 +16,11 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import StudyConfig
 from tuner.metrics import LATENCY_MEASURES
+from tuner.objective import objective_of
 from tuner.report._facts import ScenarioComparison, figure_text
 from tuner.report._map import MapView
 from tuner.report._slo import RatePoint
-from tuner.trials import (
-    FEASIBLE,
-    MISSES_SLO,
-    NOT_FINALIST,
-    NOT_GATED,
-    NOT_GATED_YET,
-    SLOWER,
-    WRONG,
-    Recommendation,
-    current_confirmation,
-    feasible,
-    is_counted,
-    outcome,
-    rank_value,
-    study_trials,
-)
+from tuner.trials import Outcome, Recommendation, current_confirmation, feasible, is_counted, rank_value, study_trials
 
 __all__ = ["plot_history", "plot_importances", "plot_latency_vs_rate", "plot_param_map", "plot_scenarios"]
 
@@ -69,14 +55,14 @@ def _history_points(study: optuna.Study) -> dict[str, list[tuple[int, float]]]:
     for t in study_trials(study):
         if not is_counted(t):
             continue
-        kind = outcome(t)
+        became = Outcome.of(t)
         if t.state == TrialState.COMPLETE:
             value = rank_value(t)
-        elif kind == SLOWER and t.intermediate_values:
+        elif became == Outcome.SLOWER and t.intermediate_values:
             value = t.intermediate_values[max(t.intermediate_values)]  # the partial objective, on its scale
         else:
             value = math.nan
-        groups.setdefault(kind, []).append((t.number, value))
+        groups.setdefault(became, []).append((t.number, value))
     return groups
 
 
@@ -98,13 +84,13 @@ def _best_line(study: optuna.Study, rec: Recommendation | None) -> tuple[list[in
 
 
 _STYLE: dict[str, dict[str, Any]] = {
-    FEASIBLE: {"marker": "o", "color": "tab:blue", "label": "feasible"},
-    NOT_GATED_YET: {"marker": "o", "color": "tab:cyan", "label": "not gated yet (only finalists are)"},
-    NOT_GATED: {"marker": "s", "facecolors": "none", "edgecolors": "tab:olive", "label": "not gated (behind)"},
-    NOT_FINALIST: {"marker": "s", "facecolors": "none", "edgecolors": "tab:cyan", "label": "not a finalist"},
-    WRONG: {"marker": "x", "color": "red", "label": "infeasible (wrong answers)"},
-    MISSES_SLO: {"marker": "x", "color": "tab:orange", "label": "infeasible (misses the SLO)"},
-    SLOWER: {
+    Outcome.FEASIBLE: {"marker": "o", "color": "tab:blue", "label": "feasible"},
+    Outcome.NOT_GATED_YET: {"marker": "o", "color": "tab:cyan", "label": "not gated yet (only finalists are)"},
+    Outcome.NOT_GATED: {"marker": "s", "facecolors": "none", "edgecolors": "tab:olive", "label": "not gated (behind)"},
+    Outcome.NOT_FINALIST: {"marker": "s", "facecolors": "none", "edgecolors": "tab:cyan", "label": "not a finalist"},
+    Outcome.WRONG: {"marker": "x", "color": "red", "label": "infeasible (wrong answers)"},
+    Outcome.MISSES_SLO: {"marker": "x", "color": "tab:orange", "label": "infeasible (misses the SLO)"},
+    Outcome.SLOWER: {
         "marker": "D",
         "facecolors": "none",
         "edgecolors": "tab:blue",
@@ -139,7 +125,7 @@ def plot_history(
                    label=f"recommended #{t.number}")
         text = f"#{t.number} {figure_text(t, config)}"
         if recommended.confirmed_value is not None:
-            text += f"\nconfirmed {recommended.confirmed_value:.1f}"
+            text += f"\nconfirmed {objective_of(config).format(recommended.confirmed_value)}"
         ax.annotate(text, (t.number, rank_value(t)), textcoords="offset points", xytext=(8, -24), fontsize=8)
     ax.set_xlabel("trial")
     ax.set_ylabel((study.metric_names or ["score"])[0] if len(study.directions) == 1 else "geometric mean")
@@ -177,20 +163,21 @@ def plot_param_map(view: MapView, path: Path, *, score_name: str) -> Path:
     x, y = view.x, view.y
     kinds: dict[str, list[Any]] = {}
     for t in view.trials:
-        kinds.setdefault(outcome(t), []).append(t)
+        kinds.setdefault(Outcome.of(t), []).append(t)
 
     def xy(ts: Sequence[Any]) -> tuple[list[float], list[float]]:
         return [float(t.params[x]) for t in ts], [float(t.params[y]) for t in ts]
 
-    good = kinds.get(FEASIBLE, []) + kinds.get(NOT_GATED_YET, [])
+    good = kinds.get(Outcome.FEASIBLE, []) + kinds.get(Outcome.NOT_GATED_YET, [])
     if good:
         points = ax.scatter(*xy(good), c=[rank_value(t) for t in good], cmap="viridis", s=90, edgecolors="black",
-                            label="feasible" + (" or not gated yet" if kinds.get(NOT_GATED_YET) else ""))
+                            label="feasible" + (" or not gated yet" if kinds.get(Outcome.NOT_GATED_YET) else ""))
         fig.colorbar(points, ax=ax, label=score_name)
-    for kind, style in _MAP_STYLE.items():
-        if kinds.get(kind):
-            ax.scatter(*xy(kinds[kind]), **style)
-    failed = [t for k, ts in kinds.items() if k not in (FEASIBLE, NOT_GATED_YET, *_MAP_STYLE) for t in ts]
+    for became, style in _MAP_STYLE.items():
+        if kinds.get(became):
+            ax.scatter(*xy(kinds[became]), **style)
+    shown = (Outcome.FEASIBLE, Outcome.NOT_GATED_YET, *_MAP_STYLE)
+    failed = [t for k, ts in kinds.items() if k not in shown for t in ts]
     if failed:
         ax.scatter(*xy(failed), marker="o", facecolors="none", edgecolors="grey", s=80, label="failed")
     star = [t for t in view.trials if t.number == view.recommended]
@@ -206,11 +193,13 @@ def plot_param_map(view: MapView, path: Path, *, score_name: str) -> Path:
     return _save(fig, path)
 
 
+_HOLLOW = {"facecolors": "none", "s": 70}
 _MAP_STYLE: dict[str, dict[str, Any]] = {
-    NOT_GATED: {"marker": "s", "facecolors": "none", "edgecolors": "tab:olive", "s": 70, "label": "not gated (behind)"},
-    NOT_FINALIST: {"marker": "s", "facecolors": "none", "edgecolors": "tab:cyan", "s": 70, "label": "not a finalist"},
-    WRONG: {"marker": "x", "c": "red", "s": 80, "label": "infeasible (wrong answers)"},
-    SLOWER: {"marker": "D", "facecolors": "none", "edgecolors": "tab:blue", "s": 60, "label": "pruned (slower)"},
+    Outcome.NOT_GATED: {"marker": "s", **_HOLLOW, "edgecolors": "tab:olive", "label": "not gated (behind)"},
+    Outcome.NOT_FINALIST: {"marker": "s", **_HOLLOW, "edgecolors": "tab:cyan", "label": "not a finalist"},
+    Outcome.WRONG: {"marker": "x", "c": "red", "s": 80, "label": "infeasible (wrong answers)"},
+    Outcome.MISSES_SLO: {"marker": "x", "c": "tab:orange", "s": 80, "label": "infeasible (misses the SLO)"},
+    Outcome.SLOWER: {"marker": "D", **_HOLLOW, "s": 60, "edgecolors": "tab:blue", "label": "pruned (slower)"},
 }
 
 
@@ -297,12 +286,19 @@ def plot_latency_vs_rate(series: dict[str, list[RatePoint]], path: Path) -> Path
             ]
             if missed:
                 ax.scatter(*zip(*missed, strict=True), marker="x", s=90, color="tab:red", zorder=3)
+            met = [(p.rate, f.point * scale) for p in points if p.verdict is not None and p.verdict.met
+                   and (f := p.p99.get(measure.key))]  # fmt: skip
+            if met:
+                ax.scatter(*zip(*met, strict=True), marker="$\\checkmark$", s=90, color="tab:green", zorder=3)
             limits |= {v * scale for p in points if (v := p.slo.limits().get(key)) is not None}
         for limit in sorted(limits):
             ax.axhline(limit, color="tab:red", linestyle="--", linewidth=1, label=f"SLO {limit:g} {measure.unit}")
+        rates = [p.rate for points in series.values() for p in points if p.rate > 0]
+        if rates and max(rates) > 8 * min(rates):  # a rate search's probes span octaves: a log axis shows each
+            ax.set_xscale("log", base=2)
         ax.set_xlabel("offered rate (requests/s)")
         ax.set_ylabel(f"{measure.label} p99 ({measure.unit})")
         ax.grid(True, alpha=0.3)
         ax.legend(loc="best", fontsize=8)
-    fig.suptitle("Latency against offered rate (× = misses the SLO there)")
+    fig.suptitle("Latency against offered rate (✓ = shown to meet the SLO there, × = misses it)")
     return _save(fig, path)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import StudyConfig
@@ -23,7 +24,6 @@ from tuner.objective import objective_of
 from tuner.report._export import export_dropin, launch_text
 from tuner.report._facts import (
     baseline_drift,
-    baseline_trial,
     compare_scenarios,
     failure_groups,
     figure_text,
@@ -36,27 +36,21 @@ from tuner.report._facts import (
     tune_command,
 )
 from tuner.report._importance import LABEL, feasible_study, importance_target, importances
-from tuner.report._slo import RatePoint, rate_points, slo_sentence
+from tuner.report._slo import RatePoint, closest_slo_lines, rate_points, slo_line, slo_object, slo_sentence
 from tuner.space import format_value
 from tuner.trials import (
-    FEASIBLE,
-    OUTCOMES,
-    SLOWER,
-    WRONG,
+    Outcome,
     Recommendation,
-    client_bound_scenarios,
-    confirmation_text,
+    baseline_trial,
+    closest_to_slo,
     counted_trials,
     feasible,
     is_counted,
-    outcome,
-    outcome_text,
     rank_value,
     recommended,
     record_of,
     study_record,
     study_trials,
-    warm_start_of,
 )
 
 __all__ = ["Report", "build_report"]
@@ -155,14 +149,15 @@ class _ReportWriter:
         records = [record_of(t) for t in trials]
         rejected = sum(1 for r in records if r.rejected)
         repeats = sum(1 for r in records if r.duplicate_of is not None)
-        outcomes = Counter(outcome(t) for t in trials if is_counted(t))
-        always = (FEASIBLE, WRONG, SLOWER)
-        counts = ", ".join(f"{outcomes[o]} {o}" for o in OUTCOMES if outcomes[o] or o in always)
+        outcomes = Counter(Outcome.of(t) for t in trials if is_counted(t))
+        always = (Outcome.FEASIBLE, Outcome.WRONG, Outcome.SLOWER)
+        counts = ", ".join(f"{outcomes[o]} {o}" for o in tuple(Outcome) if outcomes[o] or o in always)
         starts = [t.datetime_start for t in trials if t.datetime_start]
         ends = [t.datetime_complete for t in trials if t.datetime_complete]
         span = f"{min(starts):%Y-%m-%d %H:%M} → {max(ends):%Y-%m-%d %H:%M}" if starts and ends else "-"
         facts = study_record(study)
-        target = facts.target_trials if facts.target_trials is not None else self.config.study.trials
+        target = self._target()
+        better = "lower" if StudyDirection.MINIMIZE in study.directions else "higher"
         self.md += [
             f"# Tuning report: study `{study.study_name}`",
             "",
@@ -171,13 +166,13 @@ class _ReportWriter:
             f"- **{counted_trials(study)}/{target}** counted trials: {counts}.",
             f"- Not counted: {rejected} samples rejected by constraints, {repeats} repeats of measured configs, "
             f"{states.get('FAIL', 0)} interrupted or environment faults, {states.get('RUNNING', 0)} running.",
-            f"- Objective: {', '.join(study.metric_names or ['score'])} (higher is better). A score is the lower "
+            f"- Objective: {', '.join(study.metric_names or ['score'])} ({better} is better). A score is the lower "
             f"end of the objective's {self.config.benchmark.confidence:.0%} interval, shown as "
             "`score (point ± half-width)`.",
         ]
         if (warmups := facts.warmups) is not None:
             self.md.append(f"- {warmups[0].upper()}{warmups[1:]}.")
-        if (warm := warm_start_of(study)) is not None:
+        if (warm := study_record(study).warm_start) is not None:
             self.md += [f"- {line[0].upper()}{line[1:]}." for line in warm.lines()]
         self.md.append("")
 
@@ -185,14 +180,11 @@ class _ReportWriter:
         self.md += ["## Recommendation", ""]
         rec, best = self.rec, self.best
         if rec is None or best is None:
-            self.md += [
-                "**No feasible trial yet: nothing to recommend.** See *Failures* below for why configs failed.",
-                "",
-            ]
+            self.md += self._no_recommendation()
             return
         lines = recommendation_lines(self.study, self.config, rec, finish=self.command("finish"))
         self.md += [f"**{lines[0][0].upper()}{lines[0][1:]}.**", "", *(f"{line}." for line in lines[1:])]
-        confirmed = confirmation_text(self.study)
+        confirmed = study_record(self.study).confirmation_text
         if confirmed and rec.confirmed:
             self.md += ["", confirmed[0].upper() + confirmed[1:] + "."]
         if rec.front:
@@ -206,6 +198,32 @@ class _ReportWriter:
             self.md += ["systemd drop-in (`tune export --format dropin`):", "", "```ini", dropin.rstrip(), "```", ""]
         except Exception as exc:
             self.md += [f"(No systemd drop-in: {exc})", ""]
+
+    def _no_recommendation(self) -> list[str]:
+        """Nothing to recommend: when configs missed only the SLO, the closest one, marked as not meeting it (its
+        latency is in *Latency against offered rate*); "yet" only while the study has trials left to run."""
+        closest = closest_to_slo(self.study)
+        if closest is None:
+            ended = counted_trials(self.study) >= self._target()
+            head = "No feasible trial" + ("" if ended else " yet") + ": nothing to recommend."
+            return [f"**{head}** See *Failures* below for why configs failed.", ""]
+        lines = closest_slo_lines(self.study, self.config)
+        return [
+            f"**{lines[0][0].upper()}{lines[0][1:]}.**",
+            "",
+            f"{lines[1][0].upper()}{lines[1][1:]}; {lines[2].strip()}.",
+            "",
+            "Its launch command (it does **not** meet the SLO):",
+            "",
+            "```sh",
+            launch_text(self.config, closest),
+            "```",
+            "",
+        ]
+
+    def _target(self) -> int:
+        facts = study_record(self.study)
+        return facts.target_trials if facts.target_trials is not None else self.config.study.trials
 
     def _params_table(self, best: FrozenTrial) -> list[str]:
         baseline = self.baseline
@@ -227,7 +245,7 @@ class _ReportWriter:
             self.md += ["No feasible trial to compare.", ""]
             return
         if baseline is None or baseline.state != TrialState.COMPLETE:
-            missing = "was not measured" if baseline is None else f"did not complete ({outcome_text(baseline)})"
+            missing = "was not measured" if baseline is None else f"did not complete ({Outcome.text(baseline)})"
             self.md += [f"The baseline {missing}: no speed-up can be computed.", ""]
             return
         if baseline.number == best.number:
@@ -264,22 +282,38 @@ class _ReportWriter:
         self.image("scenarios", "Per-scenario tok/s, baseline vs recommended")
 
     def latency_vs_rate(self) -> None:
-        """``[slo]`` with open-loop scenarios: the rate up to which each config keeps the promise, and a plot."""
+        """``[slo]`` with open-loop scenarios: the rate up to which each config keeps the promise, and a plot
+        (when none keeps it: the closest one's, against the baseline's)."""
         best, baseline = self.best, self.baseline
-        if best is None or not rate_points(best, self.config):
+        closest = closest_to_slo(self.study) if best is None else None
+        shown = best or closest
+        if shown is None or not rate_points(shown, self.config):
             return
         self.md += ["## Latency against offered rate", ""]
-        brackets = objective_of(self.config).brackets(self.study, best, baseline)
-        sentence = slo_sentence(best, baseline, self.config, brackets=brackets)
-        self.md += [f"**Recommended: {sentence}.**" if sentence else "The recommendation met the SLO at no rate "
-                    "measured (it is feasible on the scenarios it was judged in).", ""]
-        series = {f"recommended (#{best.number})": rate_points(best, self.config)}
+        if best is not None:
+            brackets = objective_of(self.config).brackets(self.study, best, baseline)
+            sentence = slo_sentence(best, baseline, self.config, brackets=brackets)
+            own = "The recommendation met the SLO at no rate measured (feasible on the scenarios it was judged in)."
+            self.md += [f"**Recommended, in its own trial: {sentence}.**" if sentence else own, ""]
+            if line := self._confirmed_slo(best):
+                self.md += [f"On re-measurement (the confirmation's visits, fresh arrivals each round): {line}.", ""]
+            label = f"recommended (#{shown.number})"
+        else:
+            self.md += [f"No config met the SLO; the closest, #{shown.number}, against the baseline:", ""]
+            label = f"closest (#{shown.number}, misses the SLO)"
+        best = shown
+        series = {label: rate_points(best, self.config)}
         if baseline is not None and baseline.number != best.number and baseline.state == TrialState.COMPLETE:
             series = {f"baseline (#{baseline.number})": rate_points(baseline, self.config), **series}
         self.md += _latency_table(series, self.config.benchmark.confidence)
         self.draw("latency_rate", lambda: _plot_latency(series, self.out_dir))
-        self.image("latency_rate", "TTFT and TPOT p99 against offered rate with their intervals, baseline vs "
-                   "recommended, SLO line")  # fmt: skip
+        self.image("latency_rate", f"TTFT, TPOT and E2E p99 against offered rate with their intervals, baseline "
+                   f"vs {label}, SLO line")  # fmt: skip
+
+    def _confirmed_slo(self, t: FrozenTrial) -> str | None:
+        """The confirmation's SLO verdicts of ``t`` in words (None: it did not re-measure ``t``)."""
+        confirmed = slo_object(t, self.config, self.study)
+        return slo_line(t, self.config, self.study) if confirmed is not None and confirmed["confirmed"] else None
 
     def top_configs(self) -> None:
         ranked = feasible(self.study)
@@ -296,14 +330,14 @@ class _ReportWriter:
             t
             for t in self.trials
             if is_counted(t)
-            and outcome(t) == WRONG
+            and Outcome.of(t) == Outcome.WRONG
             and t.state == TrialState.COMPLETE
             and (top is None or rank_value(t, self.study.directions) > rank_value(top, self.study.directions))
         ]
         if wrong_fast:
             self.md += [
                 "Faster than the best but **infeasible** (wrong answers; never recommended): "
-                + ", ".join(f"#{t.number} ({figure_text(t, self.config)}, {outcome_text(t)})" for t in wrong_fast)
+                + ", ".join(f"#{t.number} ({figure_text(t, self.config)}, {Outcome.text(t)})" for t in wrong_fast)
                 + ".",
                 "",
             ]
@@ -316,7 +350,7 @@ class _ReportWriter:
         tag = " (baseline)" if record.is_baseline else ""
         if self.best is not None and t.number == self.best.number:
             tag += " **recommended**"
-        if client_bound_scenarios(t):
+        if record_of(t).client_bound_scenarios():
             tag += " CLIENT-BOUND"
         return (
             f"| {rank} | #{t.number}{tag} | {figure_text(t, self.config)} | {toks} | {accept} "
@@ -359,10 +393,9 @@ class _ReportWriter:
                 "|---|---|---|---|",
             ]
             for g in groups:
-                shown = ", ".join(f"#{n}" for n in g.trials[:12]) + (" …" if len(g.trials) > 12 else "")
-                self.md.append(f"| {g.phase} | {_md_cell(g.example[:200])} | {len(g.trials)} | {shown} |")
+                self.md.append(f"| {g.phase} | {_md_cell(g.example[:200])} | {len(g.trials)} | {g.trials_text} |")
             self.md.append("")
-        slower = sum(1 for t in self.trials if is_counted(t) and outcome(t) == SLOWER)
+        slower = sum(1 for t in self.trials if is_counted(t) and Outcome.of(t) == Outcome.SLOWER)
         saved = sum(record_of(t).pruning_saved_s or 0.0 for t in self.trials)
         if slower:
             self.md += [
@@ -422,8 +455,8 @@ class _ReportWriter:
         self.md += [
             f"`{view.x}` × `{view.y}` over the {len(view.trials)} counted trials of {view.branch_text}: colour = "
             "score of feasible trials (and of ungated ones where only finalists are gated), ★ = recommended, "
-            "olive □ = not gated (behind the best), red × = infeasible, blue ◇ = pruned (slower than the best), "
-            "grey ○ = failed.",
+            "olive □ = not gated (behind the best), red × = infeasible (wrong answers), orange × = infeasible (misses "
+            "the SLO), blue ◇ = pruned (slower than the best), grey ○ = failed (did not start, died under load).",
             "",
         ]
         self.image("map", f"{view.x} x {view.y}")
@@ -450,8 +483,8 @@ def _latency_table(series: dict[str, list[RatePoint]], confidence: float) -> lis
         for p in points:
             cells = [f.text(m.scale) if (f := p.p99.get(m.key)) is not None else "-" for m in LATENCY_MEASURES]
             v = p.verdict
-            attainment = "-" if v is None or v.attainment is None else f"{v.attainment:.1%}" + (
-                "" if v.holds else " (misses)")  # fmt: skip
+            words = {"met": " ✓", "missed": " × (misses)", "undecided": " (not shown)"}
+            attainment = "-" if v is None or v.attainment is None else f"{v.attainment:.1%}{words.get(v.state, '')}"
             md.append(f"| {label} | {p.scenario} | {p.rate:g} | {attainment} | " + " | ".join(cells) + " |")
     return [*md, ""]
 

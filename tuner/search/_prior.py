@@ -17,7 +17,7 @@ from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial
 
 from tuner.search._wrap import WrappingSampler
-from tuner.trials import with_extra_trials
+from tuner.trials.adapter import with_extra_trials
 
 __all__ = ["Prior", "PriorSampler"]
 

@@ -14,7 +14,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.stats import EMPTY_POOL, Noise, Reference, ReferenceLookup, is_slower, objective_slower, pooled_noise
-from tuner.trials import best_trials, is_feasible, record_of, scenario_repeats, study_trials
+from tuner.trials import best_trials, record_of, study_trials
 
 __all__ = ["RegressionPruner", "pruning_savings"]
 
@@ -87,7 +87,7 @@ class RegressionPruner(optuna.pruners.BasePruner):
             return True  # the benchmark already ran this test after each repeat (see reference_lookup)
         lookup = self.reference_lookup(study, exclude=trial.number)
         reference = lookup(scenario)
-        candidate = scenario_repeats(trial, scenario)
+        candidate = record_of(trial).repeats(scenario)
         if reference is None or len(candidate) < (1 if reference.noise is not None else self._min_repeats):
             return False
         if is_slower(
@@ -100,7 +100,7 @@ class RegressionPruner(optuna.pruners.BasePruner):
         if self._objective_margin is None:
             return False
         references = {name: lookup(name) for name in names}
-        samples = {name: scenario_repeats(trial, name) for name in names}
+        samples = {name: record_of(trial).repeats(name) for name in names}
         if not all(samples.values()):
             return False
         known = {name: ref for name, ref in references.items() if ref is not None}
@@ -133,8 +133,8 @@ class RegressionPruner(optuna.pruners.BasePruner):
 
         def lookup(scenario: str) -> Reference | None:
             if scenario not in pools:
-                pools[scenario] = pooled_noise(scenario_repeats(t, scenario) for t in others)
-            samples = scenario_repeats(ref, scenario)
+                pools[scenario] = pooled_noise(record_of(t).repeats(scenario) for t in others)
+            samples = record_of(ref).repeats(scenario)
             noise = pools[scenario]
             if noise is None and len(samples) >= self._min_repeats:
                 noise = EMPTY_POOL
@@ -154,7 +154,7 @@ class RegressionPruner(optuna.pruners.BasePruner):
         """The trial a candidate is compared with (None: nothing to compare with yet)."""
         if self._reference == "baseline":
             for t in study_trials(study, states=(TrialState.COMPLETE,)):
-                if record_of(t).is_baseline and t.number != exclude and is_feasible(t):
+                if record_of(t).is_baseline and t.number != exclude and record_of(t).feasible:
                     return t
             return None
         best = [t for t in best_trials(study) if t.number != exclude]

@@ -52,33 +52,30 @@ import optuna
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial
 
-from tuner.bench import ScenarioResult, WarmupLookup
+from tuner.bench import ScenarioResult, WarmupLookup, pooled_slo_fields
 from tuner.config import StudyConfig, launch_spec
 from tuner.endpoint import Endpoint
 from tuner.errors import TrialFailure
 from tuner.objective import BaseObjective, objective_of
-from tuner.report import baseline_trial
+from tuner.slo import UNDECIDED, SloVerdict
 from tuner.spec import LaunchSpec
 from tuner.stats import Noise, SequentialPolicy, pooled_noise
 from tuner.study._objective import TrialParts
 from tuner.study._steps import benchmark_server, gate_server
 from tuner.study._warmups import first_passes_lookup
 from tuner.trials import (
-    CONFIRMATION,
-    GateVerdict,
+    baseline_trial,
     best_trials,
     candidates,
-    confirmation_text,
     current_confirmation,
-    gate_pending,
     is_counted,
     record_gate_verdict,
     record_of,
-    scenario_repeats,
+    study_record,
     write_study,
 )
 
-__all__ = ["CONFIRMATION", "Confirmation", "confirm_top", "settle_final_gate"]
+__all__ = ["Confirmation", "confirm_top", "settle_final_gate"]
 
 Claim = Callable[[list[int]], bool]
 Check = Callable[[Endpoint], bool]
@@ -153,6 +150,7 @@ def confirm_top(
         race.run_round(r, racing)
     if len(race.top) < 2:
         return None
+    race.judge_slo()
     values = {t.number: 0.0 if t.number in race.errors else race.value(t) for t in race.top}
     return _record(study, race, values, say)
 
@@ -181,6 +179,8 @@ class _Race:
     baseline_error: tuple[int, str] | None = None
     visits: dict[int, list[tuple[ScenarioResult, ...]]] = field(default_factory=dict)
     errors: dict[int, str] = field(default_factory=dict)
+    missed: dict[int, str] = field(default_factory=dict)
+    """Finalists whose SLO verdict over their visits is a miss, and why: ranked after every other."""
     spent: list[float] = field(default_factory=list)
     """Seconds of each visit."""
     rounds: int = 0
@@ -197,31 +197,76 @@ class _Race:
     def figures(self, n: int) -> dict[str, Any]:
         return self.objective.confirmed_figures(self.visits[n], self.noise)
 
-    def measure(self, t: FrozenTrial, label: str, check: Check | None) -> tuple[ScenarioResult, ...] | None:
-        return _measure(self.parts, self.config, t, self.policy, label=label, check=check, warmups=self.warmups,
-                        objective=self.objective, leader=self.leader)  # fmt: skip
+    def verdicts(self, n: int) -> dict[str, SloVerdict]:
+        """Per scenario with an SLO, ``n``'s verdict over every request of its visits (fresh arrivals each round):
+        the burden of proof for an answer to deploy is on these, not on the trial's own pass."""
+        confidence = self.config.benchmark.confidence
+        out: dict[str, SloVerdict] = {}
+        for s in self.config.benchmark.scenarios:
+            results = [r for visit in self.visits.get(n, []) for r in visit if r.name == s.name]
+            pooled = pooled_slo_fields(results, confidence) if s.slo is not None else {}
+            if pooled and (v := SloVerdict.read(pooled.get, requests=int(pooled["requests"]))) is not None:
+                out[s.name] = v
+        return out
+
+    def slo_missed(self, n: int) -> str | None:
+        """Why finalist ``n`` misses the SLO on re-measurement (None: it does not)."""
+        slos = {s.name: s.slo for s in self.config.benchmark.scenarios if s.slo is not None}
+        missed = [v.text(name, slos[name].describe()) for name, v in self.verdicts(n).items() if not v.holds]
+        return "; ".join(missed) or None
+
+    def judge_slo(self) -> None:
+        """After the rounds: a finalist that breaks the promise on re-measurement is no answer, however fast."""
+        for t in self.top:
+            if t.number not in self.errors and (why := self.slo_missed(t.number)) is not None:
+                self.missed[t.number] = why
+                self.say(f"  #{t.number} misses the SLO on re-measurement: {why}")
+
+    def undecided(self, t: FrozenTrial) -> bool:
+        """Whether some SLO verdict of ``t`` is still undecided after its visits (another round may decide it)."""
+        return t.number not in self.errors and any(v.state == UNDECIDED for v in self.verdicts(t.number).values())
+
+    def measure(self, t: FrozenTrial, r: int, check: Check | None) -> tuple[ScenarioResult, ...] | None:
+        """Visit ``t`` in round ``r``, saying so before the restart and what the visit measured after it (a visit
+        on a large model is minutes of loading: the console never goes quiet that long without a word)."""
+        who = " (the baseline)" if self.baseline is not None and t.number == self.baseline.number else ""
+        self.say(f"  round {r + 1}: #{t.number}{who}: restart with its config, wait until ready, measure")
+        t0 = time.monotonic()
+        visit = _measure(self.parts, self.config, t, self.policy, in_round=r, check=check, warmups=self.warmups,
+                         objective=self.objective, leader=self.leader)  # fmt: skip
+        if visit is not None:
+            value = self.objective.format(self.objective.confirmed_value([visit], self.noise))
+            self.say(f"    #{t.number}: {value} this visit ({time.monotonic() - t0:.0f} s)")
+        return visit
 
     def racing(self, r: int) -> list[FrozenTrial] | None:
-        """The finalists round ``r`` measures (None: the race is over)."""
-        if r >= ROUNDS and not self.objective.races:
-            return None
-        racing = self.top if r < ROUNDS else self.contenders()
-        if len(self.top) < 2 or len(racing) < 2:
-            return None  # one config left in the race, or finalists failed the gate and none took their place
+        """The finalists round ``r`` measures (None: the race is over): every one in the fixed rounds; after them
+        the ones that could still beat the leader (when the objective races) and the ones whose SLO verdict the
+        requests so far could not decide."""
+        if len(self.top) < 2:
+            return None  # finalists failed the gate and none took their place
         if r < ROUNDS:
-            return racing
+            return self.top
+        close = self.contenders() if self.objective.races else []
+        close = close if len(close) > 1 else []  # a race needs the leader and one that could still beat it
+        unsure = [t for t in self.top if t.number not in self.missed and self.undecided(t)]
+        chosen = {t.number for t in (*close, *unsure)}
+        racing = [t for t in self.top if t.number in chosen]
+        if not racing:
+            return None
         shown = " ".join(f"#{t.number}" for t in racing)
         visits = len(racing) + (self.baseline is not None)
         if self.until is not None and time.time() + visits * _mean(self.spent) > self.until:
             self.say(f"  no round {r + 1} for {shown}: it would end after the deadline")
             return None
-        precision = self.config.benchmark.precision
-        self.say(f"  round {r + 1}: {shown} (one could still be more than {precision:.1%} faster)")
+        why = [f"one could still be more than {self.config.benchmark.precision:.1%} faster"] if close else []
+        why += [f"#{t.number}'s SLO verdict is not decided yet" for t in unsure]
+        self.say(f"  round {r + 1}: {shown} ({'; '.join(why)})")
         return racing
 
     def contenders(self) -> list[FrozenTrial]:
         """The finalists still in the race, in ``top``'s order (the objective's rule)."""
-        alive = [t for t in self.top if t.number not in self.errors]
+        alive = [t for t in self.top if t.number not in self.errors and self.slo_missed(t.number) is None]
         pooled = {t.number: [r for v in self.visits[t.number] for r in v] for t in alive}
         kept = {t.number for t in self.objective.contenders(alive, pooled, self.noise)}
         return [t for t in alive if t.number in kept]
@@ -242,7 +287,7 @@ class _Race:
         assert self.baseline is not None
         n = self.baseline.number
         try:
-            results = self.measure(self.baseline, f"confirm-{n:04d}-{r + 1}", None)
+            results = self.measure(self.baseline, r, None)
         except TrialFailure as failure:
             self.baseline_error = (n, f"[{failure.phase}] {failure.reason}"[:500])
             self.say(f"  the baseline #{n} failed on re-measurement: {self.baseline_error[1]}")
@@ -255,11 +300,11 @@ class _Race:
     def visit(self, t: FrozenTrial, r: int) -> bool:
         """One visit of finalist ``t`` in round ``r``; False when it failed the end-of-study gate (it is out)."""
         check = None
-        if self.gating and r == 0 and gate_pending(t):
+        if self.gating and r == 0 and record_of(t).gate_pending:
             check = _finalist_check(self.study, self.config, self.parts, t, self.say)
         try:
             t0 = time.monotonic()
-            results = self.measure(t, f"confirm-{t.number:04d}-{r + 1}", check)
+            results = self.measure(t, r, check)
             self.spent.append(time.monotonic() - t0)
         except TrialFailure as failure:
             self.errors[t.number] = f"[{failure.phase}] {failure.reason}"[:500]
@@ -293,24 +338,26 @@ def _measure(
     t: FrozenTrial,
     policy: SequentialPolicy,
     *,
-    label: str,
+    in_round: int,
     check: Check | None,
     warmups: WarmupLookup | None,
     objective: BaseObjective,
     leader: FrozenTrial,
 ) -> tuple[ScenarioResult, ...] | None:
-    """One visit: apply, restart, wait until the new process serves, (gate,) measure what the objective visits
-    (every scenario, by default; ``leader``: where a measurement of the objective's own starts).
+    """One visit in round ``in_round``: apply, restart, wait until the new process serves, (gate,) measure what the
+    objective visits (every scenario, by default; ``leader``: where a measurement of the objective's own starts),
+    on the round's own draw of arrivals and prompts (fresh from the trials', the same for every config of it).
 
     None when ``check`` (the end-of-study gate) fails the config: it is not benchmarked.
     """
     target = parts.target
-    up = target.bring_up(bring_up_spec(config, t), label=label)
+    up = target.bring_up(bring_up_spec(config, t), label=f"confirm-{t.number:04d}-{in_round + 1}")
     endpoint = up.ready.endpoint or target.endpoint
     if check is not None and not check(endpoint):
         return None
     bench = parts.benchmark(endpoint)
     bench.policy = policy
+    bench.draw = in_round + 1
     bench.use_first_passes(warmups)
 
     def scenarios() -> tuple[ScenarioResult, ...]:
@@ -341,14 +388,15 @@ def _finalist_check(
         result = gate_server(parts.gate, endpoint)
         correct = result.passed >= config.gate.min_passed
         failures = tuple(f"{o.task_id}: {o.reason or 'failed'}"[:300] for o in result.failures[:5])
-        verdict = GateVerdict(
+        verdict = record_gate_verdict(
+            study,
+            t.number,
             passed=result.passed,
             total=result.total,
             correct=correct,
             seconds=round(result.seconds, 3),
             failures=failures,
         )
-        record_gate_verdict(study, t.number, verdict)
         if correct:
             say(f"  #{t.number} gate {verdict.text}: passed")
         else:
@@ -371,7 +419,7 @@ def settle_final_gate(
     member of the Pareto front (one that fails leaves the front, and may let others in). ``claim``: as for the
     confirmation, one worker of a fleet gates a given config."""
     while gates_at_the_end(config, parts):
-        pending = [t for t in best_trials(study) if gate_pending(t)]
+        pending = [t for t in best_trials(study) if record_of(t).gate_pending]
         if not pending:
             return
         t = pending[0]
@@ -409,14 +457,14 @@ def visit_policy(config: StudyConfig, *, noise_known: bool) -> SequentialPolicy:
 def study_noise(study: optuna.Study, config: StudyConfig) -> dict[str, Noise | None]:
     """Per scenario, the repeat noise pooled over every trial of the study (None: no trial repeated it)."""
     trials = [t for t in study.get_trials(deepcopy=False) if is_counted(t)]
-    return {s.name: pooled_noise(scenario_repeats(t, s.name) for t in trials) for s in config.benchmark.scenarios}
+    return {s.name: pooled_noise(record_of(t).repeats(s.name) for t in trials) for s in config.benchmark.scenarios}
 
 
 def _record(study: optuna.Study, race: _Race, values: dict[int, float], say: Any) -> Confirmation:
     top = race.top
     sign = -1.0 if race.objective.directions()[0] == StudyDirection.MINIMIZE else 1.0
     # Best first in the objective's direction; a config that failed on re-measurement last, whatever its 0.
-    ranked = sorted(values, key=lambda n: (n in race.errors, -sign * values[n]))
+    ranked = sorted(values, key=lambda n: (n in race.errors, n in race.missed, -sign * values[n]))
     result = Confirmation(
         trials=tuple(t.number for t in top),
         values=values,
@@ -443,10 +491,14 @@ def _record(study: optuna.Study, race: _Race, values: dict[int, float], say: Any
             "close": race.objective.better(values[result.winner], values[result.best_before])
             < 1 + race.config.benchmark.precision,
             "figures": {str(n): race.figures(n) for n in sorted(measured)},
+            # Each measured config's SLO verdicts over its visits' requests (the views' verdict for a finalist).
+            "slo": {str(n): {s: {**v.figures(), "requests": v.requests} for s, v in race.verdicts(n).items()}
+                    for n in sorted(measured) if race.verdicts(n)},
+            "slo_missed": {str(n): why for n, why in race.missed.items()},
             "baseline": _baseline_record(race),
         },
     )
-    say(confirmation_text(study) or "")
+    say(study_record(study).confirmation_text or "")
     return result
 
 

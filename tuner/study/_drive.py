@@ -26,16 +26,8 @@ from tuner.study._policy import ENVIRONMENT, FailurePolicy, ask_next
 from tuner.study._recovery import Heartbeat, recover_stale_trials, requeue
 from tuner.study._scoring import references_for
 from tuner.study._starts import enqueue_unmeasured, find_duplicate, retry_branch
-from tuner.trials import (
-    best_trials,
-    current_trial,
-    failure_outcome,
-    is_counted,
-    outcome_words,
-    record_of,
-    write,
-    write_stored,
-)
+from tuner.trials import Outcome, best_trials, is_counted, record_of, write, write_stored
+from tuner.trials.adapter import current_trial
 
 __all__ = [
     "MAX_HOST_ERRORS_IN_A_ROW",
@@ -257,8 +249,7 @@ def _failure_words(failure: TrialFailure) -> str:
     """``pruned: slower than the best (...)`` or ``failed: did not start [ready] ...``: the console's verdict."""
     if isinstance(failure, RegressionPruned):
         return f"pruned: slower than the best ({failure.reason})"
-    kind = failure_outcome(str(failure.phase), environment=failure.kind == ENVIRONMENT)
-    return f"{outcome_words(kind)} {failure}"
+    return f"{Outcome.of_failure(str(failure.phase), environment=failure.kind == ENVIRONMENT).words} {failure}"
 
 
 def _rejected(loop: Loop, trial: optuna.Trial, params: dict[str, Value]) -> bool:

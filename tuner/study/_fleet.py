@@ -128,7 +128,7 @@ class Claims:
     """
 
     def __init__(self, study: optuna.Study) -> None:
-        from tuner.trials import claims_table, storage_of, study_id
+        from tuner.trials.adapter import claims_table, storage_of, study_id
 
         table = claims_table(study)
         if table is None:

@@ -33,7 +33,8 @@ from tuner.study._storage import open_study
 from tuner.study._warm import read_warm_start, warm_prior
 from tuner.study._warmups import describe_warmups
 from tuner.target import Target, open_target
-from tuner.trials import WarmStart, counted_trials, recommended, record_of, storage_of, warm_start_of, write_study
+from tuner.trials import WarmStart, counted_trials, recommended, record_of, study_record, write_study
+from tuner.trials.adapter import storage_of
 
 __all__ = ["Interrupted", "RunSummary", "resume_command", "run_study"]
 
@@ -316,13 +317,13 @@ def _prepare_study(
         enqueue_starting_points(study, config, warm=warm)
     else:
         _retry_failed_baseline(study, config, fleet)
-        if has_baseline and config.search.warm_start and warm_start_of(study) is None:
+        if has_baseline and config.search.warm_start and study_record(study).warm_start is None:
             console.line(
                 f"warm start from {config.search.warm_start} not applied: study {study.study_name} had started "
                 "already (a warm start chooses a new study's first trials)"
             )
     # A fleet's other worker may not have written the warm start's record yet: then the study file decides.
-    warm = warm_start_of(study)
+    warm = study_record(study).warm_start
     search = config.search
     with_prior = warm.prior if warm is not None else search.warm_start is not None and search.warm_start_prior
     study.sampler = make_sampler(seeded, offset=0, prior=warm_prior(config) if with_prior else None)

@@ -24,7 +24,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.errors import EnvironmentFault, GateFailed, RegressionPruned, TrialFailure
-from tuner.trials import enqueue, pop_waiting, record_of, storage_of, trial_id, write, write_stored
+from tuner.trials import enqueue, record_of, write, write_stored
+from tuner.trials.adapter import pop_waiting, storage_of, trial_id
 
 __all__ = [
     "CONFIG",

@@ -39,11 +39,10 @@ from tuner.trials import (
     WarmStart,
     candidates,
     is_counted,
-    is_feasible,
     recommended,
     record_of,
+    study_record,
     study_trials,
-    warm_start_of,
 )
 
 __all__ = ["map_config", "prior_scale", "read_warm_start", "warm_prior"]
@@ -143,7 +142,7 @@ def _domain(p: Param) -> str:
 
 def _carried(t: FrozenTrial, params: dict[str, Value]) -> CarriedTrial:
     # A config the other study did not gate because it was behind its best was still measured: its speed counts.
-    measured = t.state == TrialState.COMPLETE and (is_feasible(t) or record_of(t).gate_skipped)
+    measured = t.state == TrialState.COMPLETE and (record_of(t).feasible or record_of(t).gate_skipped)
     return CarriedTrial(
         number=t.number,
         params=params,
@@ -180,7 +179,7 @@ def warm_prior(config: StudyConfig) -> Prior:
     found: list[WarmStart] = []
 
     def prior(study: optuna.Study) -> list[FrozenTrial]:
-        if not found and (warm := warm_start_of(study)) is not None:
+        if not found and (warm := study_record(study).warm_start) is not None:
             found.append(warm)
         if not found or not found[0].trials or not found[0].prior:
             return []

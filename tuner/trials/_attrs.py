@@ -58,6 +58,8 @@ FAILURE_KIND = "failure_kind"
 MAX_RATE = "max_rate_rps"
 """``[objective] kind = "max_rate"``: the highest offered rate (requests/s) at which the trial kept the SLO."""
 MAX_RATE_BRACKET = "max_rate_bracket"
+PROBES = "probes"
+"""Passes of an open-loop scenario at rates other than its own (a rate search's), each with its verdict and p99s."""
 """``[highest met, lowest missed]`` of the rate search (either None when no step met, or missed, it)."""
 SLO_MISSED = "slo_missed"
 """Why a COMPLETE trial is infeasible under ``[slo]``: one line per scenario that confidently missed it

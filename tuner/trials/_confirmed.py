@@ -22,7 +22,14 @@ def confirmation_text(study: optuna.Study) -> str | None:
     # Best first: the ranks the confirmation stored (in its objective's direction); a record without them ranked
     # by the highest value.
     order = sorted(values.items(), key=lambda kv: (ranks.get(kv[0], 0), -kv[1]))
-    shown = ", ".join(f"#{n} failed" if n in errors else f"#{n} {texts.get(n, f'{v:.1f}')}" for n, v in order)
+    missed = c.get("slo_missed") or {}
+
+    def one(n: str, v: float) -> str:
+        if n in errors:
+            return f"#{n} failed"
+        return f"#{n} {texts.get(n, f'{v:.1f}')}" + (" (misses the SLO)" if n in missed else "")
+
+    shown = ", ".join(one(n, v) for n, v in order)
     rounds = c.get("rounds", 2)
     winner, before = c["winner"], c.get("best_before")
     measured = f"re-measured over {rounds} rounds: {shown}"

@@ -8,6 +8,7 @@ gave wrong answers, the ones a user must never deploy.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import StrEnum
 from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
@@ -16,96 +17,89 @@ from tuner.trials import _attrs as attrs
 from tuner.trials._ranking import is_feasible
 from tuner.trials._verdicts import gate_pending
 
-__all__ = [
-    "DIED",
-    "ENVIRONMENT",
-    "FEASIBLE",
-    "NOT_FINALIST",
-    "NOT_GATED",
-    "NOT_GATED_YET",
-    "NOT_STARTED",
-    "OTHER",
-    "OUTCOMES",
-    "SLOWER",
-    "WRONG",
-    "failure_outcome",
-    "infeasibility",
-    "outcome",
-    "outcome_text",
-    "outcome_words",
-]
+__all__ = ["Outcome", "infeasibility", "outcome", "outcome_text"]
 
-FEASIBLE = "feasible"
-NOT_GATED = "not gated (behind the best)"
-NOT_GATED_YET = "not gated yet (finalists only)"
-NOT_FINALIST = "not gated (not a finalist)"
-WRONG = "infeasible (wrong answers)"
-MISSES_SLO = "infeasible (misses the SLO)"
-SLOWER = "pruned (slower)"
-NOT_STARTED = "failed to start"
-DIED = "died under load"
-ENVIRONMENT = "environment"
-OTHER = "other failure"
 
-OUTCOMES = (
-    FEASIBLE, NOT_GATED, NOT_GATED_YET, NOT_FINALIST, WRONG, MISSES_SLO, SLOWER, NOT_STARTED, DIED, ENVIRONMENT, OTHER
-)  # fmt: skip
-"""What became of a counted trial, in the order the report lists them."""
+class Outcome(StrEnum):
+    """What became of a counted trial, in the order the report lists them (each is its own words' short form:
+    an outcome compares and prints as its string)."""
+
+    FEASIBLE = "feasible"
+    NOT_GATED = "not gated (behind the best)"
+    NOT_GATED_YET = "not gated yet (finalists only)"
+    NOT_FINALIST = "not gated (not a finalist)"
+    WRONG = "infeasible (wrong answers)"
+    MISSES_SLO = "infeasible (misses the SLO)"
+    SLOWER = "pruned (slower)"
+    NOT_STARTED = "failed to start"
+    DIED = "died under load"
+    ENVIRONMENT = "environment"
+    OTHER = "other failure"
+
+    @property
+    def words(self) -> str:
+        """The outcome as every view prints it."""
+        return _WORDS[self]
+
+    @classmethod
+    def of(cls, t: FrozenTrial) -> str:
+        """What became of ``t``: an :class:`Outcome` for a COMPLETE or PRUNED trial (the state's name otherwise)."""
+        return outcome(t)
+
+    @classmethod
+    def of_failure(cls, phase: str, *, slower: bool = False, environment: bool = False) -> Outcome:
+        """The outcome of a trial that ended in ``phase`` (``slower``: the regression pruner stopped it)."""
+        if environment:
+            return cls.ENVIRONMENT
+        if slower:
+            return cls.SLOWER
+        if phase == "gate":
+            return cls.WRONG
+        if phase in _START_PHASES:
+            return cls.NOT_STARTED
+        if phase == "benchmark":
+            return cls.DIED
+        return cls.OTHER
+
+    @classmethod
+    def text(cls, t: FrozenTrial) -> str:
+        """What became of ``t`` in a few words, the same in every view (:func:`outcome_text`)."""
+        return outcome_text(t)
+
 
 _START_PHASES = ("apply", "restart", "ready", "verify")
 
-
-def failure_outcome(phase: str, *, slower: bool = False, environment: bool = False) -> str:
-    """The outcome of a trial that ended in ``phase`` (``slower``: the regression pruner stopped it)."""
-    if environment:
-        return ENVIRONMENT
-    if slower:
-        return SLOWER
-    if phase == "gate":
-        return WRONG
-    if phase in _START_PHASES:
-        return NOT_STARTED
-    if phase == "benchmark":
-        return DIED
-    return OTHER
-
-
-_WORDS = {
-    FEASIBLE: "feasible",
-    NOT_GATED: "not gated: too far behind the best to need it",
-    NOT_GATED_YET: "not gated yet: only finalists are gated, at the end of the study",
-    NOT_FINALIST: "not gated: not a finalist",
-    WRONG: "failed: wrong answers",
-    MISSES_SLO: "infeasible: misses the latency SLO",
-    SLOWER: "pruned: slower than the best",
-    NOT_STARTED: "failed: did not start",
-    DIED: "failed: died under load",
-    ENVIRONMENT: "environment fault: not counted, run again",
-    OTHER: "failed",
+_WORDS: dict[str, str] = {
+    Outcome.FEASIBLE: "feasible",
+    Outcome.NOT_GATED: "not gated: too far behind the best to need it",
+    Outcome.NOT_GATED_YET: "not gated yet: only finalists are gated, at the end of the study",
+    Outcome.NOT_FINALIST: "not gated: not a finalist",
+    Outcome.WRONG: "failed: wrong answers",
+    Outcome.MISSES_SLO: "infeasible: misses the latency SLO",
+    Outcome.SLOWER: "pruned: slower than the best",
+    Outcome.NOT_STARTED: "failed: did not start",
+    Outcome.DIED: "failed: died under load",
+    Outcome.ENVIRONMENT: "environment fault: not counted, run again",
+    Outcome.OTHER: "failed",
 }
 
 
-def outcome_words(kind: str) -> str:
-    """The words for an outcome (one of :data:`OUTCOMES`) as every view prints them."""
-    return _WORDS.get(kind, kind)
-
-
 def outcome(t: FrozenTrial) -> str:
-    """One of :data:`OUTCOMES` for a COMPLETE or PRUNED trial (the state's name otherwise)."""
+    """An :class:`Outcome` for a COMPLETE or PRUNED trial (the state's name otherwise)."""
     user = t.user_attrs
     if t.state == TrialState.COMPLETE:
         if _misses_slo_only(t.constraints, user):
-            return MISSES_SLO  # never a finalist or a contender, whatever its gate would say
+            return Outcome.MISSES_SLO  # never a finalist or a contender, whatever its gate would say
         if user.get(attrs.GATE_SKIPPED):
-            return NOT_GATED
+            return Outcome.NOT_GATED
         if gate_pending(t):
-            return NOT_FINALIST if user.get(attrs.NOT_FINALIST) else NOT_GATED_YET
-        return FEASIBLE if is_feasible(t) else WRONG
+            return Outcome.NOT_FINALIST if user.get(attrs.NOT_FINALIST) else Outcome.NOT_GATED_YET
+        return Outcome.FEASIBLE if is_feasible(t) else Outcome.WRONG
     if t.state != TrialState.PRUNED:
         return t.state.name
     if user.get(attrs.CORRECT) is False:
-        return WRONG
-    return failure_outcome(
+        return Outcome.WRONG
+    return Outcome.of_failure(
         str(user.get(attrs.FAILURE_PHASE) or ""),
         slower=user.get(attrs.PRUNED_SKIPPED) is not None,
         environment=user.get(attrs.FAILURE_KIND) == "environment",
@@ -147,13 +141,13 @@ def outcome_text(t: FrozenTrial) -> str:
         return "not counted (failed outside the trial)"
     if t.state == TrialState.RUNNING:
         return "running"
-    kind = outcome(t)
-    if kind == NOT_GATED:
-        return f"{_WORDS[kind]} ({user.get(attrs.GATE)})"
-    if kind == WRONG:
+    became = outcome(t)
+    if became == Outcome.NOT_GATED:
+        return f"{_WORDS[became]} ({user.get(attrs.GATE)})"
+    if became == Outcome.WRONG:
         return f"infeasible: wrong answers ({infeasibility(t) or 'gate failed'})"
-    if kind == MISSES_SLO:
+    if became == Outcome.MISSES_SLO:
         return f"infeasible: {user.get(attrs.SLO_MISSED) or 'misses the SLO'}"
-    if kind == OTHER:
+    if became == Outcome.OTHER:
         return f"failed in phase {user.get(attrs.FAILURE_PHASE)}"
-    return _WORDS.get(kind, t.state.name)
+    return _WORDS.get(became, t.state.name)

@@ -12,7 +12,16 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.trials import _attrs as attrs
 from tuner.trials._verdicts import study_trials
 
-__all__ = ["best_trials", "candidates", "counted_trials", "feasible", "is_counted", "is_feasible", "rank_value"]
+__all__ = [
+    "baseline_trial",
+    "best_trials",
+    "candidates",
+    "counted_trials",
+    "feasible",
+    "is_counted",
+    "is_feasible",
+    "rank_value",
+]
 
 
 def is_counted(t: FrozenTrial) -> bool:
@@ -87,3 +96,15 @@ def best_trials(study: optuna.Study) -> list[FrozenTrial]:
 
     front = [t for t in done if not any(dominates(other, t) for other in done)]
     return sorted(front, key=lambda t: t.number)
+
+
+def baseline_trial(study: optuna.Study) -> FrozenTrial | None:
+    """The measured baseline (trial 0 normally); a retried baseline counts, a failed one is still returned."""
+    measured = [
+        t
+        for t in study_trials(study)
+        if t.user_attrs.get(attrs.BASELINE) and t.state in (TrialState.COMPLETE, TrialState.PRUNED)
+    ]
+    complete = [t for t in measured if t.state == TrialState.COMPLETE]
+    pool = complete or measured
+    return pool[-1] if pool else None

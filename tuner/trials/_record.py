@@ -9,7 +9,6 @@ come from the metric registry (:mod:`tuner.metrics`) generically: a metric added
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,13 +18,14 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.metrics import METRICS, scenario_attrs
-from tuner.slo import SLO_STATES, SloVerdict
+from tuner.slo import SloVerdict
 from tuner.trials import _attrs as attrs
-from tuner.trials._confirmed import CONFIRMATION
-from tuner.trials._optuna import current_trial, storage_of, trial_id
-from tuner.trials._outcome import outcome, outcome_text
+from tuner.trials._confirmed import CONFIRMATION, confirmation_text
+from tuner.trials._outcome import infeasibility, outcome, outcome_text
 from tuner.trials._ranking import is_counted, is_feasible
+from tuner.trials._verdicts import GateVerdict, gate_pending, gate_verdicts
 from tuner.trials._warm import WarmStart
+from tuner.trials.adapter import current_trial, storage_of, trial_id
 
 __all__ = [
     "StudyFacts",
@@ -84,6 +84,7 @@ class TrialFacts(TypedDict, total=False):
     slo_missed: str
     max_rate_rps: float
     max_rate_bracket: list[float | None]
+    probes: list[Mapping[str, Any]]
 
 
 _TRIAL_KEYS: dict[str, str] = {
@@ -123,6 +124,7 @@ _TRIAL_KEYS: dict[str, str] = {
     "slo_missed": attrs.SLO_MISSED,
     "max_rate_rps": attrs.MAX_RATE,
     "max_rate_bracket": attrs.MAX_RATE_BRACKET,
+    "probes": attrs.PROBES,
 }
 
 
@@ -186,6 +188,10 @@ class TrialRecord:
     max_rate_rps: float | None = None
     """``kind = "max_rate"``: the highest offered rate that kept the SLO (0: none did)."""
     max_rate_bracket: tuple[float | None, float | None] | None = None
+    probes: tuple[Mapping[str, Any], ...] = ()
+    """Passes of an open-loop scenario at rates other than its own, in the order run: each its ``scenario``,
+    ``rate`` and the figures of :data:`tuner.metrics.PROBE_KEYS` (the verdict's and the latency p99s with their
+    intervals)."""
     """``[highest met, lowest missed]`` of the rate search (None where the search found no such rate)."""
     scenarios: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Per-scenario figures: scenario -> :mod:`tuner.metrics` key -> value, for every metric the trial recorded."""
@@ -195,6 +201,11 @@ class TrialRecord:
     """One of :data:`~tuner.trials.OUTCOMES` (a state's name for a trial neither COMPLETE nor PRUNED)."""
     outcome_text: str = ""
     """What became of the trial in a few words, the same in every view."""
+    infeasibility: str | None = None
+    """Why a measured config is not eligible (``gate 3/5``; None: it is, or it was not measured)."""
+    gate_pending: bool = False
+    """A trial of a ``[gate] when = "final"`` study with no end-of-study verdict (yet, or ever: only the
+    finalists are gated)."""
 
     def figure(self, scenario: str, key: str) -> Any:
         """The trial's ``key`` figure of ``scenario`` (None when not recorded)."""
@@ -219,23 +230,11 @@ class TrialRecord:
 
         A trial recorded before verdicts were stored has only the attainment's interval: its verdict is the one
         rule applied to that interval, against ``required`` (the study's share: the trial did not store it)."""
-        num = functools.partial(self.number_figure, scenario)
-        low, high = num("attainment_low"), num("attainment_high")
-        required = num("slo_required") or required
-        if required is None or num("attainment") is None:
-            return None
-        state = self.figure(scenario, "slo_verdict")
-        return SloVerdict(
-            state=state if state in SLO_STATES else SloVerdict.decide(low, high, required),
-            required=required,
-            requests=int(num("requests") or 0),
-            attainment=num("attainment"),
-            low=low,
-            high=high,
-            margin=num("slo_margin"),
-            margin_low=num("slo_margin_low"),
-            margin_high=num("slo_margin_high"),
-        )
+
+        def figure(name: str) -> Any:
+            return self.figure(scenario, name) if name == "slo_verdict" else self.number_figure(scenario, name)
+
+        return SloVerdict.read(figure, requests=int(self.number_figure(scenario, "requests") or 0), required=required)
 
     def client_bound_scenarios(self) -> list[str]:
         """Scenarios measured while the load generator was the bottleneck: their figures understate the server."""
@@ -335,11 +334,14 @@ def record_of(t: FrozenTrial | optuna.Trial) -> TrialRecord:
         slo_missed=_text(u.get(attrs.SLO_MISSED)),
         max_rate_rps=_number(u.get(attrs.MAX_RATE)),
         max_rate_bracket=_bracket(u.get(attrs.MAX_RATE_BRACKET)),
+        probes=tuple(p for p in u.get(attrs.PROBES) or () if isinstance(p, Mapping)),
         scenarios=_scenarios(u),
         counted=is_counted(frozen),
         feasible=is_feasible(frozen),
         outcome=outcome(frozen),
         outcome_text=outcome_text(frozen),
+        infeasibility=infeasibility(frozen),
+        gate_pending=gate_pending(frozen),
     )
 
 
@@ -420,6 +422,10 @@ class StudyRecord:
     config_text: str | None = None
     config_source: str | None = None
     config_dir: str | None = None
+    gate_verdicts: Mapping[int, GateVerdict] = field(default_factory=dict)
+    """The end-of-study gate verdicts, by trial number."""
+    confirmation_text: str | None = None
+    """One line on what re-measuring the top decided (None: no confirmation recorded)."""
 
 
 def study_record(study: optuna.Study) -> StudyRecord:
@@ -436,6 +442,8 @@ def study_record(study: optuna.Study) -> StudyRecord:
         config_text=_opt(u.get(attrs.CONFIG_TEXT), str),
         config_source=_opt(u.get(attrs.CONFIG_SOURCE), str),
         config_dir=_opt(u.get(attrs.CONFIG_DIR), str),
+        gate_verdicts=gate_verdicts(study),
+        confirmation_text=confirmation_text(study),
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.trials._outcome import MISSES_SLO, outcome
+from tuner.trials._outcome import Outcome, outcome
 from tuner.trials._ranking import is_counted, rank_value
 from tuner.trials._verdicts import study_trials
 
@@ -15,7 +15,7 @@ __all__ = ["closest_to_slo", "misses_slo"]
 
 def misses_slo(t: FrozenTrial) -> bool:
     """A COMPLETE trial that is infeasible because it confidently missed ``[slo]``."""
-    return t.state == TrialState.COMPLETE and outcome(t) == MISSES_SLO
+    return t.state == TrialState.COMPLETE and outcome(t) == Outcome.MISSES_SLO
 
 
 def closest_to_slo(study: optuna.Study) -> FrozenTrial | None:

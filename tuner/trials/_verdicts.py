@@ -92,8 +92,14 @@ def gate_verdicts(study: optuna.Study) -> dict[int, GateVerdict]:
     return out
 
 
-def record_gate_verdict(study: optuna.Study, number: int, verdict: GateVerdict) -> None:
+def record_gate_verdict(
+    study: optuna.Study, number: int, *, passed: int, total: int, correct: bool, seconds: float,
+    failures: tuple[str, ...] = (),
+) -> GateVerdict:  # fmt: skip
+    """Record trial ``number``'s end-of-study gate verdict in ``study``; the verdict as every view reads it."""
+    verdict = GateVerdict(passed=passed, total=total, correct=correct, seconds=seconds, failures=failures)
     study.set_user_attr(f"{GATE_VERDICT_PREFIX}{number}", verdict.to_dict())
+    return verdict
 
 
 def study_trials(

@@ -315,7 +315,7 @@ def test_a_per_stream_objective_is_confirmed_on_per_stream_repeats(make_config: 
 
 
 def test_confirm_top_remeasures_the_top_three_interleaved(make_config: MakeConfig) -> None:
-    from tuner.trials import confirmation_text, recommended
+    from tuner.trials import recommended, study_record
 
     # Gated before the benchmark, so no finalist drops out at the end for wrong answers.
     cfg = make_config(
@@ -352,7 +352,7 @@ def test_confirm_top_remeasures_the_top_three_interleaved(make_config: MakeConfi
         assert values[n] == pytest.approx(study.trials[n].values[0], rel=0.1)
     rec = recommended(study)
     assert rec is not None and rec.confirmed and rec.trial.number == c["winner"]
-    text = confirmation_text(study)
+    text = study_record(study).confirmation_text
     assert text is not None and ("held its place" in text if c["held"] else f"#{c['winner']} recommended" in text)
 
 

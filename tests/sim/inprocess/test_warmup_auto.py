@@ -14,7 +14,7 @@ from optuna.trial import FrozenTrial
 
 from tuner.sim.inprocess import run_inprocess
 from tuner.study._warmups import first_passes, warmup_states
-from tuner.trials import record_of, scenario_repeats
+from tuner.trials import record_of
 
 from .conftest import MakeConfig
 
@@ -41,12 +41,12 @@ def test_a_warm_server_runs_without_warmups_and_its_first_passes_are_the_evidenc
     assert {kind for t in trials for kind in _warmups(t).values()} == {"none"}
     assert all(record_of(t).figure(s, "first_pass_tok_s") is None for t in trials for s in SCENARIOS)
     # The evidence is free: the first counted repeat of every run with two or more, against the later ones.
-    multi = [(t, s) for t in trials for s in _warmups(t) if len(scenario_repeats(t, s)) >= 2]
+    multi = [(t, s) for t in trials for s in _warmups(t) if len(record_of(t).repeats(s)) >= 2]
     assert multi, "the baseline alone measures its scenarios more than once"
     finished = list(study.get_trials(deepcopy=False))
     for s in SCENARIOS:
         pairs = first_passes(finished, s).pairs
-        expected = [(scenario_repeats(t, n)[0], tuple(scenario_repeats(t, n)[1:])) for t, n in multi if n == s]
+        expected = [(record_of(t).repeats(n)[0], tuple(record_of(t).repeats(n)[1:])) for t, n in multi if n == s]
         assert sorted(pairs) == sorted(expected), s
     states = warmup_states(study, cfg)
     tolerance = cfg.benchmark.scenario_precision
@@ -77,7 +77,7 @@ def test_a_cold_server_gets_warmups_once_its_first_passes_show_it(make_config: M
     assert states["c32-long"][0].kind == "requests", states["c32-long"][0]
     for t in trials:
         probe = record_of(t).figure("c8-short", "first_pass_tok_s")
-        repeats = scenario_repeats(t, "c8-short")
+        repeats = record_of(t).repeats("c8-short")
         if probe is not None and repeats:
             # Counted repeats are warm: each is well above the cold probe of its trial.
             assert min(repeats) > probe * 1.1, (t.number, probe, repeats)

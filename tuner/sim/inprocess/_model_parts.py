@@ -419,7 +419,7 @@ class ModelBenchmark(BaseBenchmark):
         )
 
     def _modelled(self, cfg: ServerConfig, scenario: Scenario) -> ModelledScenario:
-        m = model_scenario(cfg, scenario, seed=self._config.seed, confidence=self._config.confidence)
+        m = model_scenario(cfg, scenario, seed=self.draw_seed(self._config.seed), confidence=self._config.confidence)
         return self._variant(cfg, scenario, m) if self._variant else m
 
     def _died(self, scenario: Scenario, m: ModelledScenario) -> DiedUnderLoad:
