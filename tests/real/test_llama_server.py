@@ -481,8 +481,9 @@ def _summary(r: dict[str, float]) -> str:
 def _open_loop_pass(server: SimProcess, path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[dict, list]:
     log_start = len(server.log())
     rows_path = path.with_suffix(".requests.jsonl")
-    assert main(["bench", "--json", "--config", str(path), "--requests", str(rows_path)]) == 0
+    rc = main(["bench", "--json", "--config", str(path), "--requests", str(rows_path)])
     [result] = json.loads(capsys.readouterr().out)["scenarios"]
+    assert rc in (0, 4), rc  # 4: the pass misses its SLO (docs/faults.md), as the pass with the median limit may
     tasks = _server_tasks(server.log()[log_start:])
     # A pass tune ran again (its client was the bottleneck) is in the log too: the counted one is the last.
     assert len(tasks) == result["requests"] * (1 + result["client_reruns"]), (result, tasks)
