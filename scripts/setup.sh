@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
-# Idempotent set-up: a .venv with tune and its test extras. Sourced by demo.sh and test.sh.
+# Idempotent set-up: a .venv with tune and the PostgreSQL driver (workers sharing a study, docs/fleet.md); with
+# `test` as the argument (test.sh), the test extras too. Run by demo.sh and test.sh.
+#
+# Kept short for a first run (the demo's set-up is part of its time): the venv's own pip installs everything
+# (no upgrade of pip itself first: it installs a pyproject package as editable as well), without byte-compiling
+# every installed module (Python compiles what it imports, once: a third of pip's time was scipy's and
+# matplotlib's modules the demo never imports), and the demo installs no test tools.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-python3}"
 VENV="$ROOT/.venv"
+EXTRAS="postgres${1:+,$1}"
 
 if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
   echo "setup: Python >= 3.11 is required (found: $("$PYTHON" --version 2>&1))" >&2
@@ -12,11 +19,17 @@ fi
 if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
-# Reinstall only when the project's dependencies changed.
+# Reinstall only when the project's dependencies changed, or extras are asked for that are not there yet: the
+# stamp holds the dependencies' hash and one line per set of extras installed with it.
 stamp="$VENV/.tune-installed"
 want="$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1)"
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  "$VENV/bin/python" -m pip install --quiet --upgrade pip
-  "$VENV/bin/python" -m pip install --quiet -e "$ROOT[test,postgres]"
-  echo "$want" > "$stamp"
+if [ ! -f "$stamp" ] || [ "$(head -1 "$stamp")" != "$want" ]; then
+  echo "$want" > "$stamp.new"
+elif ! grep -qxF "$EXTRAS" "$stamp" && ! { [ "$EXTRAS" = postgres ] && grep -qxF "postgres,test" "$stamp"; }; then
+  cp "$stamp" "$stamp.new"
+fi
+if [ -f "$stamp.new" ]; then
+  "$VENV/bin/python" -m pip install --quiet --no-compile -e "$ROOT[$EXTRAS]"
+  echo "$EXTRAS" >> "$stamp.new"
+  mv "$stamp.new" "$stamp"
 fi

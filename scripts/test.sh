@@ -2,7 +2,7 @@
 # Set up, then run the whole test suite (plus ruff and mypy). Extra arguments go to pytest.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$ROOT/scripts/setup.sh"
+"$ROOT/scripts/setup.sh" test
 cd "$ROOT"
 # Real peers for the tests: an OpenSSH server (SSH/systemd tests) and a PostgreSQL server (workers sharing a
 # study), both started privately on loopback by the tests themselves.

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures_rerun import PLANTED_STALL_S, ClientRerun
+from tuner.bench._planted import CLIENT_STALL_ENV
 from tuner.sim.testing import free_port
 from tuner.spec import LaunchSpec
 from tuner.target.hosts import LocalHost
@@ -56,6 +58,20 @@ def process_service(tmp_path: Path) -> Iterator[Callable[[LaunchSpec], ProcessSe
         svc.stop()
 
 
+@pytest.fixture(params=["as-run", "client-rerun"])
+def client_rerun(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ClientRerun:
+    """Every test that plants a one-time event in a server during a measured pass, or reads a pass from the
+    server's own records, runs twice: as the machine lets it, and with the first counted pass's client stalled
+    (``TUNE_TEST_CLIENT_STALL``, inherited by client processes and ``tune`` subprocesses), so that tune runs that
+    pass again on purpose."""
+    if request.param == "as-run":
+        return ClientRerun(forced=False)
+    path = tmp_path / "client-stall"
+    path.write_text(str(PLANTED_STALL_S))
+    monkeypatch.setenv(CLIENT_STALL_ENV, str(path))
+    return ClientRerun(forced=True, stall_file=path)
+
+
 # Under pytest-xdist (`-n`, --dist loadgroup): the tests of one expensive session fixture run on one worker, so
 # each worker does not start its own llama.cpp server or run its own 6-trial report study. A file whose tests
 # share a server of their own (llama-server's) is a group apart, free to run beside its folder's.
@@ -63,6 +79,7 @@ _GROUPS = {"real": "llama", "report": "report-study"}
 _FILE_GROUPS = {"test_llama_server.py": "llama-server"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns the marks into the scopes it distributes
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         parts = Path(str(item.path)).relative_to(ROOT / "tests").parts

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from tuner.bench import HttpBenchmark, MeasuredWindow, ScenarioResult
 from tuner.bench._alarm import client_load
 from tuner.bench._http import MAX_CLIENT_RERUNS
 from tuner.bench._load import STALL_TICK_S, LoadResult
+from tuner.bench._planted import CLIENT_STALL_ENV
 from tuner.bench._record import RequestRecord
 from tuner.cli._bench import format_table
 from tuner.config import BenchmarkSection, Scenario
@@ -155,3 +157,26 @@ def test_a_pass_whose_client_stalled_is_run_again(ddtree_sim: SimProcess, monkey
     assert result.client_reruns >= 1 and len(windows) == 2 + result.client_reruns
     assert result.client_stall_s is not None and result.client_stall_s < 0.5  # the stalled pass is not counted
     assert len(result.repeats_tok_s) == 2 and result.requests == 2 * SC.requests
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_planted_client_stall_makes_tune_run_the_first_counted_pass_again(
+    ddtree_sim: SimProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, processes: int
+) -> None:
+    """``TUNE_TEST_CLIENT_STALL`` (the test hook): the first counted pass's client is stalled, in this process or
+    in a client process, never the warm-up's; tune runs that pass again, once; the stall file is gone after."""
+    stall = tmp_path / "client-stall"
+    stall.write_text("0.5")
+    monkeypatch.setenv(CLIENT_STALL_ENV, str(stall))
+    section = BenchmarkSection(scenarios=(SC,), warmup_requests=2, repeats=2, client_processes=processes)
+    bench = HttpBenchmark(endpoint=Endpoint(base_url=ddtree_sim.url), config=section, min_start_delay_s=0.3)
+    rows: list[dict[str, object]] = []
+    bench._on_requests = rows.extend
+    result = bench.run_scenario(SC)
+    assert not stall.exists() and not Path(f"{stall}.armed").exists()
+    # The first counted pass ran twice (a busy machine may add a rerun of its own, never fewer).
+    assert result.client_reruns >= 1 and result.client_processes == processes
+    first = [r for r in rows if r["repeat"] == 0]
+    assert first[0]["attempt"] == 0 and first[0]["counted"] is False and first[0]["pass_client_stall_s"] >= 0.3
+    assert len(result.repeats_tok_s) == 2 and result.requests == 2 * SC.requests
+    assert result.client_stall_s is not None and result.client_stall_s < 0.5  # the stalled pass is not counted

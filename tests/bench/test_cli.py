@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures_rerun import ClientRerun
 from tuner.cli import _bench
 from tuner.sim.testing import SimProcess
 
@@ -97,7 +98,7 @@ def test_bench_says_the_load_the_interval_and_each_slo_verdict(
 
 
 def test_bench_writes_every_measured_request(
-    ddtree_sim: SimProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ddtree_sim: SimProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str], client_rerun: ClientRerun
 ) -> None:
     """``--requests``: one JSON line per measured request, from which the summary's own figures follow."""
     from tuner.stats import percentile
@@ -109,6 +110,7 @@ def test_bench_writes_every_measured_request(
                "--requests", str(out)])  # fmt: skip
     doc = json.loads(capsys.readouterr().out)
     assert rc == 4  # open-tight misses its SLO (docs/faults.md); every request is still written
+    client_rerun.check(doc["scenarios"][0]["client_reruns"])
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     for result in doc["scenarios"]:
         mine = [r for r in rows if r["scenario"] == result["name"]]

@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from tests.bench.conftest import DDTREE, TIME_SCALE
+from tests.fixtures_rerun import ClientRerun
 from tuner.bench import STREAM_CLIENTS, HttpBenchmark, ScenarioResult, parse_prometheus
 from tuner.config import BenchmarkSection, Scenario
 from tuner.endpoint import Endpoint
@@ -130,9 +131,12 @@ def test_server_dying_under_load_cuts_streams(start_sim) -> None:  # type: ignor
     assert sim.proc.wait(timeout=5) != 0
 
 
-def test_a_stream_cut_by_a_crash_counts_the_tokens_it_delivered(start_sim) -> None:  # type: ignore[no-untyped-def]
+def test_a_stream_cut_by_a_crash_counts_the_tokens_it_delivered(  # type: ignore[no-untyped-def]
+    start_sim, client_rerun: ClientRerun
+) -> None:
     # The server dies 20 modelled seconds (5 s) after it is ready, in the middle of an 8,000-token stream (~50
-    # modelled seconds): however slowly the client starts on a loaded machine, it is streaming by then.
+    # modelled seconds): however slowly the client starts on a loaded machine, it is streaming by then. A pass
+    # whose client stalled is a failed pass all the same (tune never runs a failed pass again).
     sim = start_sim(*DDTREE, "--sim-time-scale", "4", "--sim-crash-after", "20")
     sc = Scenario(name="c1-cut", concurrency=1, prompt_tokens=32, output_tokens=8000, requests=1)
     with pytest.raises(DiedUnderLoad) as info:
@@ -140,6 +144,7 @@ def test_a_stream_cut_by_a_crash_counts_the_tokens_it_delivered(start_sim) -> No
     delivered = re.search(r"request #0 failed after [\d.]+ s \((\d+) tokens delivered\)", info.value.evidence)
     assert delivered is not None, info.value.evidence
     assert 0 < int(delivered.group(1)) < 8000, info.value.evidence  # what the stream carried, not `usage`'s 0
+    client_rerun.check()
 
 
 def test_http_error_is_a_failure(start_sim) -> None:  # type: ignore[no-untyped-def]

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.bench.conftest import DDTREE
+from tests.fixtures_rerun import ClientRerun
 from tuner.bench import HttpBenchmark, ScenarioResult, stream_client
 from tuner.bench._arrivals import arrival_schedule
 from tuner.bench._latency import span_rate
@@ -54,13 +55,16 @@ def _server_log(path: Path, result: ScenarioResult) -> tuple[list[float], list[f
     return [r["first_token"] - r["arrival"] for r in rows], [r["finish"] - r["arrival"] for r in rows]
 
 
-def test_below_capacity_tune_agrees_with_the_servers_log(start_sim: Callable[..., SimProcess], tmp_path: Path) -> None:
+def test_below_capacity_tune_agrees_with_the_servers_log(
+    start_sim: Callable[..., SimProcess], tmp_path: Path, client_rerun: ClientRerun
+) -> None:
     log = tmp_path / "requests.jsonl"
     # Time scale 0.1: a TTFT of ~1 s, so the milliseconds between the two clocks' readings (the client's send,
     # the server parsing the body, a busy machine's scheduling) stay far below 5%.
     sim = start_sim(*DDTREE, "--sim-time-scale", "0.1", "--sim-request-log", str(log), env=ENV)
     sc = _open("r3", rate=3.0, requests=30, output_tokens=8)
     result = _run(sim, sc)
+    client_rerun.check(result.client_reruns)
     ttft, e2e = _server_log(log, result)
     assert len(ttft) == sc.requests == result.requests
     for ours, theirs in (
@@ -85,7 +89,7 @@ def test_below_capacity_tune_agrees_with_the_servers_log(start_sim: Callable[...
 
 
 def test_above_capacity_the_queue_shows_in_ttft_and_the_achieved_rate(
-    start_sim: Callable[..., SimProcess], tmp_path: Path
+    start_sim: Callable[..., SimProcess], tmp_path: Path, client_rerun: ClientRerun
 ) -> None:
     log = tmp_path / "requests.jsonl"
     # Two requests at a time, ~0.5 s each at time scale 2: about 4 req/s of capacity, offered 16.
@@ -93,6 +97,7 @@ def test_above_capacity_the_queue_shows_in_ttft_and_the_achieved_rate(
         *DDTREE, "--max-running-requests", "2", "--sim-time-scale", "2", "--sim-request-log", str(log), env=ENV
     )
     result = _run(sim, _open("r16", rate=16.0, requests=24))
+    client_rerun.check(result.client_reruns)
     assert result.offered_rps is not None and result.achieved_rps is not None
     assert result.achieved_rps < 0.5 * result.offered_rps
     ttft, _ = _server_log(log, result)
@@ -106,14 +111,16 @@ def test_above_capacity_the_queue_shows_in_ttft_and_the_achieved_rate(
 
 
 def test_a_stall_mid_run_delays_every_request_that_arrives_during_it(
-    start_sim: Callable[..., SimProcess], tmp_path: Path
+    start_sim: Callable[..., SimProcess], tmp_path: Path, client_rerun: ClientRerun
 ) -> None:
     """A closed loop would send no new request during the stall (coordinated omission); the open loop keeps
-    sending, and each request that arrived during the 2 s (modelled) stall counts the wait."""
+    sending, and each request that arrived during the 2 s (modelled) stall counts the wait. The stall comes back
+    every 40 arrivals, one pass: a pass tune runs again (its client stalled) stalls at the same request."""
     log = tmp_path / "requests.jsonl"
-    args = ("--sim-time-scale", "2", "--sim-request-log", str(log), "--sim-stall-after", "12", "--sim-stall-s", "2")
-    sim = start_sim(*DDTREE, *args, env=ENV)
+    stall_flags = ("--sim-stall-after", "12", "--sim-stall-every", "40", "--sim-stall-s", "2")
+    sim = start_sim(*DDTREE, "--sim-time-scale", "2", "--sim-request-log", str(log), *stall_flags, env=ENV)
     result = _run(sim, _open("r8", rate=8.0, requests=40, prompt_tokens=256, output_tokens=32))
+    client_rerun.check(result.client_reruns)
     ttft, _ = _server_log(log, result)
     stall = 2.0 / 2  # real seconds
     assert result.ttft_p99_s is not None and result.ttft_p50_s is not None and result.ttft_p90_s is not None

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures_rerun import ClientRerun
 from tuner.bench import STREAM_CLIENTS, HttpBenchmark, stream_client
 from tuner.bench._load import LoadTarget
 from tuner.bench._record import RequestSpec
@@ -158,7 +159,9 @@ def test_a_failure_in_one_process_stops_all_and_is_died_under_load(start_sim: Ca
     assert not worker_children()
 
 
-def test_a_worker_that_dies_fails_the_scenario(plain_sim: SimProcess) -> None:
+def test_a_worker_that_dies_fails_the_scenario(plain_sim: SimProcess, client_rerun: ClientRerun) -> None:
+    """A client process killed after the first counted pass (a pass run again first, when its client stalled):
+    the next pass fails."""
     sc = Scenario(name="c4", concurrency=4, prompt_tokens=16, output_tokens=32, requests=4)
     bench = HttpBenchmark(endpoint=Endpoint(base_url=plain_sim.url), config=_section(sc, 2, warmup=0, repeats=3))
     killed: list[int] = []
@@ -175,6 +178,7 @@ def test_a_worker_that_dies_fails_the_scenario(plain_sim: SimProcess) -> None:
     assert "client process died" in info.value.reason
     assert f"load-generator process {killed[0]} exited" in info.value.evidence
     assert not worker_children()
+    client_rerun.check()
 
 
 def test_workers_die_with_their_parent(plain_sim: SimProcess) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import optuna
 import pytest
 
+from tests.fixtures_rerun import REAL_SERVER_STALL_S, ClientRerun
 from tests.real.conftest import SERVING, LlamaInstall
 from tuner.cli import main
 from tuner.config import load_config
@@ -132,15 +133,18 @@ _PERF = re.compile(r"llama_perf_context_print:\s+total time =\s+([\d.]+) ms")
 
 
 def test_bench_agrees_with_the_servers_own_timings(
-    llama_server: SimProcess, llama: LlamaInstall, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+    llama_server: SimProcess, llama: LlamaInstall, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    client_rerun: ClientRerun,
+) -> None:  # fmt: skip
     """tune bench's output tok/s against llama_perf's per-request total time, both for the same requests."""
+    client_rerun.lasting(REAL_SERVER_STALL_S)
     path = _study(tmp_path, llama, port=llama_server.port)
     path.write_text(path.read_text().replace("repeats = 2", "repeats = 1").replace("requests = 1", "requests = 3"))
     before = len(_PERF.findall(llama_server.log()))
     assert main(["bench", "--json", "--config", str(path)]) == 0
     doc = json.loads(capsys.readouterr().out)
     [result] = doc["scenarios"]
+    client_rerun.check(result["client_reruns"])
     totals_ms = [float(x) for x in _PERF.findall(llama_server.log())[before:]]
     # A pass tune ran again (its client was the bottleneck) is in the log too: the counted one is the last.
     assert len(totals_ms) == 3 * (1 + result["client_reruns"]) and result["requests"] == 3, llama_server.log()[-2000:]

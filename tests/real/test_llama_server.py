@@ -23,6 +23,7 @@ import httpx
 import optuna
 import pytest
 
+from tests.fixtures_rerun import REAL_SERVER_STALL_S, ClientRerun
 from tests.real.conftest import LlamaServerInstall, spawn_llama_server
 from tuner.bench import arrival_schedule, parse_prometheus
 from tuner.cli import main
@@ -120,10 +121,11 @@ def _bench(path: Path, capsys: pytest.CaptureFixture[str]) -> list[dict]:
 
 def test_bench_agrees_with_the_servers_own_timings_and_counters(
     drafting_server: SimProcess, llama_server_install: LlamaServerInstall, tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], client_rerun: ClientRerun,
 ) -> None:  # fmt: skip
     """Three scenarios: tune bench's tok/s against the server's per-request total time for the same requests,
     and its acceptance length against the server's counters and its per-request "mean len" log lines."""
+    client_rerun.lasting(REAL_SERVER_STALL_S)
     command = llama_server_install.command(drafting_server.port, *llama_server_install.draft_model())
     path = _write(tmp_path / "bench.toml", BENCH, port=drafting_server.port, command=command)
     config = load_config(path)
@@ -131,6 +133,7 @@ def test_bench_agrees_with_the_servers_own_timings_and_counters(
     log_start = len(drafting_server.log())
     before = _counters(drafting_server.url)
     results = _bench(path, capsys)
+    client_rerun.check(sum(r["client_reruns"] for r in results))
     after = _counters(drafting_server.url)
     log = drafting_server.log()[log_start:]
     totals = [(float(ms), int(n)) for ms, n in _TOTAL.findall(log)]
@@ -478,8 +481,9 @@ def _summary(r: dict[str, float]) -> str:
 def _open_loop_pass(server: SimProcess, path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[dict, list]:
     log_start = len(server.log())
     rows_path = path.with_suffix(".requests.jsonl")
-    assert main(["bench", "--json", "--config", str(path), "--requests", str(rows_path)]) == 0
+    rc = main(["bench", "--json", "--config", str(path), "--requests", str(rows_path)])
     [result] = json.loads(capsys.readouterr().out)["scenarios"]
+    assert rc in (0, 4), rc  # 4: the pass misses its SLO (docs/faults.md), as the pass with the median limit may
     tasks = _server_tasks(server.log()[log_start:])
     # A pass tune ran again (its client was the bottleneck) is in the log too: the counted one is the last.
     assert len(tasks) == result["requests"] * (1 + result["client_reruns"]), (result, tasks)
@@ -505,7 +509,8 @@ def _check_each_request(rows: list[dict], tasks: list[ServerTask], delivery: flo
 
 
 def test_open_loop_slo_attainment_agrees_with_the_servers_own_timings(
-    llama_server_install: LlamaServerInstall, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    llama_server_install: LlamaServerInstall, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    client_rerun: ClientRerun,
 ) -> None:
     """Poisson arrivals at about the one-slot server's capacity (some requests wait for the slot) with a TPOT
     limit. Each pass is checked against the server's log: the requests it finished, the offered rate (the
@@ -513,6 +518,7 @@ def test_open_loop_slo_attainment_agrees_with_the_servers_own_timings(
     end against its logged first and last tokens from the arrival, and the attainment, its interval and the
     verdict against those the slot's timings give for the same limit. First a limit every request meets, then
     the same pass with one at the median of the server's TPOTs in it, so some requests meet it and some miss."""
+    client_rerun.lasting(REAL_SERVER_STALL_S)
     port = free_port()
     # No prompt cache across requests (--cache-ram 0): a pass's prompts are evaluated as the first pass's were.
     command = llama_server_install.command(port, *NGRAM, "--cache-ram", "0", "--log-timestamps", "--log-prefix")
@@ -531,6 +537,7 @@ def test_open_loop_slo_attainment_agrees_with_the_servers_own_timings(
             limit = statistics.median(t.tpot_s for t in tasks)
     finally:
         server.kill()
+    client_rerun.check(sum(int(r["reruns"]) for r in runs))
     first, last = runs[0], runs[-1]
     assert first["met"] == first["server_met"] == first["requests"] and not first["missed"], first
     assert len(runs) > 1 and 0 < last["server_met"] < last["requests"], runs  # the limit split the requests

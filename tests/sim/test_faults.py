@@ -116,3 +116,26 @@ def test_crash_after(start_sim) -> None:
     log = sim.log()
     assert "Traceback (most recent call last)" in log
     assert "CUDA error: an illegal memory access was encountered" in log
+
+
+def test_a_stall_at_the_nth_arrival_and_every_mth_after(start_sim, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``--sim-stall-after 2 --sim-stall-every 3``: the engine stops at the 2nd, 5th and 8th arrivals (a benchmark's
+    passes of 3 requests each stall at the same one), and the requests that arrive then wait for it."""
+    log = tmp_path / "requests.jsonl"
+    flags = ["--sim-time-scale", "4", "--sim-request-log", str(log)]
+    sim = start_sim(*DFLASH, *flags, "--sim-stall-after", "2", "--sim-stall-every", "3", "--sim-stall-s", "4")
+    with httpx.Client(base_url=sim.url, timeout=30) as http:
+        for _ in range(8):  # one at a time: the log's order is the arrivals'
+            assert http.post("/v1/completions", json={"prompt": "a b", "max_tokens": 2}).status_code == 200
+    ttft = [row["first_token"] - row["arrival"] for row in map(json.loads, log.read_text().splitlines())]
+    assert len(ttft) == 8
+    stalled = [ttft[i] for i in (1, 4, 7)]
+    others = [t for i, t in enumerate(ttft) if i not in (1, 4, 7)]
+    assert min(stalled) >= 1.0 - 0.01 and max(others) < min(stalled), ttft  # 4 modelled seconds at time scale 4
+
+
+@pytest.mark.parametrize("flags", [["--sim-stall-every", "3"], ["--sim-stall-after", "2", "--sim-stall-every", "0"]])
+def test_a_stall_every_needs_its_first_arrival(flags: list[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        ServerConfig.from_argv([*DFLASH, *flags], {})
+    assert info.value.code == 2

@@ -39,6 +39,7 @@ from tuner.bench._clients import stream_client
 from tuner.bench._httpx import async_client
 from tuner.bench._latency import latency_figures, request_rows
 from tuner.bench._load import LoadResult, LoadTarget
+from tuner.bench._planted import arm_client_stall
 from tuner.bench._prompts import build_prompt, prompt_seed
 from tuner.bench._record import RequestRecord, RequestSpec, recount
 from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between
@@ -271,6 +272,8 @@ class HttpBenchmark(BaseBenchmark):
                 ok = await session.probe.flush_cache()
                 measured.flushed = ok if measured.flushed is None else (measured.flushed and ok)
             phase = "measure" if attempt == 0 else f"rerun-{attempt}"
+            if attempt == 0:
+                arm_client_stall()  # a test hook (tuner.bench._planted); nothing unless set
             res = await self._pass(scenario, session, phase=phase, repeat=repeat, during=during)
             counted = attempt == MAX_CLIENT_RERUNS or not self._client_load([res], session.runner.processes).bound
             if self._on_requests is not None:

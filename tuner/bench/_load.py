@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tuner.bench._client import BaseStreamClient
+from tuner.bench._planted import plant_client_stall
 from tuner.bench._record import RequestRecord, RequestSpec, build_body
 
 __all__ = ["LoadResult", "LoadTarget", "MeasuredWindow", "run_load", "thread_cpu_s"]
@@ -135,6 +136,7 @@ class MeasuredWindow:
     async def __aenter__(self) -> MeasuredWindow:
         gc.freeze()
         self._watch = asyncio.create_task(self._wake())
+        plant_client_stall(asyncio.get_running_loop())  # a test hook (tuner.bench._planted); nothing unless set
         return self
 
     async def __aexit__(self, *exc: object) -> None:

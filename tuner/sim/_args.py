@@ -173,20 +173,7 @@ def _fault_flags(sim: argparse._ArgumentGroup) -> None:
         help="append one JSON line per finished generation request: its arrival, first token and finish "
         "(time.monotonic seconds, the clock a client on this machine reads) and its output tokens",
     )
-    sim.add_argument(
-        "--sim-stall-after",
-        type=int,
-        default=None,
-        metavar="N",
-        help="when the Nth generation request arrives, the engine stops stepping for --sim-stall-s",
-    )
-    sim.add_argument(
-        "--sim-stall-s",
-        type=float,
-        default=2.0,
-        metavar="SECONDS",
-        help="how long (modelled seconds) the stall of --sim-stall-after lasts",
-    )
+    _stall_flags(sim)
     sim.add_argument(
         "--sim-crash-after",
         type=float,
@@ -200,6 +187,32 @@ def _fault_flags(sim: argparse._ArgumentGroup) -> None:
         default=None,
         metavar="TOKENS",
         help="exit with a CUDA error traceback when a decode batch holds more than TOKENS of context",
+    )
+
+
+def _stall_flags(sim: argparse._ArgumentGroup) -> None:
+    """An engine stall at the Nth arrival (and, with ``--sim-stall-every``, again every Mth after it)."""
+    sim.add_argument(
+        "--sim-stall-after",
+        type=int,
+        default=None,
+        metavar="N",
+        help="when the Nth generation request arrives, the engine stops stepping for --sim-stall-s",
+    )
+    sim.add_argument(
+        "--sim-stall-every",
+        type=int,
+        default=None,
+        metavar="M",
+        help="stall again at every Mth arrival after the Nth of --sim-stall-after (a benchmark's passes of M "
+        "requests then each stall at the same request, a pass run again included)",
+    )
+    sim.add_argument(
+        "--sim-stall-s",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="how long (modelled seconds) the stall of --sim-stall-after lasts",
     )
 
 
@@ -224,6 +237,8 @@ def parse_server_args(argv: Sequence[str] | None, env: Mapping[str, str], *, pro
         parser.error("--sim-time-scale must be > 0")
     if not 0.0 <= args.sim_malformed_chunks <= 1.0:
         parser.error("--sim-malformed-chunks must be within [0, 1]")
+    if args.sim_stall_every is not None and (args.sim_stall_every < 1 or args.sim_stall_after is None):
+        parser.error("--sim-stall-every needs --sim-stall-after and must be >= 1")
     for dest, spec in MODELLED.items():  # flags this version does not have keep the simulator's default
         if not hasattr(args, dest):
             setattr(args, dest, spec["default"])

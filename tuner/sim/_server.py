@@ -333,9 +333,12 @@ class SimServer:
         return await self._generate(request, chat=False)
 
     def _arrival(self) -> float:
-        """A generation request arrived: its time, and the ``--sim-stall-after`` stall when it is the Nth."""
+        """A generation request arrived: its time, and the ``--sim-stall-after`` stall when it is the Nth (or,
+        with ``--sim-stall-every M``, the Nth plus a multiple of M)."""
         self._arrived += 1
-        if self._engine is not None and self._arrived == self._args.sim_stall_after:
+        first, every = self._args.sim_stall_after, self._args.sim_stall_every
+        since = self._arrived - first if first is not None else -1
+        if self._engine is not None and (since == 0 or (every is not None and since > 0 and since % every == 0)):
             self._engine.stall(self._args.sim_stall_s)
         return time.monotonic()
 
