@@ -109,7 +109,7 @@ def test_command_as_string_is_split_like_a_shell(tmp_path: Path) -> None:
 
 def test_fingerprint_changes_with_the_space_not_with_study_settings(tmp_path: Path) -> None:
     a = load_config(write(tmp_path, DEMO))
-    b = load_config(write(tmp_path, DEMO.replace("trials = 20", "trials = 50")))
+    b = load_config(write(tmp_path, DEMO.replace("trials = 30", "trials = 50")))
     c = load_config(write(tmp_path, DEMO.replace("high = 32", "high = 30")))
     assert a.fingerprint() == b.fingerprint()
     assert a.fingerprint() != c.fingerprint()

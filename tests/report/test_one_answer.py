@@ -38,7 +38,7 @@ def _overturned(tmp: Path) -> tuple[StudyConfig, optuna.Study]:
     for seed in SEEDS:
         path = tmp / f"over{seed}.toml"
         text = DEMO.replace('name = "demo"', f'name = "over{seed}"').replace("30123", str(free_port()))
-        path.write_text(text.replace("trials = 20", "trials = 12"))
+        path.write_text(text.replace("trials = 30", "trials = 12"))
         config = load_config(path)
         run = run_inprocess(config, storage=config.study.storage, seed=seed)
         study = optuna.load_study(study_name=run.study_name, storage=run.storage)

@@ -65,7 +65,7 @@ class _Lines:
 
 def test_a_space_smaller_than_the_trials_ends_normally_after_every_config(make_config: MakeConfig) -> None:
     cfg = make_config(edit=lambda text: gate_when("final")(_small(text)))
-    assert cfg.study.trials == 20
+    assert cfg.study.trials == 30
     lines = _Lines()
     run = run_inprocess(cfg, storage=cfg.study.storage, console=Console(stream=lines, live=False))
     study = optuna.load_study(study_name=run.study_name, storage=run.storage)
