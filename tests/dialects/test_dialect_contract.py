@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tuner.dialects import DIALECTS, BaseServerDialect, detect_dialect, get_dialect
+from tuner.dialects import DIALECTS, BaseServerDialect, Verdict, VersionedFlags, detect_dialect, get_dialect
 from tuner.dialects._generic import GenericDialect
 from tuner.space import Param, SearchSpace, baseline_params, render
 from tuner.spec import LaunchSpec
@@ -29,6 +29,9 @@ HELP = {
     "-md,   --spec-draft-model, --model-draft FNAME  draft model for speculative decoding\n",
     "generic": "usage: my-server [--listen ADDR] [--verbose]\n",
 }
+
+# A version each dialect with versions knows (its [target] server_version); the others have none.
+VERSION_NAMES = {"sglang": "0.5.23"}
 
 
 @pytest.fixture(params=sorted(DIALECTS))
@@ -137,3 +140,33 @@ def test_unknown_command_is_generic_and_says_how_to_choose() -> None:
     assert isinstance(d, GenericDialect) and "[target] server" in d.reason
     with pytest.raises(ValueError, match="unknown server dialect"):
         get_dialect("tgi", ["x"])
+
+
+def test_versions_capability(dialect: BaseServerDialect) -> None:
+    """A dialect either has no versions (None: `--help` alone judges its flags) or the whole capability: the
+    config pins a named version, a host that answers nothing gives no version and says why, and the version it
+    is pinned to judges its sample command."""
+    versions = dialect.versions()
+    assert (versions is None) == (dialect.name not in VERSION_NAMES)
+    if versions is None:
+        return
+    assert isinstance(versions, VersionedFlags)
+    assert versions.version is None  # not pinned: found on the host
+    with pytest.raises(ValueError, match=r"\w"):
+        versions.pinned("not a version", "test")
+    pinned = versions.pinned(VERSION_NAMES[dialect.name], "test")
+    assert type(pinned) is type(dialect)
+    pinned_versions = pinned.versions()
+    assert pinned_versions is not None and pinned_versions.version is not None
+    version, how = versions.detect(lambda argv: None, COMMANDS[dialect.name][:3], listed=frozenset())
+    assert version is None and how and versions.not_found(how)
+    command = COMMANDS[dialect.name]
+    verdicts = versions.table_verdicts(pinned_versions.version, command, SearchSpace(params=()), {}, spellings=True)
+    assert all(isinstance(v, Verdict) and v.ok is not False for v in verdicts)  # its own sample command starts
+    listed = frozenset(dialect.listed_flags(HELP[dialect.name]))
+    judged = versions.judged_flags(pinned_versions.version, command, SearchSpace(params=()))
+    said = versions.help_verdicts(listed, command, SearchSpace(params=()), judged=judged, version=None)
+    assert said and all(isinstance(v, Verdict) for v in said)
+    checked, init_verdicts, expected = versions.init_check(command, {}, "auto")
+    assert type(checked) is type(dialect) and expected
+    assert not any(v.ok is False for v in init_verdicts)

@@ -18,7 +18,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from tuner.cli._init_sglang import drafter_block_size, versioned_dialect
+from tuner.cli._init_versions import versioned_dialect
 from tuner.config import Slo, parse_slo_option
 from tuner.dialects import SERVER_CHOICES, BaseServerDialect, LlamaServerDialect, get_dialect, spec_types
 from tuner.errors import ConfigError, TuneError
@@ -151,7 +151,7 @@ def _required(entry: dict[str, Any], argv: list[str]) -> bool:
 
 def suggest_space(dialect: BaseServerDialect, argv: list[str], env: dict[str, str]) -> list[dict[str, Any]]:
     out = []
-    for entry in dialect.tunable_for(argv, env, trained_block_size=drafter_block_size(argv)):
+    for entry in dialect.tunable_for(argv, env):
         if not _required(entry, argv):
             continue
         fitted = _fit(entry, _command_value(entry, argv, env))

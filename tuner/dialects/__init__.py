@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tuner.dialects._base import BaseServerDialect
+from tuner.dialects._base import BaseServerDialect, Run, Verdict, VersionedFlags
 from tuner.dialects._flagtable import FlagOption, FlagTable, sglang_table
 from tuner.dialects._generic import GenericDialect
 from tuner.dialects._llamacpp import LlamaCppDialect
 from tuner.dialects._llamaserver import LlamaServerDialect, spec_types
 from tuner.dialects._sglang import SGLangDialect
-from tuner.dialects._sglang_check import Verdict, check_command, flag_spellings, metrics_verdict, spelling_verdict
+from tuner.dialects._sglang_check import spelling_verdict
 from tuner.dialects._sglang_versions import (
     DDTREE_BRANCH,
     KNOWN_VERSIONS,
@@ -24,7 +24,6 @@ from tuner.dialects._sglang_versions import (
     SGLangVersion,
     probe_command,
     renamed_flags,
-    renamed_in,
     sglang_version,
     version_from_help,
     version_from_output,
@@ -42,18 +41,16 @@ __all__ = [
     "FlagTable",
     "LlamaCppDialect",
     "LlamaServerDialect",
+    "Run",
     "SGLangDialect",
     "SGLangVersion",
     "VLLMDialect",
     "Verdict",
-    "check_command",
+    "VersionedFlags",
     "detect_dialect",
-    "flag_spellings",
     "get_dialect",
-    "metrics_verdict",
     "probe_command",
     "renamed_flags",
-    "renamed_in",
     "sglang_table",
     "sglang_version",
     "spec_types",

@@ -2,16 +2,98 @@ from __future__ import annotations
 
 import abc
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from tuner.space import Param, SearchSpace, bool_argv
 
-__all__ = ["BaseServerDialect"]
+__all__ = ["BaseServerDialect", "Run", "Verdict", "VersionedFlags"]
 
 # A long option as `--help` prints it: not preceded by a word character or a dash, so `--foo` inside
 # `--no-foo` or `x--foo` is not taken for `--foo`.
 _HELP_FLAG = re.compile(r"(?<![\w-])(--[A-Za-z0-9][\w.-]*)")
+
+
+Run = Callable[[Sequence[str]], "str | None"]
+"""Runs one command on the server's host: its standard output, or None when it failed or timed out."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One finding about a command or a space (``ok`` False: the server would refuse it; None: it starts, but
+    look; True: fine)."""
+
+    ok: bool | None
+    text: str
+
+
+class VersionedFlags(abc.ABC):
+    """How a server's version is found and what that version's flag table says of a study."""
+
+    @property
+    @abc.abstractmethod
+    def version(self) -> Any | None:
+        """The version the dialect was given (``[target] server_version``), None until found on the host."""
+
+    @abc.abstractmethod
+    def pinned(self, name: str, reason: str) -> BaseServerDialect:
+        """The dialect for the version ``name`` names; raises ValueError (what was expected) when it names none."""
+
+    @abc.abstractmethod
+    def detect(
+        self, run: Run, program: Sequence[str], *, listed: frozenset[str] | None = None, quick: bool = False
+    ) -> tuple[Any | None, str]:
+        """(the version on the host, how it was found) or (None, why not); ``listed``: the flags ``--help``
+        printed; ``quick`` (``tune start``): one short process only."""
+
+    @abc.abstractmethod
+    def version_line(self, version: Any, how: str) -> str:
+        """The line that names a version found on the host."""
+
+    @abc.abstractmethod
+    def exact(self, version: Any) -> bool:
+        """Whether ``version`` has its own flag table (not a neighbour's standing in): its verdicts on flag names
+        are then refusals, and ``--help`` need not judge them again."""
+
+    @abc.abstractmethod
+    def not_found(self, how: str) -> str:
+        """The line said when no version was found (``how``: what was tried)."""
+
+    @abc.abstractmethod
+    def table_verdicts(
+        self, version: Any, command: Sequence[str], space: SearchSpace, env: Mapping[str, str], *, spellings: bool
+    ) -> list[Verdict]:
+        """What ``version``'s flag table says of the base command, the space and the environment (``spellings``:
+        also of the flag names; off when a neighbour's table stands in and ``--help`` can judge them)."""
+
+    @abc.abstractmethod
+    def judged_flags(self, version: Any | None, command: Sequence[str], space: SearchSpace) -> set[str]:
+        """The spellings the version's flag table had something to say about (``--help`` need not repeat it)."""
+
+    @abc.abstractmethod
+    def help_verdicts(
+        self,
+        listed: frozenset[str],
+        command: Sequence[str],
+        space: SearchSpace,
+        *,
+        judged: set[str],
+        version: Any | None,
+    ) -> list[Verdict]:
+        """Flags of the base command and the space the live ``--help`` does not list."""
+
+    @abc.abstractmethod
+    def refusal(self, version: Any) -> str:
+        """What a refused command should be instead (the ConfigError's ``expected``)."""
+
+    @abc.abstractmethod
+    def init_check(
+        self, command: Sequence[str], env: Mapping[str, str], server_version: str
+    ) -> tuple[BaseServerDialect, list[Verdict], str]:
+        """``tune init``: (the dialect for the version the command is checked against, what that version says of
+        the command, what a refused command should be instead); ValueError for a ``server_version`` that names
+        no version."""
 
 
 class BaseServerDialect(abc.ABC):
@@ -81,9 +163,7 @@ class BaseServerDialect(abc.ABC):
     def matches(cls, argv: Sequence[str]) -> str | None:
         """What in ``argv`` shows this server's launch command (for the report), or None."""
 
-    def tunable_for(
-        self, argv: Sequence[str], env: Mapping[str, str], *, trained_block_size: int | None = None
-    ) -> tuple[dict[str, Any], ...]:
+    def tunable_for(self, argv: Sequence[str], env: Mapping[str, str]) -> tuple[dict[str, Any], ...]:
         """The :attr:`tunable` entries for this launch command (a dialect may adapt them to it)."""
         return self.tunable
 
@@ -148,6 +228,11 @@ class BaseServerDialect(abc.ABC):
     def command_notes(self, argv: Sequence[str]) -> list[str]:
         """What in the launch command this server would ignore, or what it lacks for `tune` to measure it."""
         return []
+
+    def versions(self) -> VersionedFlags | None:
+        """How this server's version is found and what its flag table says of a study; None (the default): the
+        server has no versions `tune` knows, ``--help`` alone judges its flags."""
+        return None
 
     def inert(self, argv: Sequence[str], env: Mapping[str, str]) -> frozenset[str]:
         """The flags and environment variables of a launch command that change nothing the server does.
