@@ -6,7 +6,15 @@ import re
 
 import pytest
 
-from tuner.dialects import DIALECTS, BaseServerDialect, Verdict, VersionedFlags, detect_dialect, get_dialect
+from tuner.dialects import (
+    DIALECTS,
+    BaseServerDialect,
+    ServerSnapshot,
+    Verdict,
+    VersionedFlags,
+    detect_dialect,
+    get_dialect,
+)
 from tuner.dialects._generic import GenericDialect
 from tuner.space import Param, SearchSpace, baseline_params, render
 from tuner.spec import LaunchSpec
@@ -28,6 +36,14 @@ HELP = {
     "llama-server": "--metrics                               enable prometheus compatible metrics endpoint\n"
     "-md,   --spec-draft-model, --model-draft FNAME  draft model for speculative decoding\n",
     "generic": "usage: my-server [--listen ADDR] [--verbose]\n",
+}
+
+# Each measuring dialect's own acceptance counters after 10 verify steps that delivered 35 tokens (the draft
+# counters count 25 accepted drafts plus a bonus token per step).
+COUNTERS = {
+    "sglang": 'sglang:generation_tokens_total{model_name="m"} 35\nsglang:spec_verify_calls_total{model_name="m"} 10\n',
+    "vllm": "vllm:spec_decode_num_accepted_tokens_total 25\nvllm:spec_decode_num_drafts_total 10\n",
+    "llama-server": "llamacpp:spec_decode_num_accepted_tokens_total 25\nllamacpp:spec_decode_num_drafts_total 10\n",
 }
 
 # A version each dialect with versions knows (its [target] server_version); the others have none.
@@ -170,3 +186,17 @@ def test_versions_capability(dialect: BaseServerDialect) -> None:
     checked, init_verdicts, expected = versions.init_check(command, {}, "auto")
     assert type(checked) is type(dialect) and expected
     assert not any(v.ok is False for v in init_verdicts)
+
+
+def test_reads_its_own_counters_and_no_other_dialects(dialect: BaseServerDialect) -> None:
+    """A dialect that measures acceptance reads its own counters; nothing exposed gives nothing, and no dialect
+    takes another server's counters for its own."""
+    assert (dialect.acceptance is None) == (dialect.name not in COUNTERS)
+    assert dialect.read_counters("", None) == ServerSnapshot()
+    others = "".join(text for name, text in COUNTERS.items() if name != dialect.name)
+    assert dialect.read_counters(others, None).steps is None
+    if dialect.acceptance is None:
+        return
+    assert dialect.metrics_path is not None or dialect.info_paths
+    snap = dialect.read_counters(others + COUNTERS[dialect.name], None)
+    assert (snap.accepted, snap.steps) == (35.0, 10.0)

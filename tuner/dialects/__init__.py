@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tuner.dialects._base import BaseServerDialect, Run, Verdict, VersionedFlags
+from tuner.dialects._counters import ServerSnapshot, parse_prometheus, prometheus_series
 from tuner.dialects._flagtable import FlagOption, FlagTable, sglang_table
 from tuner.dialects._generic import GenericDialect
 from tuner.dialects._llamacpp import LlamaCppDialect
@@ -44,12 +45,15 @@ __all__ = [
     "Run",
     "SGLangDialect",
     "SGLangVersion",
+    "ServerSnapshot",
     "VLLMDialect",
     "Verdict",
     "VersionedFlags",
     "detect_dialect",
     "get_dialect",
+    "parse_prometheus",
     "probe_command",
+    "prometheus_series",
     "renamed_flags",
     "sglang_table",
     "sglang_version",

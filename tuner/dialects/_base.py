@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from tuner.dialects._counters import ServerSnapshot
 from tuner.space import Param, SearchSpace, bool_argv
 
 __all__ = ["BaseServerDialect", "Run", "Verdict", "VersionedFlags"]
@@ -118,6 +119,10 @@ class BaseServerDialect(abc.ABC):
     """Where speculative acceptance comes from: ``server_info`` (SGLang: its Prometheus counters with
     ``--enable-metrics``, ``/server_info`` as the server-wide fallback), ``prometheus`` (vLLM), None."""
     metrics_path: ClassVar[str | None] = None
+    """Where the server's Prometheus counters are (read by :meth:`read_counters`)."""
+    info_paths: ClassVar[tuple[str, ...]] = ()
+    """Where the server's own JSON state is, under each name it has had (asked in order; the first that answers
+    is kept), for :meth:`read_counters`."""
     stream_usage: ClassVar[bool] = True
     """Whether streamed responses carry ``usage`` token counts."""
     tokenize_path: ClassVar[str | None] = None
@@ -228,6 +233,12 @@ class BaseServerDialect(abc.ABC):
     def command_notes(self, argv: Sequence[str]) -> list[str]:
         """What in the launch command this server would ignore, or what it lacks for `tune` to measure it."""
         return []
+
+    def read_counters(self, metrics: str, info: Mapping[str, Any] | None) -> ServerSnapshot:
+        """What the server's counters say of speculative acceptance at one instant: ``metrics`` is the Prometheus
+        text of :attr:`metrics_path` ("" when it has none or did not answer), ``info`` the JSON object one of
+        :attr:`info_paths` answered (None: none did). Empty (the default): acceptance is not measured."""
+        return ServerSnapshot()
 
     def versions(self) -> VersionedFlags | None:
         """How this server's version is found and what its flag table says of a study; None (the default): the

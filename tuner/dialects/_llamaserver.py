@@ -4,6 +4,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from tuner.dialects._base import BaseServerDialect
+from tuner.dialects._counters import ServerSnapshot, drafts_snapshot
 from tuner.space import SearchSpace
 
 __all__ = ["LlamaServerDialect", "spec_types"]
@@ -120,6 +121,10 @@ class LlamaServerDialect(BaseServerDialect):
 
     def token_count_request(self, text: str, model: str) -> dict[str, Any]:
         return {"content": text, "add_special": False}
+
+    def read_counters(self, metrics: str, info: Mapping[str, Any] | None) -> ServerSnapshot:
+        """vLLM's draft counters under ``llamacpp:`` (with ``--metrics``), read the same way."""
+        return drafts_snapshot(metrics, prefix="llamacpp", generated="llamacpp:tokens_predicted_total")
 
     @staticmethod
     def replacement(flag: str, spec_types: Sequence[str]) -> str | None:

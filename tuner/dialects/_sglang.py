@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from tuner.dialects._base import BaseServerDialect, Run, Verdict, VersionedFlags
+from tuner.dialects._counters import ServerSnapshot, counter, number, prometheus_series
 from tuner.dialects._sglang_check import check_command, metrics_verdict
 from tuner.dialects._sglang_init import (
     DDTREE_ENV,
@@ -56,6 +58,7 @@ class SGLangDialect(BaseServerDialect):
     flush_path = "/flush_cache"
     acceptance = "server_info"
     metrics_path = "/metrics"
+    info_paths = ("/server_info", "/get_server_info")  # renamed in 0.4.x; older servers answer the second
     stream_usage = True
     bool_style = "switch"
     flag_separator = "-"
@@ -82,6 +85,28 @@ class SGLangDialect(BaseServerDialect):
         },
         *dflash_knobs(),
     )
+
+    def read_counters(self, metrics: str, info: Mapping[str, Any] | None) -> ServerSnapshot:
+        """With ``--enable-metrics``: ``sglang:generation_tokens_total`` and ``sglang:spec_verify_calls_total``, both
+        incremented when a request finishes, so their deltas over a scenario are SGLang's own per-request
+        ``completion_tokens / spec_verify_ct`` over exactly its requests; ``sglang:spec_accept_length`` is a gauge
+        of the last log interval, one series per rank. ``/server_info`` ``internal_states[0].avg_spec_accept_length``
+        is accepted / verify steps since boot, folded in only every ``--decode-log-interval`` (40) decode batches."""
+        series = prometheus_series(metrics)
+        state: Mapping[str, Any] = {}
+        states = (info or {}).get("internal_states")
+        if isinstance(states, list) and states and isinstance(states[0], dict):
+            state = states[0]
+        elif isinstance(states, dict):
+            state = states
+        generated = counter(series, "sglang:generation_tokens_total")
+        return ServerSnapshot(
+            accepted=generated,
+            steps=counter(series, "sglang:spec_verify_calls_total"),
+            avg_accept=number(state, "avg_spec_accept_length"),
+            generated=generated,
+            gauge_accept=tuple(v for _, v in series.get("sglang:spec_accept_length", ()) if math.isfinite(v)),
+        )
 
     def inert(self, argv: Sequence[str], env: Mapping[str, str]) -> frozenset[str]:
         """DDTree's budget and top-k knobs under any other algorithm than DDTREE (the DDTree branch, PR #29907,
