@@ -12,6 +12,7 @@ from tuner.dialects import (
     ServerSnapshot,
     Verdict,
     VersionedFlags,
+    default_dialect,
     detect_dialect,
     get_dialect,
 )
@@ -200,3 +201,9 @@ def test_reads_its_own_counters_and_no_other_dialects(dialect: BaseServerDialect
     assert dialect.metrics_path is not None or dialect.info_paths
     snap = dialect.read_counters(others + COUNTERS[dialect.name], None)
     assert (snap.accepted, snap.steps) == (35.0, 10.0)
+
+
+def test_the_default_dialect_is_one_of_them() -> None:
+    """What a benchmark or readiness built without a study file speaks: a dialect of the suite, said as such."""
+    chosen = default_dialect()
+    assert DIALECTS[chosen.name] is type(chosen) and chosen.reason

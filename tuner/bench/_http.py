@@ -46,7 +46,7 @@ from tuner.bench._server import ServerProbe, acceptance_between
 from tuner.bench._warmup import WarmupPolicy
 from tuner.bench._workers import LoadRunner, choose_processes, make_runner
 from tuner.config import BenchmarkSection, Scenario, chat_text, load_trace, sample_chat, tag_chat
-from tuner.dialects import BaseServerDialect, ServerSnapshot, SGLangDialect
+from tuner.dialects import BaseServerDialect, ServerSnapshot, default_dialect
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad
 from tuner.stats import RepeatDecision, SequentialPolicy, percentile
@@ -94,7 +94,7 @@ class HttpBenchmark(BaseBenchmark):
         self._min_delay = min_start_delay_s
         self.policy = SequentialPolicy.from_section(config)
         self.warmup_policy = WarmupPolicy.from_section(config)
-        self._dialect = dialect or SGLangDialect()
+        self._dialect = dialect or default_dialect()
         # Text is kept only where it will be counted: a server without stream usage but with a tokenizer.
         self._count_text = not self._dialect.stream_usage and self._dialect.tokenize_path is not None
         self._token_overhead: int | None = None

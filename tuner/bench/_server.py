@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 
-from tuner.dialects import BaseServerDialect, ServerSnapshot, SGLangDialect
+from tuner.dialects import BaseServerDialect, ServerSnapshot, default_dialect
 
 __all__ = ["ServerProbe", "acceptance_between"]
 
@@ -54,10 +54,10 @@ class ServerProbe:
         self._client = client
         self._base = base_url.rstrip("/")
         self._headers = headers
-        self._dialect = dialect or SGLangDialect()
+        self._dialect = dialect or default_dialect()
         d = self._dialect
         self._info_paths = list(d.info_paths)
-        self._metrics = d.metrics_path is not None
+        self._metrics: str | None = d.metrics_path  # None once the server said it has none
         self._flush = d.flush_path is not None
         self.flush_supported: bool | None = None if self._flush else False
 
@@ -118,16 +118,16 @@ class ServerProbe:
 
     async def _read_metrics(self) -> str:
         """The Prometheus text of the dialect's metrics path ("" when it has none or did not answer)."""
-        if not self._metrics:
+        if self._metrics is None:
             return ""
         try:
-            r = await self._client.get(self._base + (self._dialect.metrics_path or "/metrics"), headers=self._headers)
+            r = await self._client.get(self._base + self._metrics, headers=self._headers)
         except httpx.HTTPError:
             return ""
         if r.status_code != 200:
             # llama-server answers 501 when started without --metrics.
             if r.status_code in (404, 405, 501):
-                self._metrics = False
+                self._metrics = None
             return ""
         return r.text
 

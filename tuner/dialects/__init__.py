@@ -49,6 +49,7 @@ __all__ = [
     "VLLMDialect",
     "Verdict",
     "VersionedFlags",
+    "default_dialect",
     "detect_dialect",
     "get_dialect",
     "parse_prometheus",
@@ -67,6 +68,12 @@ DIALECTS: dict[str, type[BaseServerDialect]] = {
     cls.name: cls for cls in (SGLangDialect, VLLMDialect, LlamaServerDialect, LlamaCppDialect, GenericDialect)
 }
 SERVER_CHOICES = ("auto", *DIALECTS)
+
+
+def default_dialect() -> BaseServerDialect:
+    """The dialect a part speaks when it was given none (a benchmark or readiness built without a study file):
+    SGLang's, the server `tune` was made for and the one the bundled simulator mimics."""
+    return SGLangDialect(reason="the default")
 
 
 def detect_dialect(argv: Sequence[str]) -> BaseServerDialect:
