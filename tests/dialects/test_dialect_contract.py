@@ -47,6 +47,11 @@ COUNTERS = {
     "llama-server": "llamacpp:spec_decode_num_accepted_tokens_total 25\nllamacpp:spec_decode_num_drafts_total 10\n",
 }
 
+# The model files each sample command serves, as a fleet's fingerprint records them (studies hold these: a
+# change here is a change of every stored fingerprint; llama-server's -m is not among them).
+MODELS = {"sglang": {"model-path": "/m"}, "vllm": {}, "llama.cpp": {"model": "/m.gguf"}, "llama-server": {},
+          "generic": {}}
+
 # A version each dialect with versions knows (its [target] server_version); the others have none.
 VERSION_NAMES = {"sglang": "0.5.23"}
 
@@ -207,3 +212,12 @@ def test_the_default_dialect_is_one_of_them() -> None:
     """What a benchmark or readiness built without a study file speaks: a dialect of the suite, said as such."""
     chosen = default_dialect()
     assert DIALECTS[chosen.name] is type(chosen) and chosen.reason
+
+
+def test_served_models_are_the_model_flags_values(dialect: BaseServerDialect) -> None:
+    command = COMMANDS[dialect.name]
+    assert dialect.served_models(command) == MODELS[dialect.name]
+    drafted = [*command, "--speculative-draft-model-path", "/d"]
+    assert dialect.served_models(drafted).get("speculative-draft-model-path") == (
+        "/d" if "--speculative-draft-model-path" in dialect.model_flags else None
+    )

@@ -155,6 +155,10 @@ class BaseServerDialect(abc.ABC):
     beyond its prompt and output."""
     tunable_constraints: ClassVar[tuple[tuple[str, str, str], ...]] = ()
     """``(left, op, right)`` between :attr:`tunable` knobs, written by `tune init` when both are suggested."""
+    model_flags: ClassVar[tuple[str, ...]] = ("--model-path", "--model", "--speculative-draft-model-path")
+    """Flags whose values name the model files served: a fleet's workers must serve the same ones
+    (:meth:`served_models`). Part of a study's stored target fingerprint, so a dialect's list changes only with a
+    way to read the fingerprints studies already hold."""
     map_axes: ClassVar[tuple[str, str] | None] = None
     """Two knobs (each a flag or an env var) that read best together on the report's score map, whatever the
     importances say (SGLang: DDTree's budget x top-k); None: the map takes the two most important."""
@@ -183,6 +187,11 @@ class BaseServerDialect(abc.ABC):
     def constraints_for(self, names: Sequence[str]) -> list[tuple[str, str, str]]:
         """The :attr:`tunable_constraints` between knobs that are all among the suggested ``names`` (``tune init``)."""
         return [c for c in self.tunable_constraints if c[0] in names and c[2] in names]
+
+    def served_models(self, argv: Sequence[str]) -> dict[str, str]:
+        """The model files a launch command serves: each :attr:`model_flags` flag it spells out (without its
+        dashes) and the value after it."""
+        return {flag.lstrip("-"): argv[i + 1] for i, flag in enumerate(argv[:-1]) if flag in self.model_flags}
 
     def bool_args(self, flag: str, value: bool) -> list[str]:
         """The argv elements for a boolean flag set to ``value`` (maybe none)."""
