@@ -221,3 +221,13 @@ def test_served_models_are_the_model_flags_values(dialect: BaseServerDialect) ->
     assert dialect.served_models(drafted).get("speculative-draft-model-path") == (
         "/d" if "--speculative-draft-model-path" in dialect.model_flags else None
     )
+
+
+def test_init_command_is_one_the_dialect_takes_and_needs_no_second_pass(dialect: BaseServerDialect) -> None:
+    """``tune init`` rewrites a command once (llama-server: removed flags, --metrics); the result is still this
+    server's, has nothing left to change, and the scenarios it writes run at least one request at a time."""
+    command, notes = dialect.init_command(COMMANDS[dialect.name])
+    assert type(detect_dialect(command)) is type(dialect) and all(isinstance(n, str) and n for n in notes)
+    assert dialect.init_command(command) == (command, [])
+    assert dialect.init_space([], command) == []
+    assert dialect.init_concurrency >= 1

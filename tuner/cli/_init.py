@@ -20,10 +20,10 @@ from typing import Any
 
 from tuner.cli._init_versions import versioned_dialect
 from tuner.config import Slo, parse_slo_option
-from tuner.dialects import SERVER_CHOICES, BaseServerDialect, LlamaServerDialect, get_dialect, spec_types
+from tuner.dialects import SERVER_CHOICES, BaseServerDialect, get_dialect
 from tuner.errors import ConfigError, TuneError
 
-__all__ = ["init_study", "init_study_text", "llama_server_command", "register"]
+__all__ = ["init_study", "init_study_text", "register"]
 
 
 def _plain(doc: str) -> str:
@@ -157,55 +157,7 @@ def suggest_space(dialect: BaseServerDialect, argv: list[str], env: dict[str, st
         fitted = _fit(entry, _command_value(entry, argv, env))
         if fitted is not None:
             out.append(fitted)
-    if dialect.name == "llama-server":
-        out = llama_server_space(out, argv)
-    return out
-
-
-def llama_server_command(argv: list[str]) -> tuple[list[str], list[str]]:
-    """A llama-server command as today's llama-server takes it, and a note for each change made.
-
-    Removed flags (``--draft-max`` ...) get their new names (``--spec-ngram-mod-n-*`` with ``--spec-type
-    ngram-mod``); a draft model without ``--spec-type`` gets ``draft-simple`` (alone it drafts nothing);
-    ``--metrics`` is added, since acceptance comes from its counters.
-    """
-    dialect = LlamaServerDialect
-    types = spec_types(argv)
-    out: list[str] = []
-    notes: list[str] = []
-    for arg in argv:
-        flag, eq, value = arg.partition("=")
-        new = dialect.replacement(flag, types) if flag in dialect.removed_flags else None
-        if flag in dialect.removed_flags and new is None:
-            notes.append(f"{flag}: llama-server removed it; use {dialect.removed_flags[flag]} (not changed)")
-        out.append(arg if new is None else new + eq + value)
-        if new is not None:
-            notes.append(f"{flag} is {new} now (llama-server removed {flag}: it exits at start)")
-    flags = {a.partition("=")[0] for a in out}
-    if flags.intersection(dialect.draft_model_flags) and "--spec-type" not in flags:
-        out += ["--spec-type", "draft-simple"]
-        notes.append("added --spec-type draft-simple: without it llama-server loads the draft model but drafts nothing")
-    if "--metrics" not in flags:
-        out.append("--metrics")
-        notes.append("added --metrics: the acceptance length comes from its speculative-decoding counters")
-    return out, notes
-
-
-def llama_server_space(entries: list[dict[str, Any]], argv: list[str]) -> list[dict[str, Any]]:
-    """The command's drafter against no speculation (``spec_type``), its knobs only while it drafts."""
-    spec = _flag_value(argv, "--spec-type")
-    if not spec or spec == "none":
-        return []
-    out = []
-    for entry in entries:
-        if entry["name"] == "spec_type":
-            entry = {**entry, "choices": [spec, "none"]}
-        else:
-            entry = {**entry, "when": {"spec_type": spec}}
-        out.append(entry)
-    return out
-
-
+    return dialect.init_space(out, argv)
 
 
 def _toml(value: Any) -> str:
@@ -349,9 +301,7 @@ def init_study(
     promise = parse_slo_option(slo) if slo is not None else None  # bad input fails before anything is read
     command, env = _split_env(argv)
     dialect = versioned_dialect(get_dialect(server, command), command, env, server_version)
-    notes: list[str] = []
-    if dialect.name == "llama-server":
-        command, notes = llama_server_command(command)
+    command, notes = dialect.init_command(command)
     space = suggest_space(dialect, command, env)
     if not space:
         raise ConfigError(
@@ -361,7 +311,7 @@ def init_study(
             "(or --server to name the server); write [space] by hand for other knobs",
             got=shlex.join(command),
         )
-    conc = 1 if dialect.name == "llama.cpp" else 4  # llama-cpp-python serves one request at a time
+    conc = dialect.init_concurrency
     lines = [
         f"# Written by `tune init` from: {shlex.join(argv)}",
         *(f"# {note}" for note in notes),

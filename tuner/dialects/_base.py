@@ -163,6 +163,9 @@ class BaseServerDialect(abc.ABC):
     """Two knobs (each a flag or an env var) that read best together on the report's score map, whatever the
     importances say (SGLang: DDTree's budget x top-k); None: the map takes the two most important."""
 
+    init_concurrency: ClassVar[int] = 4
+    """The concurrency of the scenarios ``tune init`` writes."""
+
     def __init__(self, *, reason: str = "") -> None:
         self.reason = reason
         """Why this dialect was chosen (``[target] server = ...`` or what the launch command showed)."""
@@ -175,6 +178,14 @@ class BaseServerDialect(abc.ABC):
     def tunable_for(self, argv: Sequence[str], env: Mapping[str, str]) -> tuple[dict[str, Any], ...]:
         """The :attr:`tunable` entries for this launch command (a dialect may adapt them to it)."""
         return self.tunable
+
+    def init_command(self, argv: Sequence[str]) -> tuple[list[str], list[str]]:
+        """``tune init``: the launch command as this server takes it today, and a note for each change made."""
+        return list(argv), []
+
+    def init_space(self, entries: list[dict[str, Any]], argv: Sequence[str]) -> list[dict[str, Any]]:
+        """``tune init``: the suggested knobs (already fitted to ``argv``) as the study file writes them."""
+        return entries
 
     def map_axes_for(self, params: Sequence[Param]) -> tuple[str, str] | None:
         """The names of the space's two :attr:`map_axes` parameters among ``params`` (None: not both there)."""

@@ -140,6 +140,45 @@ class LlamaServerDialect(BaseServerDialect):
                 return "--spec-ngram-mod-n-match"
         return None
 
+    def init_command(self, argv: Sequence[str]) -> tuple[list[str], list[str]]:
+        """Removed flags (``--draft-max`` ...) get their new names (``--spec-ngram-mod-n-*`` with ``--spec-type
+        ngram-mod``); a draft model without ``--spec-type`` gets ``draft-simple`` (alone it drafts nothing);
+        ``--metrics`` is added, since acceptance comes from its counters."""
+        types = spec_types(argv)
+        out: list[str] = []
+        notes: list[str] = []
+        for arg in argv:
+            flag, eq, value = arg.partition("=")
+            new = self.replacement(flag, types) if flag in self.removed_flags else None
+            if flag in self.removed_flags and new is None:
+                notes.append(f"{flag}: llama-server removed it; use {self.removed_flags[flag]} (not changed)")
+            out.append(arg if new is None else new + eq + value)
+            if new is not None:
+                notes.append(f"{flag} is {new} now (llama-server removed {flag}: it exits at start)")
+        flags = {a.partition("=")[0] for a in out}
+        if flags.intersection(self.draft_model_flags) and "--spec-type" not in flags:
+            out += ["--spec-type", "draft-simple"]
+            notes.append("added --spec-type draft-simple: without it llama-server loads the draft model but drafts "
+                         "nothing")
+        if "--metrics" not in flags:
+            out.append("--metrics")
+            notes.append("added --metrics: the acceptance length comes from its speculative-decoding counters")
+        return out, notes
+
+    def init_space(self, entries: list[dict[str, Any]], argv: Sequence[str]) -> list[dict[str, Any]]:
+        """The command's drafter against no speculation (``spec_type``), its knobs only while it drafts."""
+        spec = _flag_value(argv, "--spec-type")
+        if not spec or spec == "none":
+            return []
+        out = []
+        for entry in entries:
+            if entry["name"] == "spec_type":
+                entry = {**entry, "choices": [spec, "none"]}
+            else:
+                entry = {**entry, "when": {"spec_type": spec}}
+            out.append(entry)
+        return out
+
     def lint(self, space: SearchSpace) -> list[str]:
         problems = super().lint(space)
         for p in space.params:
@@ -195,3 +234,14 @@ def spec_types(argv: Sequence[str]) -> list[str]:
             value = inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")
             out += [t for t in value.split(",") if t and t != "none"]
     return out
+
+
+def _flag_value(argv: Sequence[str], flag: str) -> str | None:
+    """The value the command gives ``flag`` (``--f v`` or ``--f=v``), '' for a bare switch, None if absent."""
+    for i, arg in enumerate(argv):
+        name, eq, inline = arg.partition("=")
+        if name == flag:
+            if eq:
+                return inline
+            return argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else ""
+    return None
