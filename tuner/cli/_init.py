@@ -22,6 +22,7 @@ from tuner.cli._init_versions import versioned_dialect
 from tuner.config import Slo, parse_slo_option
 from tuner.dialects import SERVER_CHOICES, BaseServerDialect, get_dialect
 from tuner.errors import ConfigError, TuneError
+from tuner.spec import flag_value
 
 __all__ = ["init_study", "init_study_text", "register"]
 
@@ -84,17 +85,6 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
-def _flag_value(argv: list[str], flag: str) -> str | None:
-    """The value the command gives ``flag`` (``--f v`` or ``--f=v``), '' for a bare switch, None if absent."""
-    for i, arg in enumerate(argv):
-        name, eq, inline = arg.partition("=")
-        if name == flag:
-            if eq:
-                return inline
-            return argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else ""
-    return None
-
-
 def _number(text: str) -> Any:
     if re.fullmatch(r"-?\d+", text):
         return int(text)
@@ -106,14 +96,14 @@ def _number(text: str) -> Any:
 def _command_value(entry: dict[str, Any], argv: list[str], env: dict[str, str]) -> Any:
     """The suggested parameter's value in the launch command (None when the command does not set it)."""
     if "json_flag" in entry:
-        raw = _flag_value(argv, entry["json_flag"])
+        raw = flag_value(argv, entry["json_flag"])
         try:
             obj = json.loads(raw) if raw else {}
         except ValueError:
             return None
         return obj.get(entry["key"]) if isinstance(obj, dict) else None
     for flag in (entry.get("flag"), *entry.get("aliases", ())):
-        text = _flag_value(argv, flag) if flag else None
+        text = flag_value(argv, flag) if flag else None
         if text:
             return _number(text)
     return int(env[entry["env"]]) if entry.get("env") in env else None
@@ -141,7 +131,7 @@ def _required(entry: dict[str, Any], argv: list[str]) -> bool:
     need_flag, need_value = entry.get("requires", (None, None))
     if need_flag is None:
         return True
-    have = _flag_value(argv, need_flag)
+    have = flag_value(argv, need_flag)
     if have is None or need_value is None:
         return have is not None
     if isinstance(need_value, tuple):
@@ -171,10 +161,10 @@ def _toml(value: Any) -> str:
 
 
 def _base_url(dialect: BaseServerDialect, argv: list[str]) -> str:
-    port = _flag_value(argv, dialect.port_flag) or (str(dialect.default_port) if dialect.default_port else None)
+    port = flag_value(argv, dialect.port_flag) or (str(dialect.default_port) if dialect.default_port else None)
     if not port:
         raise ConfigError(file=None, key="tune init", expected=f"a {dialect.port_flag} flag in the command", got=None)
-    host = _flag_value(argv, dialect.host_flag) or "127.0.0.1"
+    host = flag_value(argv, dialect.host_flag) or "127.0.0.1"
     host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
     return f"http://{host}:{port}"
 
@@ -241,14 +231,14 @@ _SMALLEST_STREAM = 96
 def _sizes(dialect: BaseServerDialect, command: list[str], space: list[dict[str, Any]], *, conc: int) -> dict[str, Any]:
     """The scenarios' request sizes, fitted to the context the command gives each stream (with the drafts'
     extra tokens: the largest value a tuned knob tries), and the comment that says how."""
-    found = [(f, v) for f in dialect.context_flags if (v := _flag_value(command, f)) and v.isdigit() and int(v) > 0]
+    found = [(f, v) for f in dialect.context_flags if (v := flag_value(command, f)) and v.isdigit() and int(v) > 0]
     if not found:
         flags = " / ".join(dialect.context_flags) or "a context flag"
         return {**_FULL, "sizing": f"# The command sets no context size ({flags}): sized for a server whose context "
                 f"holds {_FULL['chat_prompt'] + _FULL['output']} tokens a stream and the drafts'; lower prompt_tokens "
                 "and output_tokens below if yours holds less.\n"}  # fmt: skip
     flag, context = found[0][0], int(found[0][1])
-    slots = next((int(v) for f in dialect.slot_flags if (v := _flag_value(command, f)) and v.isdigit()), 0)
+    slots = next((int(v) for f in dialect.slot_flags if (v := flag_value(command, f)) and v.isdigit()), 0)
     sharing = slots or dialect.default_slots  # more streams than slots wait for one
     drafts = max([int(e["high"]) for e in space if e["name"] in dialect.draft_lengths and "high" in e] or [16])
     stream = context // sharing - drafts

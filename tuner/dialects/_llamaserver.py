@@ -6,6 +6,7 @@ from typing import Any, ClassVar
 from tuner.dialects._base import BaseServerDialect
 from tuner.dialects._counters import ServerSnapshot, drafts_snapshot
 from tuner.space import SearchSpace
+from tuner.spec import flag_value
 
 __all__ = ["LlamaServerDialect", "spec_types"]
 
@@ -167,7 +168,7 @@ class LlamaServerDialect(BaseServerDialect):
 
     def init_space(self, entries: list[dict[str, Any]], argv: Sequence[str]) -> list[dict[str, Any]]:
         """The command's drafter against no speculation (``spec_type``), its knobs only while it drafts."""
-        spec = _flag_value(argv, "--spec-type")
+        spec = flag_value(argv, "--spec-type")
         if not spec or spec == "none":
             return []
         out = []
@@ -235,13 +236,3 @@ def spec_types(argv: Sequence[str]) -> list[str]:
             out += [t for t in value.split(",") if t and t != "none"]
     return out
 
-
-def _flag_value(argv: Sequence[str], flag: str) -> str | None:
-    """The value the command gives ``flag`` (``--f v`` or ``--f=v``), '' for a bare switch, None if absent."""
-    for i, arg in enumerate(argv):
-        name, eq, inline = arg.partition("=")
-        if name == flag:
-            if eq:
-                return inline
-            return argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else ""
-    return None

@@ -16,6 +16,7 @@ from typing import Any
 
 from tuner.dialects._flagtable import server_argv
 from tuner.dialects._sglang_versions import SGLangVersion, renamed_flags
+from tuner.spec import flag_value
 
 __all__ = ["DDTREE_ENV", "DFLASH_CONSTRAINTS", "algorithm", "dflash_knobs", "drafter_block_size", "fit_knobs"]
 
@@ -117,17 +118,9 @@ def fit_knobs(
     return tuple(out)
 
 
-def _value(argv: Sequence[str], flag: str) -> str | None:
-    for i, arg in enumerate(argv):
-        name, eq, inline = arg.partition("=")
-        if name == flag:
-            return inline if eq else (argv[i + 1] if i + 1 < len(argv) else None)
-    return None
-
-
 def drafter_block_size(command: Sequence[str]) -> int | None:
     """The block size the DFlash drafter was trained with, from its config.json when the path is local."""
-    path = _value(command, "--speculative-draft-model-path") or _value(command, "--speculative-draft-model")
+    path = flag_value(command, "--speculative-draft-model-path") or flag_value(command, "--speculative-draft-model")
     if not path:
         return None
     try:
