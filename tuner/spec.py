@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import posixpath
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["LaunchSpec", "program_part", "spec_matches"]
+__all__ = ["LaunchSpec", "flag_value", "program_part", "spec_matches"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,6 +40,16 @@ def program_part(argv: tuple[str, ...]) -> tuple[str, ...]:
         out.append(a)
     return tuple(out)
 
+
+def flag_value(argv: Sequence[str], flag: str) -> str | None:
+    """The value a command gives ``flag`` (``--f v`` or ``--f=v``), '' for a bare switch, None if absent."""
+    for i, arg in enumerate(argv):
+        name, eq, inline = arg.partition("=")
+        if name == flag:
+            if eq:
+                return inline
+            return argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else ""
+    return None
 
 
 def spec_matches(expected: LaunchSpec, actual: LaunchSpec) -> list[str]:

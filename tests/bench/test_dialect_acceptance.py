@@ -1,15 +1,16 @@
-"""Acceptance from vLLM's and llama-server's Prometheus counters, differenced over a scenario."""
+"""Acceptance from each dialect's counters (SGLang's, vLLM's and llama-server's), differenced over a scenario."""
 
 from __future__ import annotations
 
 import pytest
 
-from tuner.bench import parse_prometheus
-from tuner.bench._server import (
+from tuner.bench._server import acceptance_between
+from tuner.dialects import (
+    LlamaServerDialect,
     ServerSnapshot,
-    _llamacpp_snapshot,
-    _vllm_snapshot,
-    acceptance_between,
+    SGLangDialect,
+    VLLMDialect,
+    parse_prometheus,
     prometheus_series,
 )
 
@@ -25,14 +26,14 @@ vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 550.0
 
 
 def test_vllm_accept_length_is_one_plus_accepted_per_draft() -> None:
-    before, after = (_vllm_snapshot(parse_prometheus(t)) for t in (BEFORE, AFTER))
+    before, after = (VLLMDialect().read_counters(t, None) for t in (BEFORE, AFTER))
     accept, method = acceptance_between(before, after)
     # 200 drafts in the scenario accepted 400 tokens: 1 + 400 / 200 = 3.0 (the bonus token included).
     assert accept == pytest.approx(3.0) and method == "counters"
 
 
 def test_vllm_without_spec_counters_reports_nothing() -> None:
-    snap = _vllm_snapshot(parse_prometheus("vllm:generation_tokens_total 10\n"))
+    snap = VLLMDialect().read_counters("vllm:generation_tokens_total 10\n", None)
     assert acceptance_between(snap, snap) == (None, None)
 
 
@@ -55,11 +56,20 @@ sglang:spec_accept_length{model_name="m",tp_rank="1"} 5.0
 
 
 def _sglang(text: str, avg: float | None = None, *, counters: bool = True) -> ServerSnapshot:
-    series = prometheus_series(text)
-    gen = parse_prometheus(text).get("sglang:generation_tokens_total")
-    steps = parse_prometheus(text).get("sglang:spec_verify_calls_total") if counters else None
-    gauge = tuple(v for _, v in series.get("sglang:spec_accept_length", ()))
-    return ServerSnapshot(accepted=gen, steps=steps, avg_accept=avg, generated=gen, gauge_accept=gauge)
+    """What SGLang's dialect reads from ``text`` and a /server_info with ``avg`` (``counters`` False: a server
+    without the verify counter)."""
+    if not counters:
+        text = "\n".join(line for line in text.splitlines() if "spec_verify_calls" not in line)
+    info = None if avg is None else {"internal_states": [{"avg_spec_accept_length": avg}]}
+    return SGLangDialect().read_counters(text, info)
+
+
+def test_sglang_reads_its_counters_summed_and_its_gauges_per_rank() -> None:
+    snap = _sglang(SG_BEFORE, 4.0)
+    assert snap == ServerSnapshot(accepted=1200.0, steps=300.0, avg_accept=4.0, generated=1200.0,
+                                  gauge_accept=(3.5, 4.5))
+    assert SGLangDialect().read_counters(SG_BEFORE, {"internal_states": {"avg_spec_accept_length": 2.5}}).avg_accept \
+        == 2.5  # older servers: one state, not a list
 
 
 def test_series_keep_their_labels() -> None:
@@ -106,7 +116,7 @@ IDLE = LLAMACPP.replace(" 24\n", " 0\n").replace(" 18\n", " 0\n").replace(" 5\n"
 
 
 def test_llama_server_accept_length_is_its_own_mean_len() -> None:
-    before, after = (_llamacpp_snapshot(parse_prometheus(t)) for t in (IDLE, LLAMACPP))
+    before, after = (LlamaServerDialect().read_counters(t, None) for t in (IDLE, LLAMACPP))
     accept, method = acceptance_between(before, after)
     assert accept == pytest.approx(4.60) and method == "counters"  # 1 + 18 / 5, as the server logged
     assert acceptance_between(after, after) == (None, None)  # no drafts in between: speculation off

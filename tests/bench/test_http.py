@@ -9,8 +9,9 @@ import pytest
 
 from tests.bench.conftest import DDTREE, TIME_SCALE
 from tests.fixtures_rerun import ClientRerun
-from tuner.bench import STREAM_CLIENTS, HttpBenchmark, ScenarioResult, parse_prometheus
+from tuner.bench import STREAM_CLIENTS, HttpBenchmark, ScenarioResult
 from tuner.config import BenchmarkSection, Scenario
+from tuner.dialects import parse_prometheus
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, Phase
 from tuner.sim import ServerConfig, acceptance_length, decode_tok_s, step_time_s

@@ -6,7 +6,16 @@ import re
 
 import pytest
 
-from tuner.dialects import DIALECTS, BaseServerDialect, detect_dialect, get_dialect
+from tuner.dialects import (
+    DIALECTS,
+    BaseServerDialect,
+    ServerSnapshot,
+    Verdict,
+    VersionedFlags,
+    default_dialect,
+    detect_dialect,
+    get_dialect,
+)
 from tuner.dialects._generic import GenericDialect
 from tuner.space import Param, SearchSpace, baseline_params, render
 from tuner.spec import LaunchSpec
@@ -29,6 +38,22 @@ HELP = {
     "-md,   --spec-draft-model, --model-draft FNAME  draft model for speculative decoding\n",
     "generic": "usage: my-server [--listen ADDR] [--verbose]\n",
 }
+
+# Each measuring dialect's own acceptance counters after 10 verify steps that delivered 35 tokens (the draft
+# counters count 25 accepted drafts plus a bonus token per step).
+COUNTERS = {
+    "sglang": 'sglang:generation_tokens_total{model_name="m"} 35\nsglang:spec_verify_calls_total{model_name="m"} 10\n',
+    "vllm": "vllm:spec_decode_num_accepted_tokens_total 25\nvllm:spec_decode_num_drafts_total 10\n",
+    "llama-server": "llamacpp:spec_decode_num_accepted_tokens_total 25\nllamacpp:spec_decode_num_drafts_total 10\n",
+}
+
+# The model files each sample command serves, as a fleet's fingerprint records them (studies hold these: a
+# change here is a change of every stored fingerprint; llama-server's -m is not among them).
+MODELS = {"sglang": {"model-path": "/m"}, "vllm": {}, "llama.cpp": {"model": "/m.gguf"}, "llama-server": {},
+          "generic": {}}
+
+# A version each dialect with versions knows (its [target] server_version); the others have none.
+VERSION_NAMES = {"sglang": "0.5.23"}
 
 
 @pytest.fixture(params=sorted(DIALECTS))
@@ -137,3 +162,72 @@ def test_unknown_command_is_generic_and_says_how_to_choose() -> None:
     assert isinstance(d, GenericDialect) and "[target] server" in d.reason
     with pytest.raises(ValueError, match="unknown server dialect"):
         get_dialect("tgi", ["x"])
+
+
+def test_versions_capability(dialect: BaseServerDialect) -> None:
+    """A dialect either has no versions (None: `--help` alone judges its flags) or the whole capability: the
+    config pins a named version, a host that answers nothing gives no version and says why, and the version it
+    is pinned to judges its sample command."""
+    versions = dialect.versions()
+    assert (versions is None) == (dialect.name not in VERSION_NAMES)
+    if versions is None:
+        return
+    assert isinstance(versions, VersionedFlags)
+    assert versions.version is None  # not pinned: found on the host
+    with pytest.raises(ValueError, match=r"\w"):
+        versions.pinned("not a version", "test")
+    pinned = versions.pinned(VERSION_NAMES[dialect.name], "test")
+    assert type(pinned) is type(dialect)
+    pinned_versions = pinned.versions()
+    assert pinned_versions is not None and pinned_versions.version is not None
+    version, how = versions.detect(lambda argv: None, COMMANDS[dialect.name][:3], listed=frozenset())
+    assert version is None and how and versions.not_found(how)
+    command = COMMANDS[dialect.name]
+    verdicts = versions.table_verdicts(pinned_versions.version, command, SearchSpace(params=()), {}, spellings=True)
+    assert all(isinstance(v, Verdict) and v.ok is not False for v in verdicts)  # its own sample command starts
+    listed = frozenset(dialect.listed_flags(HELP[dialect.name]))
+    judged = versions.judged_flags(pinned_versions.version, command, SearchSpace(params=()))
+    said = versions.help_verdicts(listed, command, SearchSpace(params=()), judged=judged, version=None)
+    assert said and all(isinstance(v, Verdict) for v in said)
+    checked, init_verdicts, expected = versions.init_check(command, {}, "auto")
+    assert type(checked) is type(dialect) and expected
+    assert not any(v.ok is False for v in init_verdicts)
+
+
+def test_reads_its_own_counters_and_no_other_dialects(dialect: BaseServerDialect) -> None:
+    """A dialect that measures acceptance reads its own counters; nothing exposed gives nothing, and no dialect
+    takes another server's counters for its own."""
+    assert (dialect.acceptance is None) == (dialect.name not in COUNTERS)
+    assert dialect.read_counters("", None) == ServerSnapshot()
+    others = "".join(text for name, text in COUNTERS.items() if name != dialect.name)
+    assert dialect.read_counters(others, None).steps is None
+    if dialect.acceptance is None:
+        return
+    assert dialect.metrics_path is not None or dialect.info_paths
+    snap = dialect.read_counters(others + COUNTERS[dialect.name], None)
+    assert (snap.accepted, snap.steps) == (35.0, 10.0)
+
+
+def test_the_default_dialect_is_one_of_them() -> None:
+    """What a benchmark or readiness built without a study file speaks: a dialect of the suite, said as such."""
+    chosen = default_dialect()
+    assert DIALECTS[chosen.name] is type(chosen) and chosen.reason
+
+
+def test_served_models_are_the_model_flags_values(dialect: BaseServerDialect) -> None:
+    command = COMMANDS[dialect.name]
+    assert dialect.served_models(command) == MODELS[dialect.name]
+    drafted = [*command, "--speculative-draft-model-path", "/d"]
+    assert dialect.served_models(drafted).get("speculative-draft-model-path") == (
+        "/d" if "--speculative-draft-model-path" in dialect.model_flags else None
+    )
+
+
+def test_init_command_is_one_the_dialect_takes_and_needs_no_second_pass(dialect: BaseServerDialect) -> None:
+    """``tune init`` rewrites a command once (llama-server: removed flags, --metrics); the result is still this
+    server's, has nothing left to change, and the scenarios it writes run at least one request at a time."""
+    command, notes = dialect.init_command(COMMANDS[dialect.name])
+    assert type(detect_dialect(command)) is type(dialect) and all(isinstance(n, str) and n for n in notes)
+    assert dialect.init_command(command) == (command, [])
+    assert dialect.init_space([], command) == []
+    assert dialect.init_concurrency >= 1

@@ -25,10 +25,10 @@ import pytest
 
 from tests.fixtures_rerun import REAL_SERVER_STALL_S, ClientRerun
 from tests.real.conftest import LlamaServerInstall, spawn_llama_server
-from tuner.bench import arrival_schedule, parse_prometheus
+from tuner.bench import arrival_schedule
 from tuner.cli import main
 from tuner.config import StudyConfig, load_config
-from tuner.dialects import LlamaServerDialect
+from tuner.dialects import LlamaServerDialect, parse_prometheus
 from tuner.sim.testing import SimProcess, free_port
 from tuner.stats import clopper_pearson, percentile
 from tuner.target import open_target

@@ -11,7 +11,6 @@ from tuner.bench._latency import latency_figures
 from tuner.bench._load import LoadResult, MeasuredWindow
 from tuner.bench._prompts import build_prompt
 from tuner.bench._record import RequestRecord, build_body
-from tuner.bench._server import parse_prometheus
 from tuner.bench._slo import goodput_fields, pooled_slo_fields
 from tuner.bench._warmup import FirstPasses, Slowdown, WarmupLookup, WarmupPlan, WarmupPolicy, first_pass_slowdown
 
@@ -35,7 +34,6 @@ __all__ = [
     "first_pass_slowdown",
     "goodput_fields",
     "latency_figures",
-    "parse_prometheus",
     "pooled_slo_fields",
     "stream_client",
 ]

@@ -42,11 +42,11 @@ from tuner.bench._load import LoadResult, LoadTarget
 from tuner.bench._planted import arm_client_stall
 from tuner.bench._prompts import build_prompt, prompt_seed
 from tuner.bench._record import RequestRecord, RequestSpec, recount
-from tuner.bench._server import ServerProbe, ServerSnapshot, acceptance_between
+from tuner.bench._server import ServerProbe, acceptance_between
 from tuner.bench._warmup import WarmupPolicy
 from tuner.bench._workers import LoadRunner, choose_processes, make_runner
 from tuner.config import BenchmarkSection, Scenario, chat_text, load_trace, sample_chat, tag_chat
-from tuner.dialects import BaseServerDialect, SGLangDialect
+from tuner.dialects import BaseServerDialect, ServerSnapshot, default_dialect
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad
 from tuner.stats import RepeatDecision, SequentialPolicy, percentile
@@ -94,7 +94,7 @@ class HttpBenchmark(BaseBenchmark):
         self._min_delay = min_start_delay_s
         self.policy = SequentialPolicy.from_section(config)
         self.warmup_policy = WarmupPolicy.from_section(config)
-        self._dialect = dialect or SGLangDialect()
+        self._dialect = dialect or default_dialect()
         # Text is kept only where it will be counted: a server without stream usage but with a tokenizer.
         self._count_text = not self._dialect.stream_usage and self._dialect.tokenize_path is not None
         self._token_overhead: int | None = None

@@ -2,106 +2,42 @@
 
 Acceptance length of one scenario
 ---------------------------------
-:func:`acceptance_between` differences two snapshots taken around the scenario and tries, in order:
+The server dialect names the endpoints (``metrics_path``, ``info_paths``) and reads what they say into a
+:class:`~tuner.dialects.ServerSnapshot` (``read_counters``: which counters, and what they count, are the
+dialect's: SGLang's ``sglang:``, vLLM's ``vllm:``, llama-server's ``llamacpp:``). :func:`acceptance_between`
+differences two snapshots taken around the scenario and tries, in order:
 
-1. ``counters``: exact. SGLang (with ``--enable-metrics``): the Prometheus counters
-   ``sglang:generation_tokens_total`` and ``sglang:spec_verify_calls_total``, both incremented when a request
-   finishes, so delta tokens / delta verify calls is SGLang's own per-request ``completion_tokens /
-   spec_verify_ct`` over exactly the scenario's requests. vLLM: ``vllm:spec_decode_num_accepted_tokens_total``
-   and ``vllm:spec_decode_num_drafts_total``, read as accepted = accepted + drafts (the bonus token of every
-   draft) and steps = drafts, so acceptance = 1 + accepted / drafts. Counters are summed over their label sets
-   (ranks, streaming or not): each series counts different requests.
-2. ``server_info`` (server-wide, lagging): SGLang's ``/server_info`` ``internal_states[0].avg_spec_accept_length``
-   is accepted / verify steps since boot, folded in only every ``--decode-log-interval`` (40) decode batches.
-   With the absolute ``sglang:generation_tokens_total`` the scenario's share is ``(G1 - G0) / (G1 / avg1 -
-   G0 / avg0)``; it reads whatever the last fold left behind.
-3. ``gauge`` (last log interval): ``sglang:spec_accept_length`` after the scenario. One series per rank: gauges
-   are never summed; the figure is their mean.
+1. ``counters``: exact. Accepted tokens over verify steps, both counted by the server when a request finishes,
+   so their deltas cover exactly the scenario's requests. Counters are summed over their label sets (ranks,
+   streaming or not): each series counts different requests.
+2. ``server_info`` (server-wide, lagging): a cumulative average since boot (SGLang's ``avg_spec_accept_length``,
+   folded in only every few decode batches) with the absolute generated-token counter: the scenario's share is
+   ``(G1 - G0) / (G1 / avg1 - G0 / avg0)``; it reads whatever the last fold left behind.
+3. ``gauge`` (last log interval): the acceptance gauge after the scenario. One series per rank: gauges are never
+   summed; the figure is their mean.
 4. ``server_info`` alone (since boot): the cumulative average itself, when nothing else is there.
 5. ``None``: nothing usable. Never invented.
-
-Which endpoints are asked at all is the server dialect's (:mod:`tuner.dialects`): llama-server's ``llamacpp:``
-counters of the same names as vLLM's (with ``--metrics``) are read the same way; nothing for llama-cpp-python.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from tuner.dialects import BaseServerDialect, SGLangDialect
+from tuner.dialects import BaseServerDialect, ServerSnapshot, default_dialect
 
-__all__ = ["ServerProbe", "ServerSnapshot", "acceptance_between", "parse_prometheus", "prometheus_series"]
+__all__ = ["ServerProbe", "acceptance_between"]
 
 SERVER_WIDE = "server_info: server-wide, lagging"
 SINCE_BOOT = "server_info: server-wide since boot, lagging"
 GAUGE = "gauge: last log interval"
 
-_SAMPLE = re.compile(r"^([^\s{]+)(?:\{(.*)\})?\s+(\S+)")
-_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-
-@dataclass(frozen=True, kw_only=True)
-class ServerSnapshot:
-    """What the server's counters said at one instant (every field None / empty when not exposed)."""
-
-    accepted: float | None = None
-    """Tokens the verify steps delivered (SGLang: ``sglang:generation_tokens_total``), summed over series."""
-    steps: float | None = None
-    """Verify steps (SGLang: ``sglang:spec_verify_calls_total``), summed over series."""
-    avg_accept: float | None = None
-    """``/server_info`` ``avg_spec_accept_length``: server-wide since boot, lagging."""
-    generated: float | None = None
-    """Absolute generated-token counter (``sglang:generation_tokens_total``)."""
-    gauge_accept: tuple[float, ...] = ()
-    """``sglang:spec_accept_length``, one value per series (rank)."""
-
-
-def prometheus_series(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
-    """Every sample of Prometheus text exposition: name -> [(labels, value)], one entry per series."""
-    out: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for line in text.splitlines():
-        match = _SAMPLE.match(line.strip()) if line and not line.startswith("#") else None
-        if match is None:
-            continue
-        name, labels, raw = match.groups()
-        try:
-            value = float(raw)
-        except ValueError:
-            continue
-        out.setdefault(name, []).append((dict(_LABEL.findall(labels or "")), value))
-    return out
-
-
-def parse_prometheus(text: str) -> dict[str, float]:
-    """Each metric summed over its series: right for counters (each series counts other events), not gauges."""
-    return _summed(prometheus_series(text))
-
-
-def _summed(series: dict[str, list[tuple[dict[str, str], float]]]) -> dict[str, float]:
-    return {name: math.fsum(v for _, v in samples) for name, samples in series.items()}
-
-
-def _num(d: dict[str, Any], key: str) -> float | None:
-    v = d.get(key)
-    if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
-        return float(v)
-    return None
-
-
-def _counter(series: dict[str, list[tuple[dict[str, str], float]]], name: str) -> float | None:
-    """A counter summed over its series, None when the server does not expose it."""
-    return _summed({name: series[name]})[name] if series.get(name) else None
-
-
 class ServerProbe:
-    """Reads the dialect's acceptance source and calls its cache flush (SGLang: ``/server_info`` or
-    ``/get_server_info``, ``/metrics``, ``/flush_cache``).
+    """Reads the dialect's acceptance counters and calls its cache flush (its ``info_paths``, ``metrics_path``,
+    ``flush_path``).
 
     Endpoints a server lacks (404/405) are remembered and not asked again, so a server without them costs one
     request each per benchmark, not one per scenario; endpoints its dialect does not have are never asked.
@@ -118,10 +54,10 @@ class ServerProbe:
         self._client = client
         self._base = base_url.rstrip("/")
         self._headers = headers
-        self._dialect = dialect or SGLangDialect()
+        self._dialect = dialect or default_dialect()
         d = self._dialect
-        self._info_paths = ["/server_info", "/get_server_info"] if d.acceptance == "server_info" else []
-        self._metrics = d.metrics_path is not None
+        self._info_paths = list(d.info_paths)
+        self._metrics: str | None = d.metrics_path  # None once the server said it has none
         self._flush = d.flush_path is not None
         self.flush_supported: bool | None = None if self._flush else False
 
@@ -141,26 +77,9 @@ class ServerProbe:
         return r.status_code == 200
 
     async def snapshot(self) -> ServerSnapshot:
+        """What the server's counters say now, read by its dialect."""
         info = await self._server_info()
-        state: dict[str, Any] = {}
-        if info is not None:
-            states = info.get("internal_states")
-            if isinstance(states, list) and states and isinstance(states[0], dict):
-                state = states[0]
-            elif isinstance(states, dict):
-                state = states
-        series = await self._read_metrics()
-        if self._dialect.acceptance == "prometheus":
-            totals = _summed(series)
-            return _llamacpp_snapshot(totals) if _LLAMACPP_DRAFTS in totals else _vllm_snapshot(totals)
-        generated = _counter(series, "sglang:generation_tokens_total")
-        return ServerSnapshot(
-            accepted=generated,
-            steps=_counter(series, "sglang:spec_verify_calls_total"),
-            avg_accept=_num(state, "avg_spec_accept_length"),
-            generated=generated,
-            gauge_accept=tuple(v for _, v in series.get("sglang:spec_accept_length", ()) if math.isfinite(v)),
-        )
+        return self._dialect.read_counters(await self._read_metrics(), info)
 
     @property
     def alive_path(self) -> str:
@@ -197,41 +116,20 @@ class ServerProbe:
             return None
         return None
 
-    async def _read_metrics(self) -> dict[str, list[tuple[dict[str, str], float]]]:
-        if not self._metrics:
-            return {}
+    async def _read_metrics(self) -> str:
+        """The Prometheus text of the dialect's metrics path ("" when it has none or did not answer)."""
+        if self._metrics is None:
+            return ""
         try:
-            r = await self._client.get(self._base + (self._dialect.metrics_path or "/metrics"), headers=self._headers)
+            r = await self._client.get(self._base + self._metrics, headers=self._headers)
         except httpx.HTTPError:
-            return {}
+            return ""
         if r.status_code != 200:
             # llama-server answers 501 when started without --metrics.
             if r.status_code in (404, 405, 501):
-                self._metrics = False
-            return {}
-        return prometheus_series(r.text)
-
-
-def _drafts_snapshot(metrics: dict[str, float], *, prefix: str, generated: str) -> ServerSnapshot:
-    """Draft counters (vLLM's ``vllm:``, llama-server's ``llamacpp:``) as SGLang-style ones: every draft verified
-    is one step that also yields a bonus token, so acceptance = 1 + accepted / drafts. Both servers add a request's
-    figures when it ends (llama-server's per-request log line "mean len" is the same figure)."""
-    accepted = metrics.get(f"{prefix}:spec_decode_num_accepted_tokens_total")
-    drafts = metrics.get(f"{prefix}:spec_decode_num_drafts_total")
-    if accepted is None or drafts is None:
-        return ServerSnapshot(generated=metrics.get(generated))
-    return ServerSnapshot(accepted=accepted + drafts, steps=drafts, generated=metrics.get(generated))
-
-
-def _vllm_snapshot(metrics: dict[str, float]) -> ServerSnapshot:
-    return _drafts_snapshot(metrics, prefix="vllm", generated="vllm:generation_tokens_total")
-
-
-_LLAMACPP_DRAFTS = "llamacpp:spec_decode_num_drafts_total"
-
-
-def _llamacpp_snapshot(metrics: dict[str, float]) -> ServerSnapshot:
-    return _drafts_snapshot(metrics, prefix="llamacpp", generated="llamacpp:tokens_predicted_total")
+                self._metrics = None
+            return ""
+        return r.text
 
 
 def _counted(before: ServerSnapshot, after: ServerSnapshot) -> float | None:

@@ -18,12 +18,13 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from tuner.cli._init_sglang import drafter_block_size, versioned_dialect
+from tuner.cli._init_versions import versioned_dialect
 from tuner.config import Slo, parse_slo_option
-from tuner.dialects import SERVER_CHOICES, BaseServerDialect, LlamaServerDialect, get_dialect, spec_types
+from tuner.dialects import SERVER_CHOICES, BaseServerDialect, get_dialect
 from tuner.errors import ConfigError, TuneError
+from tuner.spec import flag_value
 
-__all__ = ["init_study", "init_study_text", "llama_server_command", "register"]
+__all__ = ["init_study", "init_study_text", "register"]
 
 
 def _plain(doc: str) -> str:
@@ -84,17 +85,6 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
-def _flag_value(argv: list[str], flag: str) -> str | None:
-    """The value the command gives ``flag`` (``--f v`` or ``--f=v``), '' for a bare switch, None if absent."""
-    for i, arg in enumerate(argv):
-        name, eq, inline = arg.partition("=")
-        if name == flag:
-            if eq:
-                return inline
-            return argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else ""
-    return None
-
-
 def _number(text: str) -> Any:
     if re.fullmatch(r"-?\d+", text):
         return int(text)
@@ -106,14 +96,14 @@ def _number(text: str) -> Any:
 def _command_value(entry: dict[str, Any], argv: list[str], env: dict[str, str]) -> Any:
     """The suggested parameter's value in the launch command (None when the command does not set it)."""
     if "json_flag" in entry:
-        raw = _flag_value(argv, entry["json_flag"])
+        raw = flag_value(argv, entry["json_flag"])
         try:
             obj = json.loads(raw) if raw else {}
         except ValueError:
             return None
         return obj.get(entry["key"]) if isinstance(obj, dict) else None
     for flag in (entry.get("flag"), *entry.get("aliases", ())):
-        text = _flag_value(argv, flag) if flag else None
+        text = flag_value(argv, flag) if flag else None
         if text:
             return _number(text)
     return int(env[entry["env"]]) if entry.get("env") in env else None
@@ -141,7 +131,7 @@ def _required(entry: dict[str, Any], argv: list[str]) -> bool:
     need_flag, need_value = entry.get("requires", (None, None))
     if need_flag is None:
         return True
-    have = _flag_value(argv, need_flag)
+    have = flag_value(argv, need_flag)
     if have is None or need_value is None:
         return have is not None
     if isinstance(need_value, tuple):
@@ -151,61 +141,13 @@ def _required(entry: dict[str, Any], argv: list[str]) -> bool:
 
 def suggest_space(dialect: BaseServerDialect, argv: list[str], env: dict[str, str]) -> list[dict[str, Any]]:
     out = []
-    for entry in dialect.tunable_for(argv, env, trained_block_size=drafter_block_size(argv)):
+    for entry in dialect.tunable_for(argv, env):
         if not _required(entry, argv):
             continue
         fitted = _fit(entry, _command_value(entry, argv, env))
         if fitted is not None:
             out.append(fitted)
-    if dialect.name == "llama-server":
-        out = llama_server_space(out, argv)
-    return out
-
-
-def llama_server_command(argv: list[str]) -> tuple[list[str], list[str]]:
-    """A llama-server command as today's llama-server takes it, and a note for each change made.
-
-    Removed flags (``--draft-max`` ...) get their new names (``--spec-ngram-mod-n-*`` with ``--spec-type
-    ngram-mod``); a draft model without ``--spec-type`` gets ``draft-simple`` (alone it drafts nothing);
-    ``--metrics`` is added, since acceptance comes from its counters.
-    """
-    dialect = LlamaServerDialect
-    types = spec_types(argv)
-    out: list[str] = []
-    notes: list[str] = []
-    for arg in argv:
-        flag, eq, value = arg.partition("=")
-        new = dialect.replacement(flag, types) if flag in dialect.removed_flags else None
-        if flag in dialect.removed_flags and new is None:
-            notes.append(f"{flag}: llama-server removed it; use {dialect.removed_flags[flag]} (not changed)")
-        out.append(arg if new is None else new + eq + value)
-        if new is not None:
-            notes.append(f"{flag} is {new} now (llama-server removed {flag}: it exits at start)")
-    flags = {a.partition("=")[0] for a in out}
-    if flags.intersection(dialect.draft_model_flags) and "--spec-type" not in flags:
-        out += ["--spec-type", "draft-simple"]
-        notes.append("added --spec-type draft-simple: without it llama-server loads the draft model but drafts nothing")
-    if "--metrics" not in flags:
-        out.append("--metrics")
-        notes.append("added --metrics: the acceptance length comes from its speculative-decoding counters")
-    return out, notes
-
-
-def llama_server_space(entries: list[dict[str, Any]], argv: list[str]) -> list[dict[str, Any]]:
-    """The command's drafter against no speculation (``spec_type``), its knobs only while it drafts."""
-    spec = _flag_value(argv, "--spec-type")
-    if not spec or spec == "none":
-        return []
-    out = []
-    for entry in entries:
-        if entry["name"] == "spec_type":
-            entry = {**entry, "choices": [spec, "none"]}
-        else:
-            entry = {**entry, "when": {"spec_type": spec}}
-        out.append(entry)
-    return out
-
-
+    return dialect.init_space(out, argv)
 
 
 def _toml(value: Any) -> str:
@@ -219,10 +161,10 @@ def _toml(value: Any) -> str:
 
 
 def _base_url(dialect: BaseServerDialect, argv: list[str]) -> str:
-    port = _flag_value(argv, dialect.port_flag) or (str(dialect.default_port) if dialect.default_port else None)
+    port = flag_value(argv, dialect.port_flag) or (str(dialect.default_port) if dialect.default_port else None)
     if not port:
         raise ConfigError(file=None, key="tune init", expected=f"a {dialect.port_flag} flag in the command", got=None)
-    host = _flag_value(argv, dialect.host_flag) or "127.0.0.1"
+    host = flag_value(argv, dialect.host_flag) or "127.0.0.1"
     host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
     return f"http://{host}:{port}"
 
@@ -289,14 +231,14 @@ _SMALLEST_STREAM = 96
 def _sizes(dialect: BaseServerDialect, command: list[str], space: list[dict[str, Any]], *, conc: int) -> dict[str, Any]:
     """The scenarios' request sizes, fitted to the context the command gives each stream (with the drafts'
     extra tokens: the largest value a tuned knob tries), and the comment that says how."""
-    found = [(f, v) for f in dialect.context_flags if (v := _flag_value(command, f)) and v.isdigit() and int(v) > 0]
+    found = [(f, v) for f in dialect.context_flags if (v := flag_value(command, f)) and v.isdigit() and int(v) > 0]
     if not found:
         flags = " / ".join(dialect.context_flags) or "a context flag"
         return {**_FULL, "sizing": f"# The command sets no context size ({flags}): sized for a server whose context "
                 f"holds {_FULL['chat_prompt'] + _FULL['output']} tokens a stream and the drafts'; lower prompt_tokens "
                 "and output_tokens below if yours holds less.\n"}  # fmt: skip
     flag, context = found[0][0], int(found[0][1])
-    slots = next((int(v) for f in dialect.slot_flags if (v := _flag_value(command, f)) and v.isdigit()), 0)
+    slots = next((int(v) for f in dialect.slot_flags if (v := flag_value(command, f)) and v.isdigit()), 0)
     sharing = slots or dialect.default_slots  # more streams than slots wait for one
     drafts = max([int(e["high"]) for e in space if e["name"] in dialect.draft_lengths and "high" in e] or [16])
     stream = context // sharing - drafts
@@ -349,9 +291,7 @@ def init_study(
     promise = parse_slo_option(slo) if slo is not None else None  # bad input fails before anything is read
     command, env = _split_env(argv)
     dialect = versioned_dialect(get_dialect(server, command), command, env, server_version)
-    notes: list[str] = []
-    if dialect.name == "llama-server":
-        command, notes = llama_server_command(command)
+    command, notes = dialect.init_command(command)
     space = suggest_space(dialect, command, env)
     if not space:
         raise ConfigError(
@@ -361,7 +301,7 @@ def init_study(
             "(or --server to name the server); write [space] by hand for other knobs",
             got=shlex.join(command),
         )
-    conc = 1 if dialect.name == "llama.cpp" else 4  # llama-cpp-python serves one request at a time
+    conc = dialect.init_concurrency
     lines = [
         f"# Written by `tune init` from: {shlex.join(argv)}",
         *(f"# {note}" for note in notes),

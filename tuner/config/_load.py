@@ -24,7 +24,7 @@ from tuner.config._sections import (
 )
 from tuner.config._slo import Slo, parse_slo
 from tuner.config._space import parse_space
-from tuner.dialects import BaseServerDialect, SGLangDialect, get_dialect, sglang_version
+from tuner.dialects import BaseServerDialect, get_dialect
 from tuner.errors import ConfigError
 from tuner.secrets import Secrets
 from tuner.space import SearchSpace, Value, baseline_params
@@ -145,14 +145,15 @@ def _dialect(target: TargetSection, source: str) -> BaseServerDialect:
     dialect = get_dialect(target.server, target.command)
     if target.server_version == "auto":
         return dialect
-    if not isinstance(dialect, SGLangDialect):
+    versions = dialect.versions()
+    if versions is None:
         raise ConfigError(
             file=source,
             key="target.server_version",
             expected=f'"auto" for a {dialect.name} server (versions are known for SGLang only)',
             got=target.server_version,
         )
-    return dialect.with_version(sglang_version(target.server_version), "[target] server_version")
+    return versions.pinned(target.server_version, "[target] server_version")  # its section checked the name
 
 
 def _required(top: Table, name: str) -> Table:

@@ -10,7 +10,7 @@ from typing import Any
 from tuner.config._fleet import FleetHost, parse_hosts
 from tuner.config._reader import Table
 from tuner.config._slo import Slo, parse_slo
-from tuner.dialects import KNOWN_VERSIONS, SERVER_CHOICES, BaseServerDialect, SGLangDialect, sglang_version
+from tuner.dialects import KNOWN_VERSIONS, SERVER_CHOICES, BaseServerDialect, default_dialect, sglang_version
 from tuner.errors import ConfigError
 
 ON_EXIT = ("baseline", "best", "leave", "stop")
@@ -26,7 +26,7 @@ DEFAULT_FATAL_PATTERNS = (
     r"Address already in use",
 )
 
-DEFAULT_PHASE_MARKERS = SGLangDialect.phase_markers
+DEFAULT_PHASE_MARKERS = default_dialect().phase_markers
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -270,7 +270,7 @@ class ReadinessSection:
     timeout_s: float = 900.0
     poll_interval_s: float = 1.0
     request_timeout_s: float = 10.0
-    health_path: str | None = "/health"
+    health_path: str | None = default_dialect().health_path
     generation_check: bool = True
     stall_s: float = 120.0
     """A server that accepts connections but answers nothing for this long is hung."""

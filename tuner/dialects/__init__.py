@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tuner.dialects._base import BaseServerDialect
+from tuner.dialects._base import BaseServerDialect, Run, Verdict, VersionedFlags
+from tuner.dialects._counters import ServerSnapshot, parse_prometheus, prometheus_series
 from tuner.dialects._flagtable import FlagOption, FlagTable, sglang_table
 from tuner.dialects._generic import GenericDialect
 from tuner.dialects._llamacpp import LlamaCppDialect
 from tuner.dialects._llamaserver import LlamaServerDialect, spec_types
 from tuner.dialects._sglang import SGLangDialect
-from tuner.dialects._sglang_check import Verdict, check_command, flag_spellings, metrics_verdict, spelling_verdict
+from tuner.dialects._sglang_check import spelling_verdict
 from tuner.dialects._sglang_versions import (
     DDTREE_BRANCH,
     KNOWN_VERSIONS,
@@ -24,7 +25,6 @@ from tuner.dialects._sglang_versions import (
     SGLangVersion,
     probe_command,
     renamed_flags,
-    renamed_in,
     sglang_version,
     version_from_help,
     version_from_output,
@@ -42,18 +42,20 @@ __all__ = [
     "FlagTable",
     "LlamaCppDialect",
     "LlamaServerDialect",
+    "Run",
     "SGLangDialect",
     "SGLangVersion",
+    "ServerSnapshot",
     "VLLMDialect",
     "Verdict",
-    "check_command",
+    "VersionedFlags",
+    "default_dialect",
     "detect_dialect",
-    "flag_spellings",
     "get_dialect",
-    "metrics_verdict",
+    "parse_prometheus",
     "probe_command",
+    "prometheus_series",
     "renamed_flags",
-    "renamed_in",
     "sglang_table",
     "sglang_version",
     "spec_types",
@@ -66,6 +68,12 @@ DIALECTS: dict[str, type[BaseServerDialect]] = {
     cls.name: cls for cls in (SGLangDialect, VLLMDialect, LlamaServerDialect, LlamaCppDialect, GenericDialect)
 }
 SERVER_CHOICES = ("auto", *DIALECTS)
+
+
+def default_dialect() -> BaseServerDialect:
+    """The dialect a part speaks when it was given none (a benchmark or readiness built without a study file):
+    SGLang's, the server `tune` was made for and the one the bundled simulator mimics."""
+    return SGLangDialect(reason="the default")
 
 
 def detect_dialect(argv: Sequence[str]) -> BaseServerDialect:

@@ -2,16 +2,99 @@ from __future__ import annotations
 
 import abc
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from tuner.dialects._counters import ServerSnapshot
 from tuner.space import Param, SearchSpace, bool_argv
 
-__all__ = ["BaseServerDialect"]
+__all__ = ["BaseServerDialect", "Run", "Verdict", "VersionedFlags"]
 
 # A long option as `--help` prints it: not preceded by a word character or a dash, so `--foo` inside
 # `--no-foo` or `x--foo` is not taken for `--foo`.
 _HELP_FLAG = re.compile(r"(?<![\w-])(--[A-Za-z0-9][\w.-]*)")
+
+
+Run = Callable[[Sequence[str]], "str | None"]
+"""Runs one command on the server's host: its standard output, or None when it failed or timed out."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One finding about a command or a space (``ok`` False: the server would refuse it; None: it starts, but
+    look; True: fine)."""
+
+    ok: bool | None
+    text: str
+
+
+class VersionedFlags(abc.ABC):
+    """How a server's version is found and what that version's flag table says of a study."""
+
+    @property
+    @abc.abstractmethod
+    def version(self) -> Any | None:
+        """The version the dialect was given (``[target] server_version``), None until found on the host."""
+
+    @abc.abstractmethod
+    def pinned(self, name: str, reason: str) -> BaseServerDialect:
+        """The dialect for the version ``name`` names; raises ValueError (what was expected) when it names none."""
+
+    @abc.abstractmethod
+    def detect(
+        self, run: Run, program: Sequence[str], *, listed: frozenset[str] | None = None, quick: bool = False
+    ) -> tuple[Any | None, str]:
+        """(the version on the host, how it was found) or (None, why not); ``listed``: the flags ``--help``
+        printed; ``quick`` (``tune start``): one short process only."""
+
+    @abc.abstractmethod
+    def version_line(self, version: Any, how: str) -> str:
+        """The line that names a version found on the host."""
+
+    @abc.abstractmethod
+    def exact(self, version: Any) -> bool:
+        """Whether ``version`` has its own flag table (not a neighbour's standing in): its verdicts on flag names
+        are then refusals, and ``--help`` need not judge them again."""
+
+    @abc.abstractmethod
+    def not_found(self, how: str) -> str:
+        """The line said when no version was found (``how``: what was tried)."""
+
+    @abc.abstractmethod
+    def table_verdicts(
+        self, version: Any, command: Sequence[str], space: SearchSpace, env: Mapping[str, str], *, spellings: bool
+    ) -> list[Verdict]:
+        """What ``version``'s flag table says of the base command, the space and the environment (``spellings``:
+        also of the flag names; off when a neighbour's table stands in and ``--help`` can judge them)."""
+
+    @abc.abstractmethod
+    def judged_flags(self, version: Any | None, command: Sequence[str], space: SearchSpace) -> set[str]:
+        """The spellings the version's flag table had something to say about (``--help`` need not repeat it)."""
+
+    @abc.abstractmethod
+    def help_verdicts(
+        self,
+        listed: frozenset[str],
+        command: Sequence[str],
+        space: SearchSpace,
+        *,
+        judged: set[str],
+        version: Any | None,
+    ) -> list[Verdict]:
+        """Flags of the base command and the space the live ``--help`` does not list."""
+
+    @abc.abstractmethod
+    def refusal(self, version: Any) -> str:
+        """What a refused command should be instead (the ConfigError's ``expected``)."""
+
+    @abc.abstractmethod
+    def init_check(
+        self, command: Sequence[str], env: Mapping[str, str], server_version: str
+    ) -> tuple[BaseServerDialect, list[Verdict], str]:
+        """``tune init``: (the dialect for the version the command is checked against, what that version says of
+        the command, what a refused command should be instead); ValueError for a ``server_version`` that names
+        no version."""
 
 
 class BaseServerDialect(abc.ABC):
@@ -36,6 +119,10 @@ class BaseServerDialect(abc.ABC):
     """Where speculative acceptance comes from: ``server_info`` (SGLang: its Prometheus counters with
     ``--enable-metrics``, ``/server_info`` as the server-wide fallback), ``prometheus`` (vLLM), None."""
     metrics_path: ClassVar[str | None] = None
+    """Where the server's Prometheus counters are (read by :meth:`read_counters`)."""
+    info_paths: ClassVar[tuple[str, ...]] = ()
+    """Where the server's own JSON state is, under each name it has had (asked in order; the first that answers
+    is kept), for :meth:`read_counters`."""
     stream_usage: ClassVar[bool] = True
     """Whether streamed responses carry ``usage`` token counts."""
     tokenize_path: ClassVar[str | None] = None
@@ -68,9 +155,16 @@ class BaseServerDialect(abc.ABC):
     beyond its prompt and output."""
     tunable_constraints: ClassVar[tuple[tuple[str, str, str], ...]] = ()
     """``(left, op, right)`` between :attr:`tunable` knobs, written by `tune init` when both are suggested."""
+    model_flags: ClassVar[tuple[str, ...]] = ("--model-path", "--model", "--speculative-draft-model-path")
+    """Flags whose values name the model files served: a fleet's workers must serve the same ones
+    (:meth:`served_models`). Part of a study's stored target fingerprint, so a dialect's list changes only with a
+    way to read the fingerprints studies already hold."""
     map_axes: ClassVar[tuple[str, str] | None] = None
     """Two knobs (each a flag or an env var) that read best together on the report's score map, whatever the
     importances say (SGLang: DDTree's budget x top-k); None: the map takes the two most important."""
+
+    init_concurrency: ClassVar[int] = 4
+    """The concurrency of the scenarios ``tune init`` writes."""
 
     def __init__(self, *, reason: str = "") -> None:
         self.reason = reason
@@ -81,11 +175,17 @@ class BaseServerDialect(abc.ABC):
     def matches(cls, argv: Sequence[str]) -> str | None:
         """What in ``argv`` shows this server's launch command (for the report), or None."""
 
-    def tunable_for(
-        self, argv: Sequence[str], env: Mapping[str, str], *, trained_block_size: int | None = None
-    ) -> tuple[dict[str, Any], ...]:
+    def tunable_for(self, argv: Sequence[str], env: Mapping[str, str]) -> tuple[dict[str, Any], ...]:
         """The :attr:`tunable` entries for this launch command (a dialect may adapt them to it)."""
         return self.tunable
+
+    def init_command(self, argv: Sequence[str]) -> tuple[list[str], list[str]]:
+        """``tune init``: the launch command as this server takes it today, and a note for each change made."""
+        return list(argv), []
+
+    def init_space(self, entries: list[dict[str, Any]], argv: Sequence[str]) -> list[dict[str, Any]]:
+        """``tune init``: the suggested knobs (already fitted to ``argv``) as the study file writes them."""
+        return entries
 
     def map_axes_for(self, params: Sequence[Param]) -> tuple[str, str] | None:
         """The names of the space's two :attr:`map_axes` parameters among ``params`` (None: not both there)."""
@@ -98,6 +198,11 @@ class BaseServerDialect(abc.ABC):
     def constraints_for(self, names: Sequence[str]) -> list[tuple[str, str, str]]:
         """The :attr:`tunable_constraints` between knobs that are all among the suggested ``names`` (``tune init``)."""
         return [c for c in self.tunable_constraints if c[0] in names and c[2] in names]
+
+    def served_models(self, argv: Sequence[str]) -> dict[str, str]:
+        """The model files a launch command serves: each :attr:`model_flags` flag it spells out (without its
+        dashes) and the value after it."""
+        return {flag.lstrip("-"): argv[i + 1] for i, flag in enumerate(argv[:-1]) if flag in self.model_flags}
 
     def bool_args(self, flag: str, value: bool) -> list[str]:
         """The argv elements for a boolean flag set to ``value`` (maybe none)."""
@@ -148,6 +253,17 @@ class BaseServerDialect(abc.ABC):
     def command_notes(self, argv: Sequence[str]) -> list[str]:
         """What in the launch command this server would ignore, or what it lacks for `tune` to measure it."""
         return []
+
+    def read_counters(self, metrics: str, info: Mapping[str, Any] | None) -> ServerSnapshot:
+        """What the server's counters say of speculative acceptance at one instant: ``metrics`` is the Prometheus
+        text of :attr:`metrics_path` ("" when it has none or did not answer), ``info`` the JSON object one of
+        :attr:`info_paths` answered (None: none did). Empty (the default): acceptance is not measured."""
+        return ServerSnapshot()
+
+    def versions(self) -> VersionedFlags | None:
+        """How this server's version is found and what its flag table says of a study; None (the default): the
+        server has no versions `tune` knows, ``--help`` alone judges its flags."""
+        return None
 
     def inert(self, argv: Sequence[str], env: Mapping[str, str]) -> frozenset[str]:
         """The flags and environment variables of a launch command that change nothing the server does.

@@ -34,6 +34,7 @@ class LlamaCppDialect(BaseServerDialect):
     bool_style = "value"
     flag_separator = "_"
     default_port = 8000
+    init_concurrency = 1  # llama-cpp-python serves one request at a time
     tunable = (
         {
             "name": "num_pred_tokens",

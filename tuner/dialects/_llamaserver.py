@@ -4,7 +4,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from tuner.dialects._base import BaseServerDialect
+from tuner.dialects._counters import ServerSnapshot, drafts_snapshot
 from tuner.space import SearchSpace
+from tuner.spec import flag_value
 
 __all__ = ["LlamaServerDialect", "spec_types"]
 
@@ -121,6 +123,10 @@ class LlamaServerDialect(BaseServerDialect):
     def token_count_request(self, text: str, model: str) -> dict[str, Any]:
         return {"content": text, "add_special": False}
 
+    def read_counters(self, metrics: str, info: Mapping[str, Any] | None) -> ServerSnapshot:
+        """vLLM's draft counters under ``llamacpp:`` (with ``--metrics``), read the same way."""
+        return drafts_snapshot(metrics, prefix="llamacpp", generated="llamacpp:tokens_predicted_total")
+
     @staticmethod
     def replacement(flag: str, spec_types: Sequence[str]) -> str | None:
         """The flag that replaces the removed ``flag`` for a command drafting with ``spec_types`` (None: unsure)."""
@@ -134,6 +140,45 @@ class LlamaServerDialect(BaseServerDialect):
             if not lookups and "ngram-mod" in spec_types and flag == "--spec-ngram-size-n":
                 return "--spec-ngram-mod-n-match"
         return None
+
+    def init_command(self, argv: Sequence[str]) -> tuple[list[str], list[str]]:
+        """Removed flags (``--draft-max`` ...) get their new names (``--spec-ngram-mod-n-*`` with ``--spec-type
+        ngram-mod``); a draft model without ``--spec-type`` gets ``draft-simple`` (alone it drafts nothing);
+        ``--metrics`` is added, since acceptance comes from its counters."""
+        types = spec_types(argv)
+        out: list[str] = []
+        notes: list[str] = []
+        for arg in argv:
+            flag, eq, value = arg.partition("=")
+            new = self.replacement(flag, types) if flag in self.removed_flags else None
+            if flag in self.removed_flags and new is None:
+                notes.append(f"{flag}: llama-server removed it; use {self.removed_flags[flag]} (not changed)")
+            out.append(arg if new is None else new + eq + value)
+            if new is not None:
+                notes.append(f"{flag} is {new} now (llama-server removed {flag}: it exits at start)")
+        flags = {a.partition("=")[0] for a in out}
+        if flags.intersection(self.draft_model_flags) and "--spec-type" not in flags:
+            out += ["--spec-type", "draft-simple"]
+            notes.append("added --spec-type draft-simple: without it llama-server loads the draft model but drafts "
+                         "nothing")
+        if "--metrics" not in flags:
+            out.append("--metrics")
+            notes.append("added --metrics: the acceptance length comes from its speculative-decoding counters")
+        return out, notes
+
+    def init_space(self, entries: list[dict[str, Any]], argv: Sequence[str]) -> list[dict[str, Any]]:
+        """The command's drafter against no speculation (``spec_type``), its knobs only while it drafts."""
+        spec = flag_value(argv, "--spec-type")
+        if not spec or spec == "none":
+            return []
+        out = []
+        for entry in entries:
+            if entry["name"] == "spec_type":
+                entry = {**entry, "choices": [spec, "none"]}
+            else:
+                entry = {**entry, "when": {"spec_type": spec}}
+            out.append(entry)
+        return out
 
     def lint(self, space: SearchSpace) -> list[str]:
         problems = super().lint(space)
@@ -190,3 +235,4 @@ def spec_types(argv: Sequence[str]) -> list[str]:
             value = inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")
             out += [t for t in value.split(",") if t and t != "none"]
     return out
+

@@ -1,11 +1,23 @@
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from tuner.dialects._base import BaseServerDialect
-from tuner.dialects._sglang_init import DDTREE_ENV, DFLASH_CONSTRAINTS, algorithm, dflash_knobs, fit_knobs
-from tuner.dialects._sglang_versions import KNOWN_VERSIONS, SGLangVersion
+from tuner.dialects._base import BaseServerDialect, Run, Verdict, VersionedFlags
+from tuner.dialects._counters import ServerSnapshot, counter, number, prometheus_series
+from tuner.dialects._sglang_check import check_command, metrics_verdict
+from tuner.dialects._sglang_init import (
+    DDTREE_ENV,
+    DFLASH_CONSTRAINTS,
+    algorithm,
+    dflash_knobs,
+    drafter_block_size,
+    fit_knobs,
+)
+from tuner.dialects._sglang_preflight import detect_version, help_verdicts, judged_flags, table_verdicts
+from tuner.dialects._sglang_versions import DDTREE_BRANCH, KNOWN_VERSIONS, MAINLINE, SGLangVersion, sglang_version
+from tuner.space import SearchSpace
 
 
 def _find(argv: Sequence[str], *needles: str) -> str | None:
@@ -46,6 +58,7 @@ class SGLangDialect(BaseServerDialect):
     flush_path = "/flush_cache"
     acceptance = "server_info"
     metrics_path = "/metrics"
+    info_paths = ("/server_info", "/get_server_info")  # renamed in 0.4.x; older servers answer the second
     stream_usage = True
     bool_style = "switch"
     flag_separator = "-"
@@ -72,6 +85,28 @@ class SGLangDialect(BaseServerDialect):
         },
         *dflash_knobs(),
     )
+
+    def read_counters(self, metrics: str, info: Mapping[str, Any] | None) -> ServerSnapshot:
+        """With ``--enable-metrics``: ``sglang:generation_tokens_total`` and ``sglang:spec_verify_calls_total``, both
+        incremented when a request finishes, so their deltas over a scenario are SGLang's own per-request
+        ``completion_tokens / spec_verify_ct`` over exactly its requests; ``sglang:spec_accept_length`` is a gauge
+        of the last log interval, one series per rank. ``/server_info`` ``internal_states[0].avg_spec_accept_length``
+        is accepted / verify steps since boot, folded in only every ``--decode-log-interval`` (40) decode batches."""
+        series = prometheus_series(metrics)
+        state: Mapping[str, Any] = {}
+        states = (info or {}).get("internal_states")
+        if isinstance(states, list) and states and isinstance(states[0], dict):
+            state = states[0]
+        elif isinstance(states, dict):
+            state = states
+        generated = counter(series, "sglang:generation_tokens_total")
+        return ServerSnapshot(
+            accepted=generated,
+            steps=counter(series, "sglang:spec_verify_calls_total"),
+            avg_accept=number(state, "avg_spec_accept_length"),
+            generated=generated,
+            gauge_accept=tuple(v for _, v in series.get("sglang:spec_accept_length", ()) if math.isfinite(v)),
+        )
 
     def inert(self, argv: Sequence[str], env: Mapping[str, str]) -> frozenset[str]:
         """DDTree's budget and top-k knobs under any other algorithm than DDTREE (the DDTree branch, PR #29907,
@@ -114,21 +149,95 @@ class SGLangDialect(BaseServerDialect):
         lines = super().describe()
         return [lines[0], f"  {self.version_line()}", *lines[1:]]
 
-    def tunable_for(
-        self, argv: Sequence[str], env: Mapping[str, str], *, trained_block_size: int | None = None
-    ) -> tuple[dict[str, Any], ...]:
+    def tunable_for(self, argv: Sequence[str], env: Mapping[str, str]) -> tuple[dict[str, Any], ...]:
         """The knobs for this command on this version: flags the version lacks are left out, a deprecated
-        spelling in the command is read as the knob's value, the block size reaches the drafter's trained one."""
-        return fit_knobs(self.tunable, argv, self.version, trained_block_size=trained_block_size)
+        spelling in the command is read as the knob's value, the block size reaches the drafter's trained one
+        (read from the drafter's config.json when its path is local)."""
+        return fit_knobs(self.tunable, argv, self.version, trained_block_size=drafter_block_size(argv))
+
+    def versions(self) -> SGLangVersions:
+        return SGLangVersions(dialect=self)
 
     def __repr__(self) -> str:
         version = f"version={self.version.name!r}" if self.version else ""
         return f"SGLangDialect({version})"
 
 
-def replace_version(dialect: BaseServerDialect, version: SGLangVersion | None, reason: str) -> BaseServerDialect:
-    """``dialect`` with ``version`` when it is SGLang's; other dialects are returned as they are."""
-    if isinstance(dialect, SGLangDialect):
-        return dialect.with_version(version, reason)
-    return dialect
+class SGLangVersions(VersionedFlags):
+    """SGLang's releases differ in their flags (renames, DDTree on its branch only): each known version has a
+    flag table (``sglang_flags/``), and the study is judged against the one the host runs."""
+
+    def __init__(self, *, dialect: SGLangDialect) -> None:
+        self._dialect = dialect
+
+    @property
+    def version(self) -> SGLangVersion | None:
+        return self._dialect.version
+
+    def pinned(self, name: str, reason: str) -> SGLangDialect:
+        try:
+            version = sglang_version(name)
+        except ValueError:
+            raise ValueError("an SGLang version such as 0.5.23 or ddtree-pr29907") from None
+        return self._dialect.with_version(version, reason)
+
+    def detect(
+        self, run: Run, program: Sequence[str], *, listed: frozenset[str] | None = None, quick: bool = False
+    ) -> tuple[SGLangVersion | None, str]:
+        return detect_version(run, program, listed=listed, quick=quick)
+
+    def version_line(self, version: SGLangVersion, how: str) -> str:
+        return self._dialect.with_version(version, how).version_line()
+
+    def exact(self, version: SGLangVersion) -> bool:
+        return version.exact
+
+    def not_found(self, how: str) -> str:
+        return f"SGLang version not found ({how}); set [target] server_version to check flags against its table"
+
+    def table_verdicts(
+        self,
+        version: SGLangVersion,
+        command: Sequence[str],
+        space: SearchSpace,
+        env: Mapping[str, str],
+        *,
+        spellings: bool,
+    ) -> list[Verdict]:
+        prefix = self._dialect.own_flag_prefix(command)
+        return table_verdicts(version, command, space, env, prefix=prefix, spellings=spellings)
+
+    def judged_flags(self, version: SGLangVersion | None, command: Sequence[str], space: SearchSpace) -> set[str]:
+        return judged_flags(version, command, space)
+
+    def help_verdicts(
+        self,
+        listed: frozenset[str],
+        command: Sequence[str],
+        space: SearchSpace,
+        *,
+        judged: set[str],
+        version: SGLangVersion | None,
+    ) -> list[Verdict]:
+        prefix = self._dialect.own_flag_prefix(command)
+        return help_verdicts(listed, command, space, judged=judged, version=version, prefix=prefix)
+
+    def refusal(self, version: SGLangVersion) -> str:
+        return f"a command and space {version.label} accepts (nothing was changed)"
+
+    def init_check(
+        self, command: Sequence[str], env: Mapping[str, str], server_version: str
+    ) -> tuple[SGLangDialect, list[Verdict], str]:
+        """Without a named version, a command that runs DDTREE is checked against the DDTree branch and any other
+        against mainline (the newest known); the study file keeps ``server_version = "auto"``."""
+        if server_version != "auto":
+            dialect = self.pinned(server_version, "tune init --server-version")
+        else:
+            assumed = DDTREE_BRANCH if algorithm(command) == "DDTREE" else MAINLINE
+            dialect = self._dialect.with_version(assumed, "assumed by tune init; --server-version names another")
+        version = dialect.version
+        assert version is not None  # just set
+        metrics = metrics_verdict(command, None)
+        verdicts = [*check_command(version, command, env=env), *([metrics] if metrics else [])]
+        return dialect, verdicts, f"a launch command {version.label} starts"
 

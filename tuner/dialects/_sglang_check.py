@@ -7,8 +7,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 
+from tuner.dialects._base import Verdict
 from tuner.dialects._flagtable import FlagTable, server_argv
 from tuner.dialects._sglang_versions import DDTREE_PR, SGLangVersion, renamed_flags, renamed_in
 from tuner.space import Param, SearchSpace, format_value
@@ -17,12 +17,6 @@ __all__ = ["Verdict", "check_command", "flag_spellings", "metrics_verdict", "spe
 
 _ALGORITHM = "--speculative-algorithm"
 _METRICS = "--enable-metrics"
-
-
-@dataclass(frozen=True)
-class Verdict:
-    ok: bool | None
-    text: str
 
 
 def flag_spellings(argv: Sequence[str]) -> list[str]:

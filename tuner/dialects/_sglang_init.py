@@ -9,13 +9,16 @@ budget and top-k cap on the DDTree branch. A knob whose flag the version does no
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from tuner.dialects._flagtable import server_argv
 from tuner.dialects._sglang_versions import SGLangVersion, renamed_flags
+from tuner.spec import flag_value
 
-__all__ = ["DDTREE_ENV", "DFLASH_CONSTRAINTS", "algorithm", "dflash_knobs", "fit_knobs"]
+__all__ = ["DDTREE_ENV", "DFLASH_CONSTRAINTS", "algorithm", "dflash_knobs", "drafter_block_size", "fit_knobs"]
 
 _ALGORITHM = "--speculative-algorithm"
 _DFLASH_FAMILY = ("DFLASH", "DDTREE")
@@ -113,3 +116,18 @@ def fit_knobs(
             e.update(type="categorical", choices=["auto", 0.78, 0.82, 0.86, 0.9], absent="auto")
         out.append(e)
     return tuple(out)
+
+
+def drafter_block_size(command: Sequence[str]) -> int | None:
+    """The block size the DFlash drafter was trained with, from its config.json when the path is local."""
+    path = flag_value(command, "--speculative-draft-model-path") or flag_value(command, "--speculative-draft-model")
+    if not path:
+        return None
+    try:
+        config = json.loads((Path(path) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    # SGLang reads dflash_config.block_size, else a top-level block_size (speculative/dflash_utils.py).
+    inner = config.get("dflash_config") if isinstance(config.get("dflash_config"), dict) else {}
+    size = inner.get("block_size", config.get("block_size"))
+    return size if isinstance(size, int) and size > 1 else None

@@ -1,9 +1,10 @@
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import ClassVar
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from tuner.dialects._base import BaseServerDialect
+from tuner.dialects._counters import ServerSnapshot, drafts_snapshot
 
 
 class VLLMDialect(BaseServerDialect):
@@ -78,3 +79,7 @@ class VLLMDialect(BaseServerDialect):
             if arg.rsplit("/", 1)[-1] == "vllm" and i + 1 < len(argv) and argv[i + 1] == "serve":
                 return "vllm serve"
         return None
+
+    def read_counters(self, metrics: str, info: Mapping[str, Any] | None) -> ServerSnapshot:
+        """Accepted = accepted + drafts (the bonus token of every draft), steps = drafts, summed over label sets."""
+        return drafts_snapshot(metrics, prefix="vllm", generated="vllm:generation_tokens_total")

@@ -354,7 +354,6 @@ class Fleet:
 # -- identical hardware ------------------------------------------------------------------
 
 TARGET_FINGERPRINT = "tune:target_fingerprint"
-_MODEL_FLAGS = ("--model-path", "--model", "--speculative-draft-model-path")
 
 
 class MixedTargets(TuneError):
@@ -367,8 +366,7 @@ def target_fingerprint(config: StudyConfig, host: Any | None) -> dict[str, str]:
     The GPUs are read with the ``[target.gpu_wait]`` command's program (``nvidia-smi``) where one is configured;
     an unreadable inventory is recorded as such rather than charged to the worker.
     """
-    argv = list(config.target.command)
-    found = {flag.lstrip("-"): argv[i + 1] for i, flag in enumerate(argv[:-1]) if flag in _MODEL_FLAGS}
+    found = config.dialect.served_models(config.target.command)  # which flags name models is the dialect's
     fingerprint = dict(sorted(found.items()))
     if host is not None and config.target.gpu_wait is not None:
         fingerprint.update(_gpu_inventory(host, config.target.gpu_wait.command[0]))

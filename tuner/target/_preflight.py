@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import httpx
 
 from tuner.config import StudyConfig
-from tuner.dialects import SGLangDialect
+from tuner.dialects import VersionedFlags
 from tuner.errors import ConfigError, EnvironmentFault, HostError, TuneError
 from tuner.target._build import make_host, make_service
 from tuner.target.hosts import BaseHost
@@ -114,8 +114,9 @@ def _help_listing(
 
 
 def _flags(config: StudyConfig, host: BaseHost, program: list[str]) -> Iterator[Finding]:
-    if isinstance(config.dialect, SGLangDialect):
-        yield from _sglang_flags(config, host, program)
+    versions = config.dialect.versions()
+    if versions is not None:
+        yield from _versioned_flags(config, versions, host, program)
         return
     tuned = [p for p in config.space.params if p.flag or p.json_flag]
     if not tuned:
@@ -142,9 +143,12 @@ def _env_params(config: StudyConfig) -> Iterator[Finding]:
             yield Finding(ok=True, text=f"{p.name} is the environment variable {p.env}")
 
 
-def _sglang_flags(config: StudyConfig, host: BaseHost, program: list[str]) -> Iterator[Finding]:
-    """SGLang: the version (configured or found on the host), its flag table's verdicts, then ``--help``."""
-    from tuner.target._sglang import help_findings, judged_flags, table_findings, version_findings
+def _versioned_flags(
+    config: StudyConfig, versions: VersionedFlags, host: BaseHost, program: list[str]
+) -> Iterator[Finding]:
+    """A server with versions (SGLang): the version (configured or found on the host), its flag table's
+    verdicts, then ``--help``."""
+    from tuner.target._versions import help_findings, judged_flags, table_findings, version_findings
 
     listed = None
     if config.target.check_flags:
@@ -152,12 +156,13 @@ def _sglang_flags(config: StudyConfig, host: BaseHost, program: list[str]) -> It
         yield from notes
     else:
         yield Finding(ok=None, text="flags not checked against `--help` ([target] check_flags = false)")
-    found, version = version_findings(config, host, program, listed=listed)
+    found, version = version_findings(versions, host, program, listed=listed)
     yield from found
     if version is not None:
-        yield from table_findings(config, version, spellings=version.exact or listed is None)
+        yield from table_findings(config, versions, version, spellings=versions.exact(version) or listed is None)
     if listed is not None:
-        yield from help_findings(config, listed, judged=judged_flags(config, version), version=version)
+        judged = judged_flags(config, versions, version)
+        yield from help_findings(config, versions, listed, judged=judged, version=version)
     yield from _env_params(config)
 
 
@@ -237,13 +242,14 @@ def _gate(config: StudyConfig) -> Iterator[Finding]:
 def require_preflight(config: StudyConfig, *, storage: str | None = None) -> None:
     """``tune start``'s preflight: raise :class:`EnvironmentFault` with one line per problem, nothing changed.
 
-    For SGLang, first the version's flag table: a command it refuses (a renamed flag, DDTREE on mainline) is a
-    :class:`ConfigError` before anything restarts.
+    For a server with versions (SGLang), first the version's flag table: a command it refuses (a renamed flag,
+    DDTREE on mainline) is a :class:`ConfigError` before anything restarts.
     """
-    if isinstance(config.dialect, SGLangDialect):
-        from tuner.target._sglang import require_flags
+    versions = config.dialect.versions()
+    if versions is not None:
+        from tuner.target._versions import require_flags
 
-        require_flags(config)
+        require_flags(config, versions)
     findings = preflight(config, flags=False, endpoint=False, lock=False, gate=False, storage=storage, dialect=False)
     problems = [f.text for f in findings if f.ok is False]
     if len(problems) == 1:
