@@ -256,14 +256,28 @@ def test_slo_writes_the_promise_and_an_open_loop_scenario(tmp_path: Path) -> Non
     from tuner.config import Slo
 
     cfg = load_config(_init(tmp_path, SGLANG, "--slo", "ttft=1,tpot=0.04"))
-    assert cfg.slo == Slo(ttft_s=1.0, tpot_s=0.04, attainment=0.99)
+    promise = Slo(ttft_s=1.0, tpot_s=0.04, attainment=0.99)
     opened = [s for s in cfg.benchmark.scenarios if s.open_loop]
     assert [(s.name, s.rate) for s in opened] == [("chat-2rps", 2.0)]  # half a request per chat stream
-    assert all(s.slo == cfg.slo for s in cfg.benchmark.scenarios)
+    # The promise judges the open-loop scenario it came with, not the closed-loop ones of 4 and 16 requests.
+    assert cfg.slo is None and opened[0].slo == promise
+    assert all(s.slo is None for s in cfg.benchmark.scenarios if not s.open_loop)
     (tmp_path / "b").mkdir()
     again = load_config(_init(tmp_path / "b", SGLANG, "--slo", "e2e_s=30, attainment=0.9, rate=6.5"))
-    assert again.slo == Slo(e2e_s=30.0, attainment=0.9)
-    assert [s.rate for s in again.benchmark.scenarios if s.open_loop] == [6.5]
+    opened = [s for s in again.benchmark.scenarios if s.open_loop]
+    assert [(s.rate, s.slo) for s in opened] == [(6.5, Slo(e2e_s=30.0, attainment=0.9))]
+    (tmp_path / "c").mkdir()
+    everywhere = load_config(_init(tmp_path / "c", SGLANG, "--slo", "ttft=1,tpot=0.04", "--slo-scope", "all"))
+    assert everywhere.slo == promise and all(s.slo == promise for s in everywhere.benchmark.scenarios)
+
+
+def test_init_accepts_the_simulator_s_own_flags_as_tune_check_does(tmp_path: Path) -> None:
+    """The shipped demo's command carries `--sim-...` options: they are the simulator's, not SGLang's, for init as
+    for tune check."""
+    demo = load_config(Path(__file__).resolve().parents[2] / "studies" / "demo.toml")
+    assert any(a.startswith("--sim-") for a in demo.target.command)
+    config = load_config(_init(tmp_path, list(demo.target.command), "--slo", "ttft=3"))
+    assert config.target.command == demo.target.command
 
 
 @pytest.mark.parametrize(
@@ -276,6 +290,8 @@ def test_slo_writes_the_promise_and_an_open_loop_scenario(tmp_path: Path) -> Non
         ("attainment=0.9", "--slo: expected at least one limit"),
         ("ttft=1,attainment=99", "--slo.attainment: expected a share of requests in (0, 1]"),
         ("ttft=1,rate=0", "--slo rate: expected requests/s > 0"),
+        ("ttft=3,ttft=4", "--slo: expected each key once, got 'ttft given twice in ttft=3,ttft=4'"),
+        ("ttft=3,ttft_s=4", "expected each key once"),
     ],
 )
 def test_a_bad_slo_is_one_line_and_writes_nothing(

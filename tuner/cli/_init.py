@@ -47,7 +47,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="SGLang version to check the command against (0.5.23, ddtree-pr29907; default: from it)")
     p.add_argument("--slo", metavar="LIMITS",
                    help="a latency promise, such as ttft=1,tpot=0.04 (seconds; also e2e, attainment=0.99, "
-                        "rate=REQ/S): writes [slo] and an open-loop scenario at that rate")
+                        "rate=REQ/S): writes an open-loop scenario at that rate, promised that latency")
+    p.add_argument("--slo-scope", choices=("open-loop", "all"), default="open-loop",
+                   help="which scenarios --slo judges: the open-loop scenario it adds (default), or all of them "
+                        "(a top-level [slo])")
     p.add_argument("launch", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the server's launch command")
     p.set_defaults(func=cmd_init)
 
@@ -65,7 +68,8 @@ def cmd_init(args: argparse.Namespace) -> int:
         raise TuneError(f"{out} exists: tune init never overwrites a file (choose another --out)")
     output_file(out, option="--out")
     text, notes = init_study(
-        argv, server=args.server, name=args.name or out.stem, server_version=args.server_version, slo=args.slo
+        argv, server=args.server, name=args.name or out.stem, server_version=args.server_version, slo=args.slo,
+        slo_scope=args.slo_scope,
     )
     with writing(out, what=f"cannot write {out}"):
         out.write_text(text)
@@ -342,10 +346,11 @@ def init_study_text(argv: list[str], *, server: str = "auto", name: str = "study
 
 def init_study(
     argv: list[str], *, server: str = "auto", name: str = "study", server_version: str = "auto",
-    slo: str | None = None,
+    slo: str | None = None, slo_scope: str = "open-loop",
 ) -> tuple[str, list[str]]:
     """The study file's text, and a note for each change made to the command (said to the user too); ``slo``:
-    the ``--slo`` option's text (an ``[slo]`` section and an open-loop scenario)."""
+    the ``--slo`` option's text (an open-loop scenario with that SLO: its own, or ``slo_scope="all"``: a
+    top-level ``[slo]`` every scenario is judged by)."""
     promise = parse_slo_option(slo) if slo is not None else None  # bad input fails before anything is read
     command, env = _split_env(argv)
     dialect = versioned_dialect(get_dialect(server, command), command, env, server_version)
@@ -362,6 +367,7 @@ def init_study(
             got=shlex.join(command),
         )
     conc = 1 if dialect.name == "llama.cpp" else 4  # llama-cpp-python serves one request at a time
+    sizes = _sizes(dialect, command, space, conc=conc)
     lines = [
         f"# Written by `tune init` from: {shlex.join(argv)}",
         *(f"# {note}" for note in notes),
@@ -381,31 +387,33 @@ def init_study(
         "# Suggested from the flags the server's dialect knows are tunable; the command's values are the baseline.",
         *_space_text(space),
         *_constraints_text(dialect, space),
-        _SCENARIOS.format(conc=conc, requests=4 * conc, **_sizes(dialect, command, space, conc=conc)),
-        *(_slo_text(*promise, conc=conc) if promise else []),
+        _SCENARIOS.format(conc=conc, requests=4 * conc, **sizes),
+        *(_slo_text(*promise, conc=conc, everywhere=slo_scope == "all", sizes=sizes) if promise else []),
     ]
     return _with_trials("\n".join(lines)), notes
 
 
-def _slo_text(slo: Slo, rate: float | None, *, conc: int) -> list[str]:
-    """``[slo]`` and an open-loop scenario that judges it: requests at ``rate`` (default: half a request per
-    stream of the chat scenario per second), whatever is in flight."""
+def _slo_text(slo: Slo, rate: float | None, *, conc: int, everywhere: bool, sizes: dict[str, Any]) -> list[str]:
+    """An open-loop scenario that judges the SLO: requests at ``rate`` (default: half a request per stream of the
+    chat scenario per second), whatever is in flight; the SLO is that scenario's own table (``everywhere``: a
+    top-level ``[slo]`` that judges the closed-loop scenarios too)."""
     rate = rate if rate is not None else conc / 2
     name = f"chat-{rate:g}rps".replace(".", "_")
     limits = [f"{key} = {_toml(value)}" for key, value in slo.limits().items()]
+    scope = "every scenario" if everywhere else "this scenario's requests only"
     return [
         f"# Open loop: requests arrive {rate:g} per second (Poisson, the same arrivals for every trial) whatever",
         "# is in flight, as a service's users send them; set the rate to your peak.",
         "[[benchmark.scenarios]]",
         f"name = {_toml(name)}",
         f"rate = {_toml(float(rate))}",
-        "prompt_tokens = 512",
-        "output_tokens = 128",
+        f"prompt_tokens = {sizes['chat_prompt']}",
+        f"output_tokens = {sizes['output']}",
         f"requests = {max(60, round(rate * 30))}",
         "",
-        "# The latency promised to each request (every scenario): a config whose attainment is confidently below",
+        f"# The latency promised to each request ({scope}): a config whose attainment is confidently below",
         "# the share is infeasible, never recommended (docs/configuration.md#slo).",
-        "[slo]",
+        "[slo]" if everywhere else "[benchmark.scenarios.slo]",
         *limits,
         f"attainment = {_toml(slo.attainment)}",
         "",

@@ -56,7 +56,9 @@ def versioned_dialect(
         runs_ddtree = (_value(command, "--speculative-algorithm") or "").upper() == "DDTREE"
         version = DDTREE_BRANCH if runs_ddtree else MAINLINE
         dialect = dialect.with_version(version, "assumed by tune init; --server-version names another")
-    verdicts = check_command(version, command, env=env)
+    # The same table and the same exemption as `tune check` (tuner.target's table_findings): the simulator's own
+    # `--sim-...` options are not SGLang's.
+    verdicts = check_command(version, command, env=env, ignore_prefix=dialect.own_flag_prefix(command))
     metrics = metrics_verdict(command, None)
     for v in [*verdicts, *([metrics] if metrics else [])]:
         if v.ok is not True:
