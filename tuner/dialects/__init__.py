@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tuner.dialects._base import BaseServerDialect
+from tuner.dialects._capacity import KvCapacity, RequestSize, int_value
 from tuner.dialects._flagtable import FlagOption, FlagTable, sglang_table
 from tuner.dialects._generic import GenericDialect
 from tuner.dialects._llamacpp import LlamaCppDialect
@@ -40,8 +41,10 @@ __all__ = [
     "BaseServerDialect",
     "FlagOption",
     "FlagTable",
+    "KvCapacity",
     "LlamaCppDialect",
     "LlamaServerDialect",
+    "RequestSize",
     "SGLangDialect",
     "SGLangVersion",
     "VLLMDialect",
@@ -50,6 +53,7 @@ __all__ = [
     "detect_dialect",
     "flag_spellings",
     "get_dialect",
+    "int_value",
     "metrics_verdict",
     "probe_command",
     "renamed_flags",

@@ -4,6 +4,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from tuner.dialects._base import BaseServerDialect
+from tuner.dialects._capacity import KvCapacity, answer_int
 from tuner.dialects._sglang_init import DDTREE_ENV, DFLASH_CONSTRAINTS, algorithm, dflash_knobs, fit_knobs
 from tuner.dialects._sglang_versions import KNOWN_VERSIONS, SGLangVersion
 
@@ -120,6 +121,22 @@ class SGLangDialect(BaseServerDialect):
         """The knobs for this command on this version: flags the version lacks are left out, a deprecated
         spelling in the command is read as the knob's value, the block size reaches the drafter's trained one."""
         return fit_knobs(self.tunable, argv, self.version, trained_block_size=trained_block_size)
+
+    capacity_paths: ClassVar[tuple[str, ...]] = ("/get_server_info", "/server_info")
+
+    def server_capacity(
+        self, answers: Mapping[str, Any], argv: Sequence[str], env: Mapping[str, str]
+    ) -> KvCapacity | None:
+        """``/get_server_info`` (``/server_info`` on newer versions): ``context_length`` for one request, within
+        ``max_total_num_tokens``, the KV pool (SGLang queues and retracts what the pool cannot hold at once,
+        rather than failing it, so only one request must fit)."""
+        info = next((a for a in answers.values() if isinstance(a, dict)), None)
+        context, pool = answer_int(info, "context_length"), answer_int(info, "max_total_num_tokens")
+        request = min(v for v in (context, pool) if v) if context or pool else None
+        if request is None:
+            return None
+        said = [f"context_length {context}"] * bool(context) + [f"max_total_num_tokens {pool}"] * bool(pool)
+        return KvCapacity(request=request, source="/get_server_info: " + ", ".join(said))
 
     def __repr__(self) -> str:
         version = f"version={self.version.name!r}" if self.version else ""

@@ -1,9 +1,10 @@
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import ClassVar
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from tuner.dialects._base import BaseServerDialect
+from tuner.dialects._capacity import KvCapacity, answer_int
 
 
 class VLLMDialect(BaseServerDialect):
@@ -78,3 +79,14 @@ class VLLMDialect(BaseServerDialect):
             if arg.rsplit("/", 1)[-1] == "vllm" and i + 1 < len(argv) and argv[i + 1] == "serve":
                 return "vllm serve"
         return None
+
+    capacity_paths: ClassVar[tuple[str, ...]] = ("/v1/models",)
+
+    def server_capacity(
+        self, answers: Mapping[str, Any], argv: Sequence[str], env: Mapping[str, str]
+    ) -> KvCapacity | None:
+        """``/v1/models``' ``max_model_len``: one request's context (vLLM preempts, rather than fails, requests
+        its KV cannot hold at once, so no pool is said)."""
+        data = answers.get("/v1/models", {}).get("data") if isinstance(answers.get("/v1/models"), dict) else None
+        length = answer_int(data[0], "max_model_len") if isinstance(data, list) and data else None
+        return KvCapacity(request=length, source=f"/v1/models: max_model_len {length}") if length else None
