@@ -9,6 +9,7 @@ import pytest
 
 from tuner.cli import main
 from tuner.config import load_config
+from tuner.dialects import LlamaServerDialect
 from tuner.space import count_configs
 
 SGLANG = [
@@ -203,34 +204,46 @@ ISSUE_LLAMA_SERVER = ["llama-server", "-m", "M", "-md", "M", "--spec-type", "dra
 
 
 @pytest.mark.parametrize(
-    ("extra", "per_stream"),
+    ("extra", "per_stream", "said"),
     [
-        ([], 2048 // 4),  # no -np: llama-server's 4 slots share one context
-        (["-np", "2"], 2048 // 2),
-        (["--parallel", "8"], 2048 // 8),
+        ([], 2048 // 4, "-c 2048, 4 slots (no -np: llama-server's auto) sharing one unified KV pool"),
+        (["-np", "2"], 2048 // 2, "-c 2048, 2 slots, each with a KV of its own"),
+        (["-np", "2", "--kv-unified"], 2048 // 2, "-c 2048, 2 slots sharing one unified KV pool (--kv-unified)"),
     ],
-    ids=["default-slots", "np-2", "parallel-8"],
+    ids=["default-slots", "np-2", "np-2-unified"],
 )
-def test_llama_server_s_context_sizes_the_scenarios(tmp_path: Path, extra: list[str], per_stream: int) -> None:
-    """The issue's command: -c 2048 over 4 slots holds 512 tokens a stream, and every request tune sends (a
-    scenario's prompt and output, the gate's answer, the largest draft the space tries) fits in one."""
+def test_llama_server_s_flags_size_the_scenarios_with_a_stated_margin(
+    tmp_path: Path, extra: list[str], per_stream: int, said: str
+) -> None:
+    """The issue's command, no server to ask: every request tune sends (a scenario's prompt, guessed at 1.25 tokens a
+    word (2 in code) and 48 for the tag and chat template, its answer, the gate's, the largest draft the space
+    tries) fits what each stream holds."""
+    from tuner.cli._init_sizing import GUESS
+    from tuner.config import chat_text, load_chats
+
     path = _init(tmp_path, [*ISSUE_LLAMA_SERVER, *extra])
     config = load_config(path)
-    drafts = max(config.space.by_name(n).high for n in ("draft_max",))  # type: ignore[union-attr]
-    assert f"# Sized to the command's context: -c 2048 shared by {2048 // per_stream} streams" in path.read_text()
+    drafts = config.space.by_name("draft_max").high + 1  # type: ignore[union-attr,operator]
+    text = path.read_text()
+    assert f"# Sized to the command's flags: {per_stream} tokens a stream ({said}), {drafts} of them" in text
+    assert "it allows 1.25 tokens a word (2 in code) and 48 for the request tag and the chat template" in text
     for s in config.benchmark.scenarios:
-        assert s.prompt_tokens + s.output_tokens + drafts <= per_stream, s
+        if s.prompts == "random":
+            assert s.prompt_tokens * GUESS.words + GUESS.overhead + s.output_tokens + drafts <= per_stream, s
     assert config.gate is not None
-    code = next(s for s in config.benchmark.scenarios if s.prompts == "humaneval")
-    assert code.prompt_tokens + config.gate.max_tokens + drafts <= per_stream
+    code_words = max(len(chat_text([{"role": r, "content": c} for r, c in ch]).split()) for ch in load_chats("humaneval"))
+    code = code_words * GUESS.code_words + GUESS.overhead
+    alone = LlamaServerDialect().command_capacity(config.target.command, {})
+    assert alone is not None  # one coding request (or the gate's) alone:
+    assert code + max(config.gate.max_tokens, config.benchmark.scenarios[0].output_tokens) + drafts <= alone.request
     assert min(s.output_tokens for s in config.benchmark.scenarios) >= 32  # still a measurement worth making
 
 
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
-        ([*SGLANG, "--context-length", "700"], "--context-length 700 = 700 tokens a stream"),
-        ([*VLLM, "--max-model-len", "600"], "--max-model-len 600 = 600 tokens a stream"),
+        ([*SGLANG, "--context-length", "1400"], "1400 tokens a stream (--context-length 1400)"),
+        ([*VLLM, "--max-model-len", "1200"], "1200 tokens a stream (--max-model-len 1200)"),
     ],
     ids=["sglang", "vllm"],
 )
@@ -238,7 +251,7 @@ def test_a_request_context_sizes_the_scenarios(tmp_path: Path, argv: list[str], 
     path = _init(tmp_path, argv)
     config = load_config(path)
     assert said in path.read_text()
-    limit = int(said.split(" = ")[1].split()[0])
+    limit = int(said.split()[0])
     assert all(s.prompt_tokens + s.output_tokens < limit for s in config.benchmark.scenarios)
 
 
@@ -246,7 +259,8 @@ def test_a_context_too_small_or_unsaid_is_said(tmp_path: Path, capsys: pytest.Ca
     small = [*ISSUE_LLAMA_SERVER[:-1], "256"]
     assert main(["init", "--out", str(tmp_path / "x.toml"), "--", *small]) == 2
     err = capsys.readouterr().err
-    assert "-c 256 shared by 4 streams leaves 48 tokens a stream after the drafts' 16" in err
+    assert "64 tokens a stream (-c 256, 4 slots (no -np: llama-server's auto) sharing one unified KV pool) leaves " \
+        "47 tokens a stream after the drafts' 17" in err
     assert "give the server a larger -c or fewer -np" in err and not (tmp_path / "x.toml").exists()
     path = _init(tmp_path, ISSUE_LLAMA_SERVER[:-2])
     assert "# The command sets no context size (-c / --ctx-size): sized for a server whose context holds" in (
