@@ -231,7 +231,8 @@ def test_llama_server_s_flags_size_the_scenarios_with_a_stated_margin(
         if s.prompts == "random":
             assert s.prompt_tokens * GUESS.words + GUESS.overhead + s.output_tokens + drafts <= per_stream, s
     assert config.gate is not None
-    code_words = max(len(chat_text([{"role": r, "content": c} for r, c in ch]).split()) for ch in load_chats("humaneval"))
+    chats = load_chats("humaneval")
+    code_words = max(len(chat_text([{"role": r, "content": c} for r, c in ch]).split()) for ch in chats)
     code = code_words * GUESS.code_words + GUESS.overhead
     alone = LlamaServerDialect().command_capacity(config.target.command, {})
     assert alone is not None  # one coding request (or the gate's) alone:
