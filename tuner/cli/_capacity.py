@@ -20,7 +20,8 @@ def require_fit(config: StudyConfig) -> str | None:
 
     from tuner.bench import LiveServer, study_fits
 
-    with httpx.Client(timeout=10.0, trust_env=False) as client:
+    # A short connect timeout: a server that is down (the usual case before `tune start`) costs no wait.
+    with httpx.Client(timeout=httpx.Timeout(10.0, connect=2.0), trust_env=False) as client:
         live = LiveServer(url=config.target.base_url, dialect=config.dialect, client=client)
         capacity, fits = study_fits(config, live=live)
     if capacity is None:
