@@ -6,7 +6,8 @@ SGLang, ``num_speculative_tokens`` inside vLLM's ``--speculative-config``, ``--s
 lengths for llama-server, ``--draft_model_num_pred_tokens`` for llama-cpp-python), each range widened to hold the
 command's own value, which becomes the baseline trial. A llama-server command is first brought up to date
 (:func:`llama_server_command`). The study asks for no more trials than the space holds configurations
-(:func:`tuner.space.count_configs`).
+(:func:`tuner.space.count_configs`). Its requests are sized to what the server holds (``_init_sizing``): asked of
+the server where it answers (``--ask-server`` starts it once), read from the launch flags otherwise.
 """
 
 from __future__ import annotations
