@@ -41,15 +41,18 @@ def program_part(argv: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def flag_value(argv: Sequence[str], flag: str) -> str | None:
-    """The value a command gives ``flag`` (``--f v`` or ``--f=v``), '' for a bare switch, None if absent."""
+def flag_value(argv: Sequence[str], flag: str | Sequence[str]) -> str | None:
+    """The value a command gives ``flag`` (or any of several spellings: ``--f v`` or ``--f=v``), '' for a bare
+    switch, None if absent. The last one wins, as in the servers' own parsers."""
+    names = {flag} if isinstance(flag, str) else set(flag)
+    found = None
     for i, arg in enumerate(argv):
         name, eq, inline = arg.partition("=")
-        if name == flag:
-            if eq:
-                return inline
-            return argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else ""
-    return None
+        if name not in names:
+            continue
+        following = argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else ""
+        found = inline if eq else following
+    return found
 
 
 def spec_matches(expected: LaunchSpec, actual: LaunchSpec) -> list[str]:

@@ -9,6 +9,7 @@ import pytest
 
 from tuner.cli import main
 from tuner.config import load_config
+from tuner.dialects import LlamaServerDialect
 from tuner.space import count_configs
 
 SGLANG = [
@@ -203,34 +204,47 @@ ISSUE_LLAMA_SERVER = ["llama-server", "-m", "M", "-md", "M", "--spec-type", "dra
 
 
 @pytest.mark.parametrize(
-    ("extra", "per_stream"),
+    ("extra", "per_stream", "said"),
     [
-        ([], 2048 // 4),  # no -np: llama-server's 4 slots share one context
-        (["-np", "2"], 2048 // 2),
-        (["--parallel", "8"], 2048 // 8),
+        ([], 2048 // 4, "-c 2048, 4 slots (no -np: llama-server's auto) sharing one unified KV pool"),
+        (["-np", "2"], 2048 // 2, "-c 2048, 2 slots, each with a KV of its own"),
+        (["-np", "2", "--kv-unified"], 2048 // 2, "-c 2048, 2 slots sharing one unified KV pool (--kv-unified)"),
     ],
-    ids=["default-slots", "np-2", "parallel-8"],
+    ids=["default-slots", "np-2", "np-2-unified"],
 )
-def test_llama_server_s_context_sizes_the_scenarios(tmp_path: Path, extra: list[str], per_stream: int) -> None:
-    """The issue's command: -c 2048 over 4 slots holds 512 tokens a stream, and every request tune sends (a
-    scenario's prompt and output, the gate's answer, the largest draft the space tries) fits in one."""
+def test_llama_server_s_flags_size_the_scenarios_with_a_stated_margin(
+    tmp_path: Path, extra: list[str], per_stream: int, said: str
+) -> None:
+    """The issue's command, no server to ask: every request tune sends (a scenario's prompt, guessed at 1.25 tokens a
+    word (2 in code) and 48 for the tag and chat template, its answer, the gate's, the largest draft the space
+    tries) fits what each stream holds."""
+    from tuner.cli._init_sizing import GUESS
+    from tuner.config import chat_text, load_chats
+
     path = _init(tmp_path, [*ISSUE_LLAMA_SERVER, *extra])
     config = load_config(path)
-    drafts = max(config.space.by_name(n).high for n in ("draft_max",))  # type: ignore[union-attr]
-    assert f"# Sized to the command's context: -c 2048 shared by {2048 // per_stream} streams" in path.read_text()
+    drafts = config.space.by_name("draft_max").high + 1  # type: ignore[union-attr,operator]
+    text = path.read_text()
+    assert f"# Sized to the command's flags: {per_stream} tokens a stream ({said}), {drafts} of them" in text
+    assert "it allows 1.25 tokens a word (2 in code) and 48 for the request tag and the chat template" in text
     for s in config.benchmark.scenarios:
-        assert s.prompt_tokens + s.output_tokens + drafts <= per_stream, s
+        if s.prompts == "random":
+            assert s.prompt_tokens * GUESS.words + GUESS.overhead + s.output_tokens + drafts <= per_stream, s
     assert config.gate is not None
-    code = next(s for s in config.benchmark.scenarios if s.prompts == "humaneval")
-    assert code.prompt_tokens + config.gate.max_tokens + drafts <= per_stream
+    chats = load_chats("humaneval")
+    code_words = max(len(chat_text([{"role": r, "content": c} for r, c in ch]).split()) for ch in chats)
+    code = code_words * GUESS.code_words + GUESS.overhead
+    alone = LlamaServerDialect().command_capacity(config.target.command, {})
+    assert alone is not None  # one coding request (or the gate's) alone:
+    assert code + max(config.gate.max_tokens, config.benchmark.scenarios[0].output_tokens) + drafts <= alone.request
     assert min(s.output_tokens for s in config.benchmark.scenarios) >= 32  # still a measurement worth making
 
 
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
-        ([*SGLANG, "--context-length", "700"], "--context-length 700 = 700 tokens a stream"),
-        ([*VLLM, "--max-model-len", "600"], "--max-model-len 600 = 600 tokens a stream"),
+        ([*SGLANG, "--context-length", "1400"], "1400 tokens a stream (--context-length 1400)"),
+        ([*VLLM, "--max-model-len", "1200"], "1200 tokens a stream (--max-model-len 1200)"),
     ],
     ids=["sglang", "vllm"],
 )
@@ -238,7 +252,7 @@ def test_a_request_context_sizes_the_scenarios(tmp_path: Path, argv: list[str], 
     path = _init(tmp_path, argv)
     config = load_config(path)
     assert said in path.read_text()
-    limit = int(said.split(" = ")[1].split()[0])
+    limit = int(said.split()[0])
     assert all(s.prompt_tokens + s.output_tokens < limit for s in config.benchmark.scenarios)
 
 
@@ -246,7 +260,8 @@ def test_a_context_too_small_or_unsaid_is_said(tmp_path: Path, capsys: pytest.Ca
     small = [*ISSUE_LLAMA_SERVER[:-1], "256"]
     assert main(["init", "--out", str(tmp_path / "x.toml"), "--", *small]) == 2
     err = capsys.readouterr().err
-    assert "-c 256 shared by 4 streams leaves 48 tokens a stream after the drafts' 16" in err
+    assert "64 tokens a stream (-c 256, 4 slots (no -np: llama-server's auto) sharing one unified KV pool) leaves " \
+        "47 tokens a stream after the drafts' 17" in err
     assert "give the server a larger -c or fewer -np" in err and not (tmp_path / "x.toml").exists()
     path = _init(tmp_path, ISSUE_LLAMA_SERVER[:-2])
     assert "# The command sets no context size (-c / --ctx-size): sized for a server whose context holds" in (
@@ -256,14 +271,28 @@ def test_slo_writes_the_promise_and_an_open_loop_scenario(tmp_path: Path) -> Non
     from tuner.config import Slo
 
     cfg = load_config(_init(tmp_path, SGLANG, "--slo", "ttft=1,tpot=0.04"))
-    assert cfg.slo == Slo(ttft_s=1.0, tpot_s=0.04, attainment=0.99)
+    promise = Slo(ttft_s=1.0, tpot_s=0.04, attainment=0.99)
     opened = [s for s in cfg.benchmark.scenarios if s.open_loop]
     assert [(s.name, s.rate) for s in opened] == [("chat-2rps", 2.0)]  # half a request per chat stream
-    assert all(s.slo == cfg.slo for s in cfg.benchmark.scenarios)
+    # The promise judges the open-loop scenario it came with, not the closed-loop ones of 4 and 16 requests.
+    assert cfg.slo is None and opened[0].slo == promise
+    assert all(s.slo is None for s in cfg.benchmark.scenarios if not s.open_loop)
     (tmp_path / "b").mkdir()
     again = load_config(_init(tmp_path / "b", SGLANG, "--slo", "e2e_s=30, attainment=0.9, rate=6.5"))
-    assert again.slo == Slo(e2e_s=30.0, attainment=0.9)
-    assert [s.rate for s in again.benchmark.scenarios if s.open_loop] == [6.5]
+    opened = [s for s in again.benchmark.scenarios if s.open_loop]
+    assert [(s.rate, s.slo) for s in opened] == [(6.5, Slo(e2e_s=30.0, attainment=0.9))]
+    (tmp_path / "c").mkdir()
+    everywhere = load_config(_init(tmp_path / "c", SGLANG, "--slo", "ttft=1,tpot=0.04", "--slo-scope", "all"))
+    assert everywhere.slo == promise and all(s.slo == promise for s in everywhere.benchmark.scenarios)
+
+
+def test_init_accepts_the_simulator_s_own_flags_as_tune_check_does(tmp_path: Path) -> None:
+    """The shipped demo's command carries `--sim-...` options: they are the simulator's, not SGLang's, for init as
+    for tune check."""
+    demo = load_config(Path(__file__).resolve().parents[2] / "studies" / "demo.toml")
+    assert any(a.startswith("--sim-") for a in demo.target.command)
+    config = load_config(_init(tmp_path, list(demo.target.command), "--slo", "ttft=3"))
+    assert config.target.command == demo.target.command
 
 
 @pytest.mark.parametrize(
@@ -276,6 +305,8 @@ def test_slo_writes_the_promise_and_an_open_loop_scenario(tmp_path: Path) -> Non
         ("attainment=0.9", "--slo: expected at least one limit"),
         ("ttft=1,attainment=99", "--slo.attainment: expected a share of requests in (0, 1]"),
         ("ttft=1,rate=0", "--slo rate: expected requests/s > 0"),
+        ("ttft=3,ttft=4", "--slo: expected each key once, got 'ttft given twice in ttft=3,ttft=4'"),
+        ("ttft=3,ttft_s=4", "expected each key once"),
     ],
 )
 def test_a_bad_slo_is_one_line_and_writes_nothing(

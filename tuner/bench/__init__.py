@@ -4,6 +4,7 @@ statistics: :mod:`tuner.stats`."""
 
 from tuner.bench._arrivals import arrival_schedule
 from tuner.bench._base import BaseBenchmark, ScenarioResult
+from tuner.bench._capacity import LiveServer, study_fits
 from tuner.bench._client import BaseStreamClient
 from tuner.bench._clients import STREAM_CLIENTS, stream_client
 from tuner.bench._http import HttpBenchmark
@@ -20,6 +21,7 @@ __all__ = [
     "BaseStreamClient",
     "FirstPasses",
     "HttpBenchmark",
+    "LiveServer",
     "LoadResult",
     "MeasuredWindow",
     "RequestRecord",
@@ -36,4 +38,5 @@ __all__ = [
     "latency_figures",
     "pooled_slo_fields",
     "stream_client",
+    "study_fits",
 ]

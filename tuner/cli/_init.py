@@ -6,7 +6,8 @@ SGLang, ``num_speculative_tokens`` inside vLLM's ``--speculative-config``, ``--s
 lengths for llama-server, ``--draft_model_num_pred_tokens`` for llama-cpp-python), each range widened to hold the
 command's own value, which becomes the baseline trial. A llama-server command is first brought up to date
 (:func:`llama_server_command`). The study asks for no more trials than the space holds configurations
-(:func:`tuner.space.count_configs`).
+(:func:`tuner.space.count_configs`). Its requests are sized to what the server holds (``_init_sizing``): asked of
+the server where it answers (``--ask-server`` starts it once), read from the launch flags otherwise.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import argparse
 import json
 import re
 import shlex
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from tuner.cli._init_sizing import Measured, sizes
 from tuner.cli._init_versions import versioned_dialect
 from tuner.config import Slo, parse_slo_option
 from tuner.dialects import SERVER_CHOICES, BaseServerDialect, get_dialect
@@ -48,7 +51,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="SGLang version to check the command against (0.5.23, ddtree-pr29907; default: from it)")
     p.add_argument("--slo", metavar="LIMITS",
                    help="a latency promise, such as ttft=1,tpot=0.04 (seconds; also e2e, attainment=0.99, "
-                        "rate=REQ/S): writes [slo] and an open-loop scenario at that rate")
+                        "rate=REQ/S): writes an open-loop scenario at that rate, promised that latency")
+    p.add_argument("--slo-scope", choices=("open-loop", "all"), default="open-loop",
+                   help="which scenarios --slo judges: the open-loop scenario it adds (default), or all of them "
+                        "(a top-level [slo])")
+    p.add_argument("--ask-server", action="store_true",
+                   help="start the server once (unless it already answers) to ask its context and count the "
+                        "prompts in its tokens; without it a running server is asked, else the flags are read")
     p.add_argument("launch", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the server's launch command")
     p.set_defaults(func=cmd_init)
 
@@ -66,7 +75,8 @@ def cmd_init(args: argparse.Namespace) -> int:
         raise TuneError(f"{out} exists: tune init never overwrites a file (choose another --out)")
     output_file(out, option="--out")
     text, notes = init_study(
-        argv, server=args.server, name=args.name or out.stem, server_version=args.server_version, slo=args.slo
+        argv, server=args.server, name=args.name or out.stem, server_version=args.server_version, slo=args.slo,
+        slo_scope=args.slo_scope, ask_server=args.ask_server,
     )
     with writing(out, what=f"cannot write {out}"):
         out.write_text(text)
@@ -222,43 +232,6 @@ max_tokens = {gate_tokens}
 """
 
 
-_FULL = {"code_prompt": 256, "chat_prompt": 512, "output": 128, "gate_tokens": 512}
-"""The scenarios' request sizes where the server's context holds them (tokens)."""
-_SMALLEST_STREAM = 96
-"""Fewer tokens a stream than this hold no request worth measuring."""
-
-
-def _sizes(dialect: BaseServerDialect, command: list[str], space: list[dict[str, Any]], *, conc: int) -> dict[str, Any]:
-    """The scenarios' request sizes, fitted to the context the command gives each stream (with the drafts'
-    extra tokens: the largest value a tuned knob tries), and the comment that says how."""
-    found = [(f, v) for f in dialect.context_flags if (v := flag_value(command, f)) and v.isdigit() and int(v) > 0]
-    if not found:
-        flags = " / ".join(dialect.context_flags) or "a context flag"
-        return {**_FULL, "sizing": f"# The command sets no context size ({flags}): sized for a server whose context "
-                f"holds {_FULL['chat_prompt'] + _FULL['output']} tokens a stream and the drafts'; lower prompt_tokens "
-                "and output_tokens below if yours holds less.\n"}  # fmt: skip
-    flag, context = found[0][0], int(found[0][1])
-    slots = next((int(v) for f in dialect.slot_flags if (v := flag_value(command, f)) and v.isdigit()), 0)
-    sharing = slots or dialect.default_slots  # more streams than slots wait for one
-    drafts = max([int(e["high"]) for e in space if e["name"] in dialect.draft_lengths and "high" in e] or [16])
-    stream = context // sharing - drafts
-    how = f"{flag} {context}" + (f" shared by {sharing} streams" if sharing > 1 else "")
-    if stream < _SMALLEST_STREAM:
-        raise ConfigError(
-            file=None, key="tune init", got=shlex.join(command),
-            expected=f"a context that holds a benchmark request: {how} leaves {stream} tokens a stream after the "
-            f"drafts' {drafts} (at least {_SMALLEST_STREAM}); give the server a larger {flag}"
-            + (f" or fewer {dialect.slot_flags[0]}" if dialect.slot_flags else ""),
-        )  # fmt: skip
-    output = min(_FULL["output"], stream // 4)
-    chat = min(_FULL["chat_prompt"], stream - output)
-    code = min(_FULL["code_prompt"], chat)
-    gate = min(_FULL["gate_tokens"], stream - code)
-    sizing = (f"# Sized to the command's context: {how} = {context // sharing} tokens a stream, {drafts} of them "
-              "kept for the drafts' extra tokens.\n")  # fmt: skip
-    return {"code_prompt": code, "chat_prompt": chat, "output": output, "gate_tokens": gate, "sizing": sizing}
-
-
 def _space_text(space: list[dict[str, Any]]) -> list[str]:
     lines = []
     for entry in space:
@@ -284,10 +257,11 @@ def init_study_text(argv: list[str], *, server: str = "auto", name: str = "study
 
 def init_study(
     argv: list[str], *, server: str = "auto", name: str = "study", server_version: str = "auto",
-    slo: str | None = None,
+    slo: str | None = None, slo_scope: str = "open-loop", ask_server: bool = False,
 ) -> tuple[str, list[str]]:
     """The study file's text, and a note for each change made to the command (said to the user too); ``slo``:
-    the ``--slo`` option's text (an ``[slo]`` section and an open-loop scenario)."""
+    the ``--slo`` option's text (an open-loop scenario with that SLO: its own, or ``slo_scope="all"``: a
+    top-level ``[slo]`` every scenario is judged by)."""
     promise = parse_slo_option(slo) if slo is not None else None  # bad input fails before anything is read
     command, env = _split_env(argv)
     dialect = versioned_dialect(get_dialect(server, command), command, env, server_version)
@@ -302,6 +276,39 @@ def init_study(
             got=shlex.join(command),
         )
     conc = dialect.init_concurrency
+    size = partial(sizes, dialect, command, env, space, conc=conc, streams=10**6 if promise else conc,
+                   code_words=_code_words())  # fmt: skip
+    text = _study_text(argv, command, env, dialect, space, notes, name=name, server=server,
+                       server_version=server_version, conc=conc, promise=promise, slo_scope=slo_scope,
+                       sized=size(measured=None))  # fmt: skip
+    measured = _ask(text, ask_server)
+    if measured is not None:
+        text = _study_text(argv, command, env, dialect, space, notes, name=name, server=server,
+                           server_version=server_version, conc=conc, promise=promise, slo_scope=slo_scope,
+                           sized=size(measured=measured))  # fmt: skip
+    return text, notes
+
+
+def _code_words() -> int:
+    """The words of the longest HumanEval request (the coding scenario's prompts)."""
+    from tuner.config import chat_text, load_chats
+
+    return max(len(chat_text([{"role": r, "content": c} for r, c in chat]).split()) for chat in load_chats("humaneval"))
+
+
+def _ask(text: str, ask_server: bool) -> Measured | None:
+    """What the server says of its capacity and of the study's prompts: asked where it answers already, started
+    once to ask with ``ask_server`` (said, with how long it took), None where it cannot be asked."""
+    from tuner.cli._init_ask import ask_server as ask
+
+    return ask(text, start=ask_server)
+
+
+def _study_text(
+    argv: list[str], command: list[str], env: dict[str, str], dialect: BaseServerDialect, space: list[dict[str, Any]],
+    notes: list[str], *, name: str, server: str, server_version: str, conc: int,
+    promise: tuple[Slo, float | None] | None, slo_scope: str, sized: dict[str, Any],
+) -> str:
     lines = [
         f"# Written by `tune init` from: {shlex.join(argv)}",
         *(f"# {note}" for note in notes),
@@ -321,31 +328,33 @@ def init_study(
         "# Suggested from the flags the server's dialect knows are tunable; the command's values are the baseline.",
         *_space_text(space),
         *_constraints_text(dialect, space),
-        _SCENARIOS.format(conc=conc, requests=4 * conc, **_sizes(dialect, command, space, conc=conc)),
-        *(_slo_text(*promise, conc=conc) if promise else []),
+        _SCENARIOS.format(conc=conc, requests=4 * conc, **sized),
+        *(_slo_text(*promise, conc=conc, everywhere=slo_scope == "all", sizes=sized) if promise else []),
     ]
-    return _with_trials("\n".join(lines)), notes
+    return _with_trials("\n".join(lines))
 
 
-def _slo_text(slo: Slo, rate: float | None, *, conc: int) -> list[str]:
-    """``[slo]`` and an open-loop scenario that judges it: requests at ``rate`` (default: half a request per
-    stream of the chat scenario per second), whatever is in flight."""
+def _slo_text(slo: Slo, rate: float | None, *, conc: int, everywhere: bool, sizes: dict[str, Any]) -> list[str]:
+    """An open-loop scenario that judges the SLO: requests at ``rate`` (default: half a request per stream of the
+    chat scenario per second), whatever is in flight; the SLO is that scenario's own table (``everywhere``: a
+    top-level ``[slo]`` that judges the closed-loop scenarios too)."""
     rate = rate if rate is not None else conc / 2
     name = f"chat-{rate:g}rps".replace(".", "_")
     limits = [f"{key} = {_toml(value)}" for key, value in slo.limits().items()]
+    scope = "every scenario" if everywhere else "this scenario's requests only"
     return [
         f"# Open loop: requests arrive {rate:g} per second (Poisson, the same arrivals for every trial) whatever",
         "# is in flight, as a service's users send them; set the rate to your peak.",
         "[[benchmark.scenarios]]",
         f"name = {_toml(name)}",
         f"rate = {_toml(float(rate))}",
-        "prompt_tokens = 512",
-        "output_tokens = 128",
+        f"prompt_tokens = {sizes['chat_prompt']}",
+        f"output_tokens = {sizes['output']}",
         f"requests = {max(60, round(rate * 30))}",
         "",
-        "# The latency promised to each request (every scenario): a config whose attainment is confidently below",
+        f"# The latency promised to each request ({scope}): a config whose attainment is confidently below",
         "# the share is infeasible, never recommended (docs/configuration.md#slo).",
-        "[slo]",
+        "[slo]" if everywhere else "[benchmark.scenarios.slo]",
         *limits,
         f"attainment = {_toml(slo.attainment)}",
         "",

@@ -78,8 +78,13 @@ def run_check(config: StudyConfig, *, storage: str | None = None, out: Callable[
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from tuner.cli._capacity import require_fit
+
     config = _config(args)
+    fits = require_fit(config)  # a study whose requests the server cannot hold: one line, exit 2
     failed = run_check(config, storage=getattr(args, "storage", None))
+    if fits is not None:
+        print(f" {OK} {fits}")
     if failed:
         print(f"{failed} check(s) failed", file=sys.stderr)
         return 1

@@ -119,6 +119,10 @@ def _start(args: argparse.Namespace) -> int:
         return dry_run(args, config)
     study, storage = args.study or config.study.name, args.storage or config.study.storage
     args.deadline = _deadline(args)  # a bad --hours or --until is the command line's, before anything starts
+    if not args.skip_preflight:
+        from tuner.cli._capacity import require_fit
+
+        require_fit(config)  # requests the server cannot hold fail the first trial: say so before it starts
     if args.fleet_host is not None:  # one worker of a fleet: its launcher records the run and notifies
         return _fleet_worker(args, config)
     if args.detach and args.detached_log is None:

@@ -99,6 +99,9 @@ def parse_slo_option(text: str, *, option: str = "--slo") -> tuple[Slo, float | 
             value = None
         if not sep or name is None or value is None:
             raise ConfigError(file=None, key=option, expected=_OPTION_HELP, got=item)
+        if name in values:  # `ttft=3,ttft=4` keeping one of them silently would hide a typo
+            twice = f"{key.strip()} given twice in {text}"
+            raise ConfigError(file=None, key=option, expected="each key once", got=twice)
         values[name] = value
     rate = values.pop("rate", None)
     if rate is not None and rate <= 0:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tuner.dialects._base import BaseServerDialect, Run, Verdict, VersionedFlags
+from tuner.dialects._capacity import KvCapacity, RequestSize, int_value
 from tuner.dialects._counters import ServerSnapshot, parse_prometheus, prometheus_series
 from tuner.dialects._flagtable import FlagOption, FlagTable, sglang_table
 from tuner.dialects._generic import GenericDialect
@@ -40,8 +41,10 @@ __all__ = [
     "BaseServerDialect",
     "FlagOption",
     "FlagTable",
+    "KvCapacity",
     "LlamaCppDialect",
     "LlamaServerDialect",
+    "RequestSize",
     "Run",
     "SGLangDialect",
     "SGLangVersion",
@@ -52,6 +55,8 @@ __all__ = [
     "default_dialect",
     "detect_dialect",
     "get_dialect",
+    "int_value",
+    "metrics_verdict",
     "parse_prometheus",
     "probe_command",
     "prometheus_series",

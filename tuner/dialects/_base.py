@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from tuner.dialects._capacity import KvCapacity, int_value
 from tuner.dialects._counters import ServerSnapshot
 from tuner.space import Param, SearchSpace, bool_argv
 
@@ -295,6 +296,30 @@ class BaseServerDialect(abc.ABC):
         """Lines printed once at start and by ``tune check``: the dialect, why, and what it lacks."""
         head = f"server dialect: {self.name}" + (f" ({self.reason})" if self.reason else "")
         return [head, *(f"  missing: {m}" for m in self.missing())]
+
+    # -- capacity: how many tokens the server holds for its requests (tuner.dialects._capacity) ----------------
+
+    capacity_paths: ClassVar[tuple[str, ...]] = ()
+    """GET endpoints where the server states its context (and KV pool); :meth:`server_capacity` reads them."""
+    template_path: ClassVar[str | None] = None
+    """POST ``{"messages": [...]}`` here answers ``{"prompt": ...}``: the chat as the server's template wraps it
+    (then counted with :attr:`tokenize_path`), so a chat request's prompt is measured in the server's tokens."""
+
+    def command_capacity(self, argv: Sequence[str], env: Mapping[str, str]) -> KvCapacity | None:
+        """What the launch flags say of the server's capacity (None: they say nothing). By default the first of
+        :attr:`context_flags` is one request's context, and requests beyond the slots wait rather than fail."""
+        for flag in self.context_flags:
+            context = int_value(argv, (flag,), env)
+            if context is not None and context > 0:
+                return KvCapacity(request=context, source=f"{flag} {context}")
+        return None
+
+    def server_capacity(
+        self, answers: Mapping[str, Any], argv: Sequence[str], env: Mapping[str, str]
+    ) -> KvCapacity | None:
+        """What the server's own answers at :attr:`capacity_paths` (path -> parsed JSON, for those that
+        answered) say of its capacity, read with the launch command for what they leave out; None: nothing."""
+        return None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

@@ -4,6 +4,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from tuner.dialects._base import BaseServerDialect
+from tuner.dialects._capacity import KvCapacity, answer_int, int_value
 from tuner.dialects._counters import ServerSnapshot, drafts_snapshot
 from tuner.space import SearchSpace
 from tuner.spec import flag_value
@@ -224,6 +225,59 @@ class LlamaServerDialect(BaseServerDialect):
         if "--metrics" not in flags:
             notes.append("no --metrics in the command: acceptance length is not measured (its counters are there)")
         return notes
+
+    # -- capacity (tools/server/server.cpp, src/llama-context.cpp of the 0.3.36 vendor tree) --------------------
+    capacity_paths: ClassVar[tuple[str, ...]] = ("/props",)
+    template_path = "/apply-template"
+
+    @staticmethod
+    def kv_layout(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, bool, str]:
+        """(slots, whether they share one unified KV pool, in words). Without ``-np`` (auto) llama-server takes 4
+        slots and forces the unified pool, whatever ``--no-kv-unified`` says; with ``-np N`` the pool is unified
+        only with ``-kvu`` / ``--kv-unified`` (or ``LLAMA_ARG_KV_UNIFIED``), else each slot has its own."""
+        slots = int_value(argv, ("-np", "--parallel"), env, "LLAMA_ARG_N_PARALLEL")
+        if slots is None or slots < 0:
+            return 4, True, "4 slots (no -np: llama-server's auto) sharing one unified KV pool"
+        last = None
+        for arg in argv:
+            if arg in ("-kvu", "--kv-unified", "-no-kvu", "--no-kv-unified"):
+                last = arg
+        if last is None:
+            said = env.get("LLAMA_ARG_KV_UNIFIED", "").lower()
+            unified = said in ("1", "true", "on", "enabled")
+        else:
+            unified = last in ("-kvu", "--kv-unified")
+        if unified:
+            return slots, True, f"{slots} slots sharing one unified KV pool ({last or 'LLAMA_ARG_KV_UNIFIED'})"
+        return slots, False, f"{slots} slots, each with a KV of its own"
+
+    def command_capacity(self, argv: Sequence[str], env: Mapping[str, str]) -> KvCapacity | None:
+        """``-c`` rounded up to a multiple of 256 (llama_context does); unified: every slot may use all of it and
+        the running requests share it; else each slot has ``c / slots`` (rounded up to 256) of its own."""
+        context = int_value(argv, ("-c", "--ctx-size"), env, "LLAMA_ARG_CTX_SIZE")
+        if context is None or context <= 0:
+            return None  # 0 or none: the model's trained context, which only the server knows
+        slots, unified, how = self.kv_layout(argv, env)
+        pool = -(-context // 256) * 256
+        per_slot = pool if unified else -(-(pool // slots) // 256) * 256
+        flag = "-c" if flag_value(argv, ("-c",)) is not None else "--ctx-size"
+        return KvCapacity(request=per_slot, pool=pool if unified else per_slot * slots, slots=slots,
+                          source=f"{flag} {context}, {how}")  # fmt: skip
+
+    def server_capacity(
+        self, answers: Mapping[str, Any], argv: Sequence[str], env: Mapping[str, str]
+    ) -> KvCapacity | None:
+        """``/props``: ``default_generation_settings.n_ctx`` (a slot's context) and ``total_slots``; whether the
+        slots share one pool it does not say, so the command's flags do (:meth:`kv_layout`)."""
+        props = answers.get("/props")
+        per_slot = answer_int(props, "default_generation_settings", "n_ctx")
+        slots = answer_int(props, "total_slots")
+        if per_slot is None or slots is None:
+            return None
+        _, unified, _ = self.kv_layout(argv, env)
+        layout = "sharing one unified KV pool (as the command's flags say)" if unified else "each with its own KV"
+        return KvCapacity(request=per_slot, pool=per_slot if unified else per_slot * slots, slots=slots,
+                          source=f"/props: n_ctx {per_slot} a slot, {slots} slots {layout}")  # fmt: skip
 
 
 def spec_types(argv: Sequence[str]) -> list[str]:

@@ -5,6 +5,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from tuner.dialects._base import BaseServerDialect, Run, Verdict, VersionedFlags
+from tuner.dialects._capacity import KvCapacity, answer_int
 from tuner.dialects._counters import ServerSnapshot, counter, number, prometheus_series
 from tuner.dialects._sglang_check import check_command, metrics_verdict
 from tuner.dialects._sglang_init import (
@@ -158,6 +159,22 @@ class SGLangDialect(BaseServerDialect):
     def versions(self) -> SGLangVersions:
         return SGLangVersions(dialect=self)
 
+    capacity_paths: ClassVar[tuple[str, ...]] = ("/get_server_info", "/server_info")
+
+    def server_capacity(
+        self, answers: Mapping[str, Any], argv: Sequence[str], env: Mapping[str, str]
+    ) -> KvCapacity | None:
+        """``/get_server_info`` (``/server_info`` on newer versions): ``context_length`` for one request, within
+        ``max_total_num_tokens``, the KV pool (SGLang queues and retracts what the pool cannot hold at once,
+        rather than failing it, so only one request must fit)."""
+        info = next((a for a in answers.values() if isinstance(a, dict)), None)
+        context, pool = answer_int(info, "context_length"), answer_int(info, "max_total_num_tokens")
+        request = min(v for v in (context, pool) if v) if context or pool else None
+        if request is None:
+            return None
+        said = [f"context_length {context}"] * bool(context) + [f"max_total_num_tokens {pool}"] * bool(pool)
+        return KvCapacity(request=request, source="/get_server_info: " + ", ".join(said))
+
     def __repr__(self) -> str:
         version = f"version={self.version.name!r}" if self.version else ""
         return f"SGLangDialect({version})"
@@ -238,6 +255,8 @@ class SGLangVersions(VersionedFlags):
         version = dialect.version
         assert version is not None  # just set
         metrics = metrics_verdict(command, None)
-        verdicts = [*check_command(version, command, env=env), *([metrics] if metrics else [])]
+        # The same table and exemption as `tune check`: the simulator's own `--sim-...` options are not SGLang's.
+        prefix = self._dialect.own_flag_prefix(command)
+        verdicts = [*check_command(version, command, env=env, ignore_prefix=prefix), *([metrics] if metrics else [])]
         return dialect, verdicts, f"a launch command {version.label} starts"
 

@@ -4,6 +4,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from tuner.dialects._base import BaseServerDialect
+from tuner.dialects._capacity import KvCapacity, answer_int
 from tuner.dialects._counters import ServerSnapshot, drafts_snapshot
 
 
@@ -83,3 +84,13 @@ class VLLMDialect(BaseServerDialect):
     def read_counters(self, metrics: str, info: Mapping[str, Any] | None) -> ServerSnapshot:
         """Accepted = accepted + drafts (the bonus token of every draft), steps = drafts, summed over label sets."""
         return drafts_snapshot(metrics, prefix="vllm", generated="vllm:generation_tokens_total")
+    capacity_paths: ClassVar[tuple[str, ...]] = ("/v1/models",)
+
+    def server_capacity(
+        self, answers: Mapping[str, Any], argv: Sequence[str], env: Mapping[str, str]
+    ) -> KvCapacity | None:
+        """``/v1/models``' ``max_model_len``: one request's context (vLLM preempts, rather than fails, requests
+        its KV cannot hold at once, so no pool is said)."""
+        data = answers.get("/v1/models", {}).get("data") if isinstance(answers.get("/v1/models"), dict) else None
+        length = answer_int(data[0], "max_model_len") if isinstance(data, list) and data else None
+        return KvCapacity(request=length, source=f"/v1/models: max_model_len {length}") if length else None
