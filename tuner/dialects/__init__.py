@@ -56,7 +56,6 @@ __all__ = [
     "detect_dialect",
     "get_dialect",
     "int_value",
-    "metrics_verdict",
     "parse_prometheus",
     "probe_command",
     "prometheus_series",
