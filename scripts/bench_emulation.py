@@ -106,7 +106,8 @@ def _llama_setup(args: argparse.Namespace) -> Setup:
 
 
 def _measure(setup: Setup, *, cap: int, seed: int, emulated: bool, log_dir: Path) -> dict[str, float]:
-    scenario = replace(setup.scenario, max_concurrency=cap) if emulated else setup.scenario
+    # As a trial plays it (tuner.study._emulate.capped): the cap is the open loop's max_concurrency and concurrency.
+    scenario = replace(setup.scenario, max_concurrency=cap, concurrency=cap) if emulated else setup.scenario
     section = BenchmarkSection(
         scenarios=(scenario,), warmup_requests=2, repeats=1, request_timeout_s=300.0, flush_cache=False, seed=seed
     )

@@ -134,9 +134,13 @@ def settle(trial: optuna.Trial, emulation: Emulation, value: int) -> None:
 
 def capped(scenario: Scenario, cap: int) -> Scenario:
     """``scenario`` with at most ``cap`` requests in flight from the client."""
-    if scenario.open_loop:
-        return dataclasses.replace(scenario, max_concurrency=min(scenario.max_concurrency or cap, cap))
-    return dataclasses.replace(scenario, concurrency=min(scenario.concurrency, cap))
+    limit = min(scenario.max_concurrency or cap, cap) if scenario.open_loop else scenario.concurrency
+    # An open loop's cap is its concurrency too (what the load generator holds in flight, as its parser sets it).
+    return dataclasses.replace(
+        scenario,
+        max_concurrency=limit if scenario.open_loop else None,
+        concurrency=min(limit, cap, scenario.concurrency),
+    )
 
 
 @dataclass(kw_only=True)
