@@ -40,11 +40,12 @@ def test_each_trial_plays_the_caps_on_one_start_and_keeps_the_one_it_chose(tmp_p
         e = record_of(t).emulated
         assert e is not None and e["server"] == 128 and e["flag"] == "--max-running-requests"
         caps = [c["cap"] for c in e["caps"]]
-        assert caps == list(CAPS[: len(caps)])  # largest first, from the server's own
+        # The server's own first; then a bisection between the caps that queue and those whose batch is too big.
+        assert caps[0] == 128 and set(caps) <= set(CAPS) and len(set(caps)) == len(caps) <= 4
         holding = [c["cap"] for c in e["caps"] if c["holds"]]
         # The largest cap that keeps every SLO; none keeps it: the closest to keeping it.
         if holding:
-            assert e["chosen"] == holding[0] == caps[-1]
+            assert e["chosen"] == max(holding)
         else:
             closest = min(e["caps"], key=lambda c: c["constraint"])
             assert e["chosen"] == closest["cap"]

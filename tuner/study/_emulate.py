@@ -8,12 +8,12 @@ for a slot, and the wait counts in its TTFT) sees about what a server capped at 
 server's own queue moves to the client. So one start plays every cap.
 
 A trial of a study with an SLO therefore does not sample the cap parameter (:func:`emulation_for`): it starts the
-server at the largest value of the space, runs its scenarios there, and when an SLO misses, plays the smaller caps
-at the SLO scenarios' rates, largest first, until one keeps every SLO (the largest that does: the most throughput
-within the promise; a smaller one only queues more). When none does, the one closest to keeping it (the smallest
-Optuna constraint) is the trial's. The scenarios without an SLO are then measured at that cap too, and the trial
-records the cap it chose as its param (with the distribution every trial of the study gives it: the sampler
-learns the cap each region wants), the command at that cap, and every cap it played (``emulated``). The
+server at the largest value of the space, runs its scenarios there, and when an SLO misses, plays smaller caps at
+the SLO scenarios' rates for the largest that keeps every SLO (the most throughput within the promise): by
+bisection, the miss's own figures saying which way (:func:`_too_big`). When none does, the one closest to keeping
+it (the smallest Optuna constraint) is the trial's. The scenarios without an SLO are then measured at that cap
+too, and the trial records the cap it chose as its param (with the distribution every trial of the study gives
+it: the sampler learns the cap each region wants), the command at that cap, and every cap it played (``emulated``). The
 confirmation re-measures the finalists with the real flag after a restart (:mod:`tuner.study._confirm`).
 
 Not emulated: the baseline and any trial whose cap was given (an enqueued seed, warm start or retry: a config
@@ -200,13 +200,21 @@ def play_caps(
     slo = [s for s in config.benchmark.in_run_order() if s.slo is not None]
     measured = {r.name: r for r in first}
     passes = [CapPass(cap=emulation.server, results={s.name: measured[s.name] for s in slo}, complete=True)]
-    for cap in emulation.caps[1:]:
-        if passes[-1].holds or _receding(passes):
-            break
+
+    def play(cap: int) -> CapPass:
         passes.append(_play(bench, slo, cap))
         say(_pass_line(emulation, passes[-1]))
+        return passes[-1]
+
+    if not passes[0].holds:
+        way = _too_big(passes[0], slo)
+        if way is None:  # no TTFT or TPOT limit to tell which way: every cap, largest first
+            _descend(emulation.caps[1:], passes, play)
+        elif way:  # its batch is too big: the largest cap below it that is not
+            _bisect(sorted(emulation.caps), slo, play)
+        # else it queues at the largest cap already: a smaller cap only queues more
     held = [p for p in passes if p.holds]
-    chosen = held[0] if held else min(passes, key=lambda p: p.constraint)
+    chosen = max(held, key=lambda p: p.cap) if held else min(passes, key=lambda p: p.constraint)
     if chosen.cap == emulation.server:
         return Played(chosen=chosen.cap, results=tuple(first), passes=tuple(passes))
     by_name = {s.name: s for s in config.benchmark.scenarios}
@@ -232,13 +240,46 @@ def _play(bench: BaseBenchmark, scenarios: Sequence[Scenario], cap: int) -> CapP
     return played
 
 
-def _receding(passes: Sequence[CapPass]) -> bool:
-    """Two smaller caps in a row each further from the promise than the one before: the queue now costs more than
-    the smaller batch saves, and smaller caps only queue more."""
-    if len(passes) < 3:
-        return False
-    a, b, c = (p.constraint for p in passes[-3:])
-    return a < b < c
+def _descend(caps: Sequence[int], passes: list[CapPass], play: Callable[[int], CapPass]) -> None:
+    """Play ``caps`` in turn until one keeps the promise, or two in a row each move further from it than the cap
+    before (the queue now costs more than the smaller batch saves: smaller caps only queue more)."""
+    for cap in caps:
+        if len(passes) >= 3 and passes[-3].constraint < passes[-2].constraint < passes[-1].constraint:
+            return
+        if play(cap).holds:
+            return
+
+
+def _bisect(ascending: Sequence[int], slo: Sequence[Scenario], play: Callable[[int], CapPass]) -> None:
+    """The largest cap whose batch is not too big, by bisection: below the largest cap (its batch too big) every
+    cap's TPOT is shorter and its queue longer, so the caps that keep the promise, if any, lie between those that
+    queue too long and those whose batch is too big. The largest of them is the one with the most throughput."""
+    lo, hi = 0, len(ascending) - 1  # ascending[hi] (the server's) is too big; ascending[lo] is assumed not
+    played: dict[int, CapPass] = {}
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        played[mid] = play(ascending[mid])
+        if not played[mid].holds and _too_big(played[mid], slo):
+            hi = mid
+        else:
+            lo = mid
+    if lo not in played:
+        play(ascending[lo])
+
+
+def _too_big(played: CapPass, slo: Sequence[Scenario]) -> bool | None:
+    """Which way a pass that misses points: True when its batch is too big (its TPOT p99 further over its limit
+    than its TTFT p99), False when it queues too long, None when it cannot tell (no TTFT or TPOT limit)."""
+    for s in slo:
+        r = played.results.get(s.name)
+        if s.slo is None or r is None or (v := r.verdict) is None or v.holds:
+            continue
+        ttft = r.ttft_p99_s / s.slo.ttft_s if s.slo.ttft_s and r.ttft_p99_s is not None else None
+        tpot = r.tpot_p99_s / s.slo.tpot_s if s.slo.tpot_s and r.tpot_p99_s is not None else None
+        if ttft is None and tpot is None:
+            return None
+        return (tpot or 0.0) > (ttft or 0.0)
+    return None
 
 
 def _limited(scenario: Scenario, cap: int) -> bool:
