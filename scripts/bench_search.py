@@ -93,18 +93,20 @@ def repeats_config(config: Any, mode: str, fixed: int, warmup_requests: int = 1)
 def strategy_config(config: Any, strategy: str, seed: int, **search: Any) -> tuple[Any, int | None]:
     """The study config a strategy runs with, and its fixed trial count (None: the requested budget).
 
-    ``tune+structured`` adds :func:`structured_seeds` to the study file's seeds; ``tune:NAME`` only changes the
-    sampler (:func:`sampler_factory`)."""
+    ``tune+structured`` adds :func:`structured_seeds` to the study file's seeds; ``+noemulate`` (on ``tune`` or
+    ``random``) samples the batch cap like any parameter instead of playing it with the client (``[search]
+    emulate = false``); ``tune:NAME`` only changes the sampler (:func:`sampler_factory`)."""
     study = dataclasses.replace(config.study, seed=seed)
-    name, _, options = strategy.partition("+")
-    name = name.partition(":")[0]
+    name, _, rest = strategy.partition("+")
+    name, options = name.partition(":")[0], set(rest.split("+"))
+    emulate = {"emulate": False} if "noemulate" in options else {}
     if name == "tune":
-        s = dataclasses.replace(config.search, sampler="tpe", pruning=True, **search)
-        if options == "structured":
+        s = dataclasses.replace(config.search, sampler="tpe", pruning=True, **search, **emulate)
+        if "structured" in options:
             s = dataclasses.replace(s, seed_trials=(*s.seed_trials, *structured_seeds(config)))
         return dataclasses.replace(config, study=study, search=s), None
     if name == "random":
-        s = dataclasses.replace(config.search, sampler="random", pruning=False)
+        s = dataclasses.replace(config.search, sampler="random", pruning=False, **emulate)
         return dataclasses.replace(config, study=study, search=s), None
     seeds = []
     for budget, topk, window in GRID:

@@ -9,6 +9,7 @@ offered rate.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -205,3 +206,18 @@ def test_client_processes_share_one_schedule(start_sim: Callable[..., SimProcess
     assert origin is not None
     for i, offset in enumerate(schedule):
         assert due[i] == pytest.approx(origin + offset, abs=1e-6)
+
+
+def test_a_client_cap_queues_as_the_servers_own_cap(start_sim: Callable[..., SimProcess]) -> None:
+    """A batch cap played by the client (``[search] emulate``): a server at 64 running requests, the client holding 4
+    in flight, against the model of the server started with ``--max-running-requests 4`` and no client cap. The cap
+    is one queue: one client process holds it, whatever ``client_processes`` says."""
+    sim = start_sim(*DDTREE, "--max-running-requests", "64", env=ENV)
+    sc = _open("r4", rate=4.0, requests=24, prompt_tokens=256, output_tokens=48)
+    result = _run(sim, dataclasses.replace(sc, max_concurrency=4, concurrency=4), client_processes=2)
+    assert result.client_processes == 1
+    model = model_scenario(ServerConfig.from_argv([*DDTREE, "--max-running-requests", "4"], ENV), sc, seed=0)
+    assert model.latency["ttft_p99_s"] > 2 * model.latency["ttft_p50_s"]  # the cap queues: the p99 waits its turn
+    # As in the model's own comparison above: HTTP adds ~10 ms to every TTFT and end-to-end time.
+    for field in ("ttft_p50_s", "ttft_p99_s", "e2e_p50_s", "tpot_p50_s", "achieved_rps"):
+        assert getattr(result, field) == pytest.approx(model.latency[field], rel=0.15, abs=0.03), field

@@ -157,6 +157,21 @@ def test_inert_names_are_flags_or_environment_variables_never_the_address(dialec
         assert not inert & {dialect.port_flag, dialect.host_flag, *argv}
 
 
+def test_batch_cap_flags_are_long_or_short_options_the_dialect_plays(dialect: BaseServerDialect) -> None:
+    """A batch cap the client can play (``[search] emulate``) is a flag, never the address; the three servers with
+    one declare theirs, and a parameter on an alias of it is played too."""
+    assert all(f.startswith("-") for f in dialect.batch_cap_flags)
+    assert not {dialect.port_flag, dialect.host_flag} & set(dialect.batch_cap_flags)
+    expected = {"sglang": "--max-running-requests", "vllm": "--max-num-seqs", "llama-server": "-np"}
+    if dialect.name in expected:
+        flag = expected[dialect.name]
+        assert dialect.emulates(Param(name="cap", kind="int", low=1, high=8, flag=flag))
+        assert dialect.emulates(Param(name="cap", kind="int", low=1, high=8, flag="--other", aliases=(flag,)))
+    else:
+        assert dialect.batch_cap_flags == ()
+    assert not dialect.emulates(Param(name="x", kind="int", low=1, high=8, flag="--unrelated"))
+
+
 def test_unknown_command_is_generic_and_says_how_to_choose() -> None:
     d = detect_dialect(["./serve.sh"])
     assert isinstance(d, GenericDialect) and "[target] server" in d.reason

@@ -12,6 +12,8 @@ from tuner.study import make_storage
 from tuner.trials.adapter import (
     claims_table,
     current_trial,
+    fix_param,
+    fixed_params,
     pop_waiting,
     set_trial_attr,
     storage_of,
@@ -74,3 +76,22 @@ def test_a_particular_waiting_trial_is_taken_first_and_only_once(tmp_path: Path)
     assert study.trials[taken.number].state == TrialState.RUNNING  # the study's own view sees it run
     assert pop_waiting(study, lambda t: bool(t.user_attrs.get("baseline"))) is None
     assert study.ask().number == 0  # the rest is Optuna's as before: the oldest waiting trial
+
+
+def test_a_running_trial_takes_a_measured_value_as_a_param_with_the_studys_distribution(tmp_path: Path) -> None:
+    """A batch cap the client played (tuner/study/_emulate.py) becomes the trial's param after its measurement."""
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}", study_name="s")
+    study.enqueue_trial({"x": 2})
+    enqueued = study.ask()
+    assert fixed_params(enqueued) == {"x": 2}
+    study.tell(enqueued, enqueued.suggest_categorical("x", [1, 2, 4]))
+    trial = study.ask()
+    assert fixed_params(trial) == {}
+    fix_param(trial, "cap", 32)
+    assert trial.suggest_categorical("cap", [16, 32, 64]) == 32
+    assert fixed_params(trial) == {"cap": 32}
+    study.tell(trial, 1.0)
+    stored = study.trials[trial.number]
+    assert stored.params == {"cap": 32}
+    assert stored.distributions["cap"] == optuna.distributions.CategoricalDistribution([16, 32, 64])
+    assert "fixed_params" not in stored.system_attrs  # what was enqueued stays what was enqueued

@@ -174,6 +174,10 @@ class HttpBenchmark(BaseBenchmark):
         )
         streams = _streams(scenario)
         processes = choose_processes(cfg.client_processes, concurrency=streams)
+        if scenario.open_loop and scenario.max_concurrency is not None:
+            # A cap on what is in flight is one queue: processes would each hold a share of it, and k queues of
+            # cap/k wait longer than one of cap (a batch cap played by the client must queue as the server does).
+            processes = 1
         async with contextlib.AsyncExitStack() as stack:
             runner = make_runner(target=target, streams=streams, processes=processes)
             stack.push_async_callback(runner.aclose)

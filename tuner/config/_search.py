@@ -47,6 +47,11 @@ class SearchSection:
     fault (0: never)."""
     confirm_top: int = 3
     """At the end of a study, re-measure this many top configs interleaved (A B C A B C); 0 or 1: off."""
+    emulate: bool = True
+    """Try a batch cap's values without a restart (:mod:`tuner.study._emulate`): in a study with an SLO, a
+    parameter on a flag the dialect declares (:attr:`tuner.dialects.BaseServerDialect.batch_cap_flags`) is not
+    sampled; each trial starts the server at its largest value, plays the smaller ones with the client's
+    ``max_concurrency`` and records the best; the confirmation re-measures the finalists with the real flag."""
     confirm_baseline: bool = True
     """Re-measure the baseline in every confirmation round too (base A B C base A B C), so the speed-up is
     measured side by side; off for a server whose restart costs more than a side-by-side figure is worth."""
@@ -79,6 +84,7 @@ def parse_search(t: Table | None) -> SearchSection:
         max_same_failures=t.int("max_same_failures", d.max_same_failures, min=0),
         confirm_top=t.int("confirm_top", d.confirm_top, min=0),
         confirm_baseline=t.bool("confirm_baseline", d.confirm_baseline),
+        emulate=t.bool("emulate", d.emulate),
     )
     if section.warm_start is not None and section.warm_start_top == 0 and not section.warm_start_prior:
         raise t.error("warm_start_top", ">= 1, or warm_start_prior = true (0 and no prior carry nothing over)", 0)

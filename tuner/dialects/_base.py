@@ -151,6 +151,11 @@ class BaseServerDialect(abc.ABC):
     """Flags that split that context between parallel slots (llama-server's ``-np``)."""
     default_slots: ClassVar[int] = 1
     """The slots that share the context when the command sets none."""
+    batch_cap_flags: ClassVar[tuple[str, ...]] = ()
+    """Flags that cap the requests the server runs at once (SGLang's ``--max-running-requests``, vLLM's
+    ``--max-num-seqs``, llama-server's ``-np``), which the client can reproduce: one server start at the largest
+    cap tried, the open-loop client's ``max_concurrency`` playing each smaller one (``[search] emulate``). Empty:
+    every value of such a flag costs a restart."""
     draft_lengths: ClassVar[tuple[str, ...]] = ()
     """The :attr:`tunable` knobs whose value is how many extra tokens a step drafts: the context a request needs
     beyond its prompt and output."""
@@ -204,6 +209,10 @@ class BaseServerDialect(abc.ABC):
         """The model files a launch command serves: each :attr:`model_flags` flag it spells out (without its
         dashes) and the value after it."""
         return {flag.lstrip("-"): argv[i + 1] for i, flag in enumerate(argv[:-1]) if flag in self.model_flags}
+
+    def emulates(self, param: Param) -> bool:
+        """Whether ``param`` is a batch cap the client can play (its flag is one of :attr:`batch_cap_flags`)."""
+        return any(f in self.batch_cap_flags for f in (param.flag, *param.aliases) if f)
 
     def bool_args(self, flag: str, value: bool) -> list[str]:
         """The argv elements for a boolean flag set to ``value`` (maybe none)."""

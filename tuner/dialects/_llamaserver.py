@@ -60,6 +60,9 @@ class LlamaServerDialect(BaseServerDialect):
     draft_lengths: ClassVar[tuple[str, ...]] = ("draft_max", "ngram_mod_n_max")
     slot_flags: ClassVar[tuple[str, ...]] = ("-np", "--parallel")
     default_slots = 4  # no -np: 4 slots over one unified context (llama-server's default)
+    # A request waits for a free slot: a client cap holds it the same way, but -np also splits -c between the
+    # slots unless the KV cache is unified (docs/measuring.md, "Batch caps without a restart").
+    batch_cap_flags: ClassVar[tuple[str, ...]] = ("-np", "--parallel")
     health_path = "/health"
     # Its start-up log (tools/server/server.cpp): the HTTP server is up first (/health: 503), then these.
     phase_markers: ClassVar[tuple[tuple[str, str], ...]] = (

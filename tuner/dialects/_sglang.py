@@ -48,6 +48,8 @@ class SGLangDialect(BaseServerDialect):
 
     name = "sglang"
     context_flags: ClassVar[tuple[str, ...]] = ("--context-length",)
+    # The scheduler admits a waiting request when fewer than this many run: a client cap queues it the same way.
+    batch_cap_flags: ClassVar[tuple[str, ...]] = ("--max-running-requests",)
     draft_lengths: ClassVar[tuple[str, ...]] = ("budget", "block_size")
     health_path = "/health"
     phase_markers: ClassVar[tuple[tuple[str, str], ...]] = _merged_markers()

@@ -19,6 +19,7 @@ class VLLMDialect(BaseServerDialect):
 
     name = "vllm"
     context_flags: ClassVar[tuple[str, ...]] = ("--max-model-len",)
+    batch_cap_flags: ClassVar[tuple[str, ...]] = ("--max-num-seqs",)
     draft_lengths: ClassVar[tuple[str, ...]] = ("num_speculative_tokens",)
     health_path = "/health"
     phase_markers: ClassVar[tuple[tuple[str, str], ...]] = (

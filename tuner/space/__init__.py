@@ -3,7 +3,7 @@
 from tuner.space._enumerate import count_configs, iter_configs, param_values
 from tuner.space._model import BOOL_STYLES, OPERATORS, Condition, Constraint, Param, SearchSpace, Value
 from tuner.space._render import baseline_params, bool_argv, format_value, render
-from tuner.space._sample import param_distribution, suggest
+from tuner.space._sample import param_distribution, suggest, suggest_param
 
 __all__ = [
     "BOOL_STYLES",
@@ -22,4 +22,5 @@ __all__ = [
     "param_values",
     "render",
     "suggest",
+    "suggest_param",
 ]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from tuner.space._model import Param, SearchSpace, Value
@@ -37,10 +38,11 @@ def suggest_param(trial: optuna.Trial, p: Param) -> Value:
     return float(f"{value:.10g}")
 
 
-def suggest(trial: optuna.Trial, space: SearchSpace) -> dict[str, Value]:
-    """Sample every active parameter in file order (conditions only look at earlier parameters)."""
+def suggest(trial: optuna.Trial, space: SearchSpace, *, skip: Collection[str] = ()) -> dict[str, Value]:
+    """Sample every active parameter in file order (conditions only look at earlier parameters); ``skip``: names
+    the trial decides later by measuring (a batch cap the client plays: ``tuner.study``)."""
     params: dict[str, Value] = {}
     for p in space.params:
-        if p.active(params):
+        if p.name not in skip and p.active(params):
             params[p.name] = suggest_param(trial, p)
     return params

@@ -20,6 +20,7 @@ from tuner.space import Value, count_configs, suggest
 from tuner.study import _fleet
 from tuner.study._budget import UNTIL_DEADLINE, DeadlineReached, TimeBudget
 from tuner.study._console import Console, describe_params, fmt_duration, fmt_values
+from tuner.study._emulate import Emulation, emulation_for, settle
 from tuner.study._measured import measured_text
 from tuner.study._objective import TrialRunner
 from tuner.study._policy import ENVIRONMENT, FailurePolicy, ask_next
@@ -209,18 +210,23 @@ def _run_one(loop: Loop, trial: optuna.Trial, done: int) -> bool:
     from tuner.report import mark_feasibility
 
     study, config, console, policy = loop.study, loop.config, loop.console, loop.policy
-    params = suggest(trial, config.space)
-    if _rejected(loop, trial, params) or _repeat(study, config, trial):
+    emulation = emulation_for(config, trial)  # a batch cap the client plays on one start: chosen, not sampled
+    params = suggest(trial, config.space, skip=emulation.names if emulation else ())
+    if _rejected(loop, trial, params) or _repeat(study, config, trial, emulation):
         return False
     is_baseline = bool(record_of(trial).is_baseline)
-    spec = launch_spec(config, trial)
+    spec = launch_spec(config, trial) if emulation is None else emulation.spec(config, params)
     loop.budget.check(study, trial, params)
     console.line(_announcement(loop, trial, params, done, baseline=is_baseline))
+    if emulation is not None:
+        console.line(f"  {emulation.describe()}")
     references = references_for(study, config, trial_number=trial.number)
     # The held failures are alive too: they still wait for their verdicts.
     with Heartbeat(study, trial, interval_s=config.study.heartbeat_s, also=policy.held_ids):
         try:
-            result = loop.runner.run(trial, spec, label=f"trial-{trial.number:04d}", references=references)
+            result = loop.runner.run(
+                trial, spec, label=f"trial-{trial.number:04d}", references=references, emulation=emulation
+            )
         except TrialFailure as failure:
             console.line(f"  {_failure_words(failure)}{measured_text(trial, config)}")
             policy.failed(trial, failure, baseline=is_baseline)
@@ -265,15 +271,19 @@ def _rejected(loop: Loop, trial: optuna.Trial, params: dict[str, Value]) -> bool
     return True
 
 
-def _repeat(study: optuna.Study, config: StudyConfig, trial: optuna.Trial) -> bool:
-    """A config already measured (or being measured elsewhere) is told its known outcome, never run again."""
+def _repeat(study: optuna.Study, config: StudyConfig, trial: optuna.Trial, emulation: Emulation | None) -> bool:
+    """A config already measured (or being measured elsewhere) is told its known outcome, never run again. A trial
+    that plays its cap is the same config as any trial of its other params (that one chose its cap already)."""
     from tuner.report import mark_feasibility
 
-    duplicate = find_duplicate(study, config, dict(trial.params), trial.number)
+    ignore = emulation.names if emulation is not None else ()
+    duplicate = find_duplicate(study, config, dict(trial.params), trial.number, ignore=ignore)
     if duplicate is not None and record_of(trial).is_baseline and duplicate.state == TrialState.PRUNED:
         duplicate = None  # a baseline PRUNED by an older tune is run again, never taken as its verdict
     if duplicate is None:
         return False
+    if emulation is not None:
+        settle(trial, emulation, int(duplicate.params.get(emulation.param.name, emulation.server)))
     write(trial, duplicate_of=duplicate.number)
     if duplicate.state == TrialState.COMPLETE:
         for key, value in duplicate.constraints.items():

@@ -25,6 +25,7 @@ from tuner.errors import DiedUnderLoad, GateFailed, RegressionPruned, TrialFailu
 from tuner.gate import GateResult
 from tuner.objective import BaseObjective, Score, ServerRun, objective_of
 from tuner.spec import LaunchSpec
+from tuner.study._emulate import Emulation, play_caps, settle
 from tuner.study._scoring import References
 from tuner.study._steps import (
     BenchmarkOutcome,
@@ -106,9 +107,18 @@ class TrialRunner:
         gate = config.gate
         self._gate_when = gate.when if gate is not None and gate.enabled and parts.gate is not None else None
 
-    def run(self, trial: optuna.Trial, spec: LaunchSpec, *, label: str, references: References) -> Score:
-        """apply -> restart -> ready -> (gate) -> benchmark -> (gate) -> score; a failure of any step is
-        recorded on the trial with its evidence, then raised."""
+    def run(
+        self,
+        trial: optuna.Trial,
+        spec: LaunchSpec,
+        *,
+        label: str,
+        references: References,
+        emulation: Emulation | None = None,
+    ) -> Score:
+        """apply -> restart -> ready -> (gate) -> benchmark -> (play the caps) -> (gate) -> score; a failure of
+        any step is recorded on the trial with its evidence, then raised. ``emulation``: the batch cap the trial
+        plays with the client on this one start (:mod:`tuner.study._emulate`); it becomes the trial's param."""
         shown = self._config.secrets.spec(spec)  # the server gets the real values; the study never stores them
         write(trial, command=" ".join(shown.argv))
         if spec.env:
@@ -120,16 +130,20 @@ class TrialRunner:
             endpoint = self._ready(trial, up)
             if self._gate_when == "before":
                 self._gate(trial, endpoint)
-            outcome = self._benchmark(trial, endpoint, up.restarted, references)
-            measured = self._measure(trial, endpoint, outcome.results, references)
-            result = measured or self._objective.score(outcome.results)
+            results = self._benchmark(trial, endpoint, up.restarted, references).results
+            if emulation is not None:
+                results = self._play(trial, endpoint, emulation, results, references)
+            measured = self._measure(trial, endpoint, results, references)
+            result = measured or self._objective.score(results)
             # A config that breaks the promise needs no gate verdict (an objective that measured on the server
             # judges the promise itself: its scenarios' verdicts are not the trial's).
-            if measured is not None or not self._slo(trial, outcome.results):
+            if measured is not None or not self._slo(trial, results):
                 self._gate_after(trial, endpoint, result, references)
             write(trial, score={k: round(v, 3) for k, v in result.per_scenario.items()})
             return result
         except TrialFailure as failure:
+            if emulation is not None:  # it ended before choosing: the config that failed is the server's
+                settle(trial, emulation, emulation.server)
             if isinstance(failure, RegressionPruned):
                 self._record_savings(trial, failure)
             self._record_failure(trial, failure, restarted or failure.restarted)
@@ -165,6 +179,40 @@ class TrialRunner:
         write(trial, benchmark_s=outcome.seconds)
         self._evidence.attach_json(trial, "benchmark.json", {"scenarios": [r.to_dict() for r in outcome.results]})
         return outcome
+
+    def _play(
+        self,
+        trial: optuna.Trial,
+        endpoint: Endpoint,
+        emulation: Emulation,
+        first: Sequence[ScenarioResult],
+        references: References,
+    ) -> tuple[ScenarioResult, ...]:
+        """The smaller caps played by the client on this server (:func:`tuner.study._emulate.play_caps`); the
+        trial's figures, command and param become the chosen cap's."""
+        bench = self._parts.benchmark(endpoint)
+        bench.use_reference(references.pruner)
+        bench.use_first_passes(references.first_passes)
+        start = time.monotonic()
+        try:
+            played = play_caps(bench, self._config, emulation, first, say=self._progress or (lambda text: None))
+        finally:
+            bench.close()
+        record = played.record(emulation)
+        write(trial, emulated=record)
+        write(trial, benchmark_s=round((record_of(trial).benchmark_s or 0.0) + time.monotonic() - start, 3))
+        if played.chosen != emulation.server:
+            for result in played.results:
+                write_scenario(trial, result)
+            chosen = emulation.spec(self._config, trial.params, cap=played.chosen)
+            shown = self._config.secrets.spec(chosen)
+            write(trial, command=" ".join(shown.argv))
+            self._evidence.attach_json(trial, "benchmark.json", {"scenarios": [r.to_dict() for r in played.results]})
+        settle(trial, emulation, played.chosen)
+        self._evidence.attach_json(trial, "emulated.json", record)
+        if self._progress and len(played.passes) > 1:
+            self._progress(f"{emulation.param.name} {played.chosen} chosen (a finalist is re-measured with the flag)")
+        return played.results
 
     def _slo(self, trial: optuna.Trial, results: Sequence[ScenarioResult]) -> bool:
         """``[slo]``: the scenarios' verdicts as one Optuna constraint, the worst one's (> 0 when one missed: TPE

@@ -7,7 +7,7 @@ real measurements chosen by people or by coverage, not by TPE's random start-up.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -60,12 +60,17 @@ def enqueue_branches(study: optuna.Study, config: StudyConfig) -> None:
 
 
 def find_duplicate(
-    study: optuna.Study, config: StudyConfig, params: Mapping[str, Value], number: int
+    study: optuna.Study, config: StudyConfig, params: Mapping[str, Value], number: int, *, ignore: Collection[str] = ()
 ) -> FrozenTrial | None:
-    """A measured (or, with several workers, currently running) trial of the same config (:func:`same_config`)."""
-    key = same_config(config, params)
+    """A measured (or, with several workers, currently running) trial of the same config (:func:`same_config`),
+    the params in ``ignore`` left out of the comparison (a batch cap the trial chooses by measuring)."""
+
+    def mine(p: Mapping[str, Value]) -> dict[str, Value]:
+        return {k: v for k, v in p.items() if k not in ignore}
+
+    key = same_config(config, mine(params))
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)):
-        if t.number == number or same_config(config, t.params) != key:
+        if t.number == number or same_config(config, mine(t.params)) != key:
             continue
         if t.state == TrialState.RUNNING or is_counted(t):
             return t

@@ -61,6 +61,10 @@ MAX_RATE_BRACKET = "max_rate_bracket"
 PROBES = "probes"
 """Passes of an open-loop scenario at rates other than its own (a rate search's), each with its verdict and p99s."""
 """``[highest met, lowest missed]`` of the rate search (either None when no step met, or missed, it)."""
+EMULATED = "emulated"
+"""A batch cap played by the client (``[search] emulate``): the parameter and its flag, the value the server
+started with (``server``), the one the trial chose (``chosen``, also its param) and each cap tried (``caps``: its
+value, whether its SLO held, its constraint and its passes' probe figures)."""
 SLO_MISSED = "slo_missed"
 """Why a COMPLETE trial is infeasible under ``[slo]``: one line per scenario that confidently missed it
 (its ``slo`` constraint is then > 0)."""

@@ -85,6 +85,7 @@ class TrialFacts(TypedDict, total=False):
     max_rate_rps: float
     max_rate_bracket: list[float | None]
     probes: list[Mapping[str, Any]]
+    emulated: Mapping[str, Any]
 
 
 _TRIAL_KEYS: dict[str, str] = {
@@ -125,6 +126,7 @@ _TRIAL_KEYS: dict[str, str] = {
     "max_rate_rps": attrs.MAX_RATE,
     "max_rate_bracket": attrs.MAX_RATE_BRACKET,
     "probes": attrs.PROBES,
+    "emulated": attrs.EMULATED,
 }
 
 
@@ -193,6 +195,9 @@ class TrialRecord:
     ``rate`` and the figures of :data:`tuner.metrics.PROBE_KEYS` (the verdict's and the latency p99s with their
     intervals)."""
     """``[highest met, lowest missed]`` of the rate search (None where the search found no such rate)."""
+    emulated: Mapping[str, Any] | None = None
+    """The batch cap the client played instead of restarting (``[search] emulate``): ``param``, ``flag``,
+    ``server`` (the value the server ran), ``chosen`` and ``caps`` (each value tried, its verdict and passes)."""
     scenarios: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Per-scenario figures: scenario -> :mod:`tuner.metrics` key -> value, for every metric the trial recorded."""
     counted: bool = False
@@ -335,6 +340,7 @@ def record_of(t: FrozenTrial | optuna.Trial) -> TrialRecord:
         max_rate_rps=_number(u.get(attrs.MAX_RATE)),
         max_rate_bracket=_bracket(u.get(attrs.MAX_RATE_BRACKET)),
         probes=tuple(p for p in u.get(attrs.PROBES) or () if isinstance(p, Mapping)),
+        emulated=_opt(u.get(attrs.EMULATED), Mapping),
         scenarios=_scenarios(u),
         counted=is_counted(frozen),
         feasible=is_feasible(frozen),

@@ -4,11 +4,13 @@ tests/test_architecture.py that no other module touches one).
 Optuna's public API has no way to set a user attr on a trial known only by number (a stale trial found on
 resume, the trial whose heartbeat a thread keeps), to read a live trial's constraints before ``tell``, to take
 one particular waiting trial (a baseline enqueued again must run before the seeds), or to write rows next to its
-own (the fleet's claims); the dashboard's notes need the study's id;
+own (the fleet's claims); the dashboard's notes need the study's id; nor to give a running trial a param's value it
+measured (a batch cap the client played: :func:`fix_param`);
 and samplers read a study's history through ``Study._get_trials``, the one way to show them trials the study does
 not hold (a warm start's prior: :func:`with_extra_trials`). Each uses a private attribute or module
-(``Study._storage``, ``Study._study_id``, ``Study._thread_local``, ``Trial._trial_id``, ``_CachedStorage._backend``,
-``optuna.storages._rdb.models``); an Optuna upgrade that renames one breaks exactly this module and its test, loudly.
+(``Study._storage``, ``Study._study_id``, ``Study._thread_local``, ``Trial._trial_id``, ``Trial._fixed_params``,
+``_CachedStorage._backend``, ``optuna.storages._rdb.models``); an Optuna upgrade that renames one breaks exactly
+this module and its test, loudly.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from optuna.trial import FrozenTrial
 __all__ = [
     "claims_table",
     "current_trial",
+    "fix_param",
+    "fixed_params",
     "pop_waiting",
     "rdb_backend",
     "set_trial_attr",
@@ -56,6 +60,18 @@ def trial_id(trial: optuna.Trial | FrozenTrial) -> int:
 def set_trial_attr(study: optuna.Study, trial: optuna.Trial | FrozenTrial, key: str, value: Any) -> None:
     """A user attr on a trial that is still RUNNING, whichever process or thread holds it."""
     storage_of(study).set_trial_user_attr(trial_id(trial), key, value)
+
+
+def fixed_params(trial: optuna.Trial) -> dict[str, Any]:
+    """The params an enqueued trial was given (``Trial._fixed_params``): its suggestions return these."""
+    return dict(trial._fixed_params)
+
+
+def fix_param(trial: optuna.Trial, name: str, value: Any) -> None:
+    """Make the trial's next suggestion of ``name`` return ``value``, as an enqueued trial's do: a param whose value
+    the trial decided by measuring (a batch cap the client played) is stored with the distribution every other
+    trial of the study gives it. In memory only: the trial's stored fixed params still say what was enqueued."""
+    trial._fixed_params = {**trial._fixed_params, name: value}
 
 
 def current_trial(trial: optuna.Trial) -> FrozenTrial:
