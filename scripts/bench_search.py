@@ -103,8 +103,10 @@ def strategy_config(config: Any, strategy: str, seed: int, **search: Any) -> tup
     name = name.partition(":")[0]
     if name == "tune":
         s = dataclasses.replace(config.search, sampler="tpe", pruning=True, **search)
-        if options == "structured":
-            s = dataclasses.replace(s, seed_trials=(*s.seed_trials, *structured_seeds(config)))
+        for option in options.split("+") if options else ():
+            if option not in STARTS:
+                raise SystemExit(f"unknown starting points {option!r}: one of {', '.join(STARTS)}")
+            s = dataclasses.replace(s, seed_trials=(*s.seed_trials, *STARTS[option](config)))
         return dataclasses.replace(config, study=study, search=s), None
     if name == "random":
         s = dataclasses.replace(config.search, sampler="random", pruning=False)
@@ -216,6 +218,35 @@ def structured_seeds(config: Any) -> list[dict[str, Any]]:
         if inside and not config.space.violations(params) and params != config.baseline and params not in out:
             out.append(params)
     return out
+
+
+#: The batch-cap flags of the dialects (SGLang, vLLM, llama-server), for :func:`slo_seeds`.
+BATCH_CAP_FLAGS = ("--max-running-requests", "--max-num-seqs", "-np", "--parallel")
+
+
+def slo_seeds(config: Any) -> list[dict[str, Any]]:
+    """A starting point from the SLO itself (Little's law): requests arriving at ``rate`` that each decode
+    ``output_tokens`` at the promised TPOT keep ``rate * output_tokens * tpot`` of them in flight. A batch cap
+    below that queues arrivals (TTFT grows without bound); well above it, bursts fill the batch and every step
+    slows (TPOT misses). The seed is the baseline with the smallest cap of the space at or above the largest such
+    concurrency over the SLO's open-loop scenarios; [] without an SLO, a rate, a TPOT limit or a batch-cap
+    parameter, or when that is the baseline's cap."""
+    cap = _param_by_flag(config, *BATCH_CAP_FLAGS)
+    need = [
+        s.rate * s.output_tokens * s.slo.tpot_s
+        for s in config.benchmark.scenarios
+        if s.slo is not None and s.slo.tpot_s is not None and s.rate is not None
+    ]
+    if cap is None or not need or cap.choices is None:
+        return []
+    fits = sorted(c for c in cap.choices if c >= max(need))
+    if not fits or fits[0] == config.baseline.get(cap.name):
+        return []
+    return [{**config.baseline, cap.name: fits[0]}]
+
+
+#: Starting points ``tune+NAME`` adds to the study file's seeds (several: ``tune+slo+structured``).
+STARTS = {"structured": structured_seeds, "slo": slo_seeds}
 
 
 # -- one study ----------------------------------------------------------------------------------------------------
@@ -434,6 +465,10 @@ def print_costs(strategies: list[str], results: list[dict[str, Any]], *, within:
         )
 
 
+#: The parts of tuner/ the true optimum reads (the model, its parsing of a launch, the latency figures, scoring).
+MODEL_SOURCES = ("sim", "bench", "config", "space", "dialects", "objective", "stats", "metrics.py", "slo.py", "spec.py")
+
+
 def cached_optimum(path: str, config: Any) -> tuple[float, dict[str, Any]]:
     """:func:`tuner.sim.inprocess.true_optimum` (minutes of enumeration on a big space), kept in the temporary
     directory under a hash of the study file and the simulator's source, so a change of either enumerates again."""
@@ -443,8 +478,8 @@ def cached_optimum(path: str, config: Any) -> tuple[float, dict[str, Any]]:
     from tuner.sim.inprocess import true_optimum
 
     digest = hashlib.sha256(Path(path).read_bytes())
-    for source in sorted((REPO / "tuner").rglob("*.py")):
-        if source.parts[-3:-1] != ("tuner", "cli"):  # what can move the model's figures
+    for part in MODEL_SOURCES:  # what can move the model's figures
+        for source in sorted((REPO / "tuner" / part).rglob("*.py")) if "." not in part else [REPO / "tuner" / part]:
             digest.update(source.read_bytes())
     cache = Path(tempfile.gettempdir()) / f"bench-search-optimum-{digest.hexdigest()[:16]}.json"
     if cache.is_file():
