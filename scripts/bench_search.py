@@ -12,11 +12,17 @@ Strategies:
   random  random search + baseline trial 0 + branch coverage, no pruning
   grid    the seed session's sweep: baseline + b8t4/none, b16t4/2048, b4t4/2048, b12t6/2048 (= the baseline)
 
+Restarts are the unit of cost: each restart's modelled time is a weight load of ``--load-time`` seconds (default 6
+minutes, a big model's) plus the model's CUDA-graph capture and warm-up, apart from the benchmark's modelled time. A
+second table gives, per strategy, the restarts and modelled hours until the study's best is a config that truly
+keeps every promise (any SLO, the gate) and until it is worth 98% of the optimum, and how many seeds found such a
+config within ``--within`` (6) restarts.
+
 ``tune`` takes another sampler as ``tune:NAME`` (``--list-samplers`` lists them: ``tpe-plain`` is tune's TPE without
 the random draws while no trial is feasible (:class:`tuner.search.FeasibleFirstSampler`), others TPE with other
 settings, Optuna's GPSampler and CmaEsSampler where their packages are installed), and structured starting points
 from what is known about speculative decoding as ``tune+structured`` or ``tune:NAME+structured``
-(:func:`structured_seeds`).
+(:func:`structured_seeds`); ``+slo`` adds the batch cap the SLO's rate needs by Little's law (:func:`slo_seeds`).
 
 ``--warm-start related,different`` is the warm-start benchmark instead: for every seed, a study on the model (the
 source) and then, on each named variant of the model's server (:data:`tuner.sim.inprocess.VARIANTS`), the same
@@ -142,7 +148,8 @@ TPE_VARIANTS: dict[str, dict[str, Any]] = {
     "tpe-nomagic": {"consider_magic_clip": False},
 }
 OTHER_SAMPLERS = {
-    "gp": "Optuna's GPSampler (needs torch); it reads the gate's constraint itself, and ignores pruned trials",
+    "gp": "Optuna's GPSampler (needs torch): a GP per constraint beside the objective's, from the constraints the "
+    "trials record (the SLO's margin, the gate's; Optuna 5's constraints_func is that); pruned trials ignored",
     "cmaes": "Optuna's CmaEsSampler with margin (needs cmaes); categoricals at random, pruned trials ignored",
     "qmc": "Optuna's QMCSampler (Sobol, scrambled): space-filling, no model",
 }
