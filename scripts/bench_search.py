@@ -12,11 +12,17 @@ Strategies:
   random  random search + baseline trial 0 + branch coverage, no pruning
   grid    the seed session's sweep: baseline + b8t4/none, b16t4/2048, b4t4/2048, b12t6/2048 (= the baseline)
 
+Restarts are the unit of cost: each restart's modelled time is a weight load of ``--load-time`` seconds (default 6
+minutes, a big model's) plus the model's CUDA-graph capture and warm-up, apart from the benchmark's modelled time. A
+second table gives, per strategy, the restarts and modelled hours until the study's best is a config that truly
+keeps every promise (any SLO, the gate) and until it is worth 98% of the optimum, and how many seeds found such a
+config within ``--within`` (6) restarts.
+
 ``tune`` takes another sampler as ``tune:NAME`` (``--list-samplers`` lists them: ``tpe-plain`` is tune's TPE without
 the random draws while no trial is feasible (:class:`tuner.search.FeasibleFirstSampler`), others TPE with other
 settings, Optuna's GPSampler and CmaEsSampler where their packages are installed), and structured starting points
 from what is known about speculative decoding as ``tune+structured`` or ``tune:NAME+structured``
-(:func:`structured_seeds`).
+(:func:`structured_seeds`); ``+slo`` adds the batch cap the SLO's rate needs by Little's law (:func:`slo_seeds`).
 
 ``--warm-start related,different`` is the warm-start benchmark instead: for every seed, a study on the model (the
 source) and then, on each named variant of the model's server (:data:`tuner.sim.inprocess.VARIANTS`), the same
@@ -65,6 +71,9 @@ sys.path.insert(0, str(REPO))
 STRATEGIES = ("tune", "random", "grid")
 CHECKPOINTS = (10, 20, 30)
 TARGET = 0.98
+#: A restart's weight load in modelled seconds (``--load-time``): about 6 minutes for a big model (Kimi K2.6 on
+#: 8 GPUs, /work/shared/REFERENCE.md); the model adds CUDA-graph capture and the warm-up on top.
+LOAD_TIME_S = 360.0
 #: The seed session's 4-point sweep (budget, top-k, draft window); everything else stays at the base command.
 GRID = ((8, 4, "none"), (16, 4, 2048), (4, 4, 2048), (12, 6, 2048))
 
@@ -93,7 +102,8 @@ def repeats_config(config: Any, mode: str, fixed: int, warmup_requests: int = 1)
 def strategy_config(config: Any, strategy: str, seed: int, **search: Any) -> tuple[Any, int | None]:
     """The study config a strategy runs with, and its fixed trial count (None: the requested budget).
 
-    ``tune+structured`` adds :func:`structured_seeds` to the study file's seeds; ``+noemulate`` (on ``tune`` or
+    ``tune+structured`` (or ``+slo``, combinable) adds those starting points (:data:`STARTS`) to the study file's
+    seeds; ``+noemulate`` (on ``tune`` or
     ``random``) samples the batch cap like any parameter instead of playing it with the client (``[search]
     emulate = false``); ``tune:NAME`` only changes the sampler (:func:`sampler_factory`)."""
     study = dataclasses.replace(config.study, seed=seed)
@@ -102,8 +112,10 @@ def strategy_config(config: Any, strategy: str, seed: int, **search: Any) -> tup
     emulate = {"emulate": False} if "noemulate" in options else {}
     if name == "tune":
         s = dataclasses.replace(config.search, sampler="tpe", pruning=True, **search, **emulate)
-        if "structured" in options:
-            s = dataclasses.replace(s, seed_trials=(*s.seed_trials, *structured_seeds(config)))
+        for option in [o for o in rest.split("+") if o and o != "noemulate"]:  # in the order given
+            if option not in STARTS:
+                raise SystemExit(f"unknown starting points {option!r}: one of {', '.join(STARTS)}")
+            s = dataclasses.replace(s, seed_trials=(*s.seed_trials, *STARTS[option](config)))
         return dataclasses.replace(config, study=study, search=s), None
     if name == "random":
         s = dataclasses.replace(config.search, sampler="random", pruning=False, **emulate)
@@ -139,7 +151,8 @@ TPE_VARIANTS: dict[str, dict[str, Any]] = {
     "tpe-nomagic": {"consider_magic_clip": False},
 }
 OTHER_SAMPLERS = {
-    "gp": "Optuna's GPSampler (needs torch); it reads the gate's constraint itself, and ignores pruned trials",
+    "gp": "Optuna's GPSampler (needs torch): a GP per constraint beside the objective's, from the constraints the "
+    "trials record (the SLO's margin, the gate's; Optuna 5's constraints_func is that); pruned trials ignored",
     "cmaes": "Optuna's CmaEsSampler with margin (needs cmaes); categoricals at random, pruned trials ignored",
     "qmc": "Optuna's QMCSampler (Sobol, scrambled): space-filling, no model",
 }
@@ -217,6 +230,35 @@ def structured_seeds(config: Any) -> list[dict[str, Any]]:
     return out
 
 
+#: The batch-cap flags of the dialects (SGLang, vLLM, llama-server), for :func:`slo_seeds`.
+BATCH_CAP_FLAGS = ("--max-running-requests", "--max-num-seqs", "-np", "--parallel")
+
+
+def slo_seeds(config: Any) -> list[dict[str, Any]]:
+    """A starting point from the SLO itself (Little's law): requests arriving at ``rate`` that each decode
+    ``output_tokens`` at the promised TPOT keep ``rate * output_tokens * tpot`` of them in flight. A batch cap
+    below that queues arrivals (TTFT grows without bound); well above it, bursts fill the batch and every step
+    slows (TPOT misses). The seed is the baseline with the smallest cap of the space at or above the largest such
+    concurrency over the SLO's open-loop scenarios; [] without an SLO, a rate, a TPOT limit or a batch-cap
+    parameter, or when that is the baseline's cap."""
+    cap = _param_by_flag(config, *BATCH_CAP_FLAGS)
+    need = [
+        s.rate * s.output_tokens * s.slo.tpot_s
+        for s in config.benchmark.scenarios
+        if s.slo is not None and s.slo.tpot_s is not None and s.rate is not None
+    ]
+    if cap is None or not need or cap.choices is None:
+        return []
+    fits = sorted(c for c in cap.choices if c >= max(need))
+    if not fits or fits[0] == config.baseline.get(cap.name):
+        return []
+    return [{**config.baseline, cap.name: fits[0]}]
+
+
+#: Starting points ``tune+NAME`` adds to the study file's seeds (several: ``tune+slo+structured``).
+STARTS = {"structured": structured_seeds, "slo": slo_seeds}
+
+
 # -- one study ----------------------------------------------------------------------------------------------------
 
 
@@ -258,6 +300,7 @@ def run_arm(
     fixed_repeats, fixed_warmup = search.pop("fixed_repeats", 2), search.pop("fixed_warmup_requests", 1)
     base = repeats_config(load_config(config_path), mode, fixed_repeats, fixed_warmup)
     cold_start = search.pop("cold_start", 0.0)
+    load_time = search.pop("load_time", LOAD_TIME_S)
     config, fixed = strategy_config(base, strategy, seed, **search, warm_start=warm_start)
     if sampler := strategy.partition("+")[0].partition(":")[2]:  # tune:NAME
         SAMPLERS.setdefault(sampler, sampler_factory(sampler))
@@ -277,6 +320,7 @@ def run_arm(
             seed=seed,
             cold_start=cold_start,
             variant=model,
+            load_time_s=load_time,
         ).clock
     except TuneError as exc:  # the study stopped itself (a sampler stuck on measured configs): judge what it has
         stopped = str(exc)
@@ -297,6 +341,7 @@ def run_arm(
         if record_of(t).feasible and t.values[0] > best_value:
             best_value, best_true = t.values[0], truth(t.params)
         fractions.append(best_true / optimum)
+    restarts, hours = search_costs(clock, [t.number for t in counted])
     trials_labels = list(clock.trials)
     repeats = [
         len(t.user_attrs.get(f"{sc.name}.repeats", []))
@@ -309,9 +354,13 @@ def run_arm(
         "seed": seed,
         "repeats": statistics.fmean(repeats) if repeats else 0.0,
         "fractions": fractions,
+        "restarts": restarts,
+        "hours": hours,
         "pruned": sum(1 for t in counted if t.user_attrs.get("pruning_saved_s") is not None),
         "failed": sum(1 for t in counted if t.state.name == "PRUNED" and t.user_attrs.get("pruning_saved_s") is None),
         "saved_s": pruning_savings(study),
+        "startup_s": sum(clock.seconds(lab, what="startup") for lab in trials_labels if lab.startswith("trial-")),
+        "search_s": sum(clock.seconds(lab) for lab in trials_labels if lab.startswith("trial-")),
         "bench_s": sum(clock.seconds(lab, what="benchmark") for lab in trials_labels if not _confirm(lab)),
         "confirm_s": sum(clock.seconds(lab, what="benchmark") for lab in trials_labels if _confirm(lab)),
         "confirmed": _confirmed_fraction(study, truth, optimum),
@@ -320,6 +369,23 @@ def run_arm(
         "wall_s": wall,
         "stopped": stopped,
     }
+
+
+def search_costs(clock: Any, numbers: list[int]) -> tuple[list[int], list[float]]:
+    """Restarts and modelled hours (restarts, benchmarks and gates) spent up to and including each trial of
+    ``numbers``, counting every trial the study ran before it (a failed start is a restart too; a duplicate or a
+    rejected sample costs nothing). The confirmation's restarts come after the search and are not counted."""
+    spent: dict[int, tuple[int, float]] = {}
+    for label, what in clock.trials.items():
+        kind, _, number = label.partition("-")
+        if kind == "trial" and number.isdigit():
+            spent[int(number)] = ("startup" in what, sum(what.values()))
+    restarts, hours = [], []
+    for n in numbers:
+        before = [cost for k, cost in spent.items() if k <= n]
+        restarts.append(sum(r for r, _ in before))
+        hours.append(sum(s for _, s in before) / 3600)
+    return restarts, hours
 
 
 def _confirm(label: str) -> bool:
@@ -363,6 +429,75 @@ def at(fractions: list[float], k: int) -> float:
 
 def first_reaching(fractions: list[float], target: float) -> float:
     return next((i + 1 for i, f in enumerate(fractions) if f >= target), math.inf)
+
+
+def cost_reaching(row: dict[str, Any], target: float) -> tuple[float, float]:
+    """Restarts and modelled hours until the study's best (by its measurements) is truly worth ``target`` of the
+    optimum (a target just above 0: a config that truly keeps every promise); inf when it never is."""
+    i = first_reaching(row["fractions"], target)
+    if not math.isfinite(i):
+        return math.inf, math.inf
+    return row["restarts"][int(i) - 1], row["hours"][int(i) - 1]
+
+
+def _median_text(values: list[float], fmt: str = "{:.1f}") -> str:
+    m = statistics.median(values)
+    return fmt.format(m) if math.isfinite(m) else "never"
+
+
+def print_costs(strategies: list[str], results: list[dict[str, Any]], *, within: int, load_time: float) -> None:
+    """Restarts as the unit of cost: restarts and modelled hours to a feasible config and to TARGET of the optimum."""
+    print(
+        f"\nrestarts: weight load {load_time / 60:.1f} min (modelled, plus CUDA-graph capture and warm-up); hours: "
+        "restarts + benchmarks + gates, modelled, from trial 0; 'never': not reached in the budget\n"
+    )
+    head = (
+        f"| strategy | restarts to a feasible config: median / worst | seeds with one within {within} restarts "
+        f"| restarts to {TARGET:.0%}: median / seeds reaching | hours to a feasible config (median) "
+        f"| hours to {TARGET:.0%} (median) | mean restart (min) | mean trial (min) |"
+    )
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    for s in strategies:
+        rows = [r for r in results if r["strategy"] == s]
+        feasible = [cost_reaching(r, 1e-9) for r in rows]
+        best = [cost_reaching(r, TARGET) for r in rows]
+        worst = max(c for c, _ in feasible)
+        restarts = sum(r["restarts"][-1] for r in rows if r["restarts"])
+        startup = sum(r["startup_s"] for r in rows)
+        trials = sum(len(r["fractions"]) for r in rows)
+        print(
+            f"| {s} | {_median_text([c for c, _ in feasible])} / {worst if math.isfinite(worst) else 'never'} "
+            f"| {sum(1 for c, _ in feasible if c <= within)}/{len(rows)} "
+            f"| {_median_text([c for c, _ in best])} / {sum(1 for c, _ in best if math.isfinite(c))} "
+            f"| {_median_text([h for _, h in feasible], '{:.2f}')} | {_median_text([h for _, h in best], '{:.2f}')} "
+            f"| {startup / max(restarts, 1) / 60:.1f} | {sum(r['search_s'] for r in rows) / max(trials, 1) / 60:.1f} |"
+        )
+
+
+#: The parts of tuner/ the true optimum reads (the model, its parsing of a launch, the latency figures, scoring).
+MODEL_SOURCES = ("sim", "bench", "config", "space", "dialects", "objective", "stats", "metrics.py", "slo.py", "spec.py")
+
+
+def cached_optimum(path: str, config: Any) -> tuple[float, dict[str, Any]]:
+    """:func:`tuner.sim.inprocess.true_optimum` (minutes of enumeration on a big space), kept in the temporary
+    directory under a hash of the study file and the simulator's source, so a change of either enumerates again."""
+    import hashlib
+    import json
+
+    from tuner.sim.inprocess import true_optimum
+
+    digest = hashlib.sha256(Path(path).read_bytes())
+    for part in MODEL_SOURCES:  # what can move the model's figures
+        for source in sorted((REPO / "tuner" / part).rglob("*.py")) if "." not in part else [REPO / "tuner" / part]:
+            digest.update(source.read_bytes())
+    cache = Path(tempfile.gettempdir()) / f"bench-search-optimum-{digest.hexdigest()[:16]}.json"
+    if cache.is_file():
+        known = json.loads(cache.read_text())
+        return known["optimum"], known["params"]
+    optimum, params = true_optimum(config)
+    cache.write_text(json.dumps({"optimum": optimum, "params": params}))
+    return optimum, params
 
 
 def run_warm(task: tuple[str, str, int, int, float, dict[str, Any], float, list[tuple[str, float]]]) -> dict[str, Any]:
@@ -479,6 +614,16 @@ def main() -> int:
         help="the warm-start benchmark on these variants of the model's server (comma-separated names of "
         "tuner.sim.inprocess.VARIANTS), with the first of --strategies",
     )
+    parser.add_argument(
+        "--load-time",
+        type=float,
+        default=LOAD_TIME_S,
+        help="a restart's weight load in modelled seconds (default: %(default)s, a big model's; the model adds its "
+        "CUDA-graph capture and warm-up)",
+    )
+    parser.add_argument(
+        "--within", type=int, default=6, help="the restarts in which a config meeting the SLO should be found"
+    )
     parser.add_argument("--list-samplers", action="store_true", help="list the samplers tune:NAME can name")
     args = parser.parse_args()
     if args.list_samplers:
@@ -490,13 +635,12 @@ def main() -> int:
         return 0
 
     from tuner.config import load_config
-    from tuner.sim.inprocess import true_optimum
 
     t0 = time.monotonic()
     config = load_config(args.config)
     if args.warm_start:
         return warm_start_benchmark(args, config)
-    optimum, best_params = true_optimum(config)
+    optimum, best_params = cached_optimum(args.config, config)
     print(f"true optimum {optimum:.1f} tok/s (weighted geomean) at {best_params}  [{time.monotonic() - t0:.0f} s]")
     from tuner.sim.inprocess import true_objective
 
@@ -509,6 +653,7 @@ def main() -> int:
     search["fixed_repeats"] = args.fixed_repeats
     search["fixed_warmup_requests"] = args.fixed_warmup_requests
     search["cold_start"] = args.cold_start
+    search["load_time"] = args.load_time
     modes = [m for m in args.repeats.split(",") if m]
     strategies = [f"{s} ({m})" for s in args.strategies.split(",") if s for m in modes]
     tasks = [
@@ -561,6 +706,7 @@ def main() -> int:
             + f" | {statistics.median(r['confirmed'] for r in rows):.1%} / {min(r['confirmed'] for r in rows):.1%}"
             + f" | {sum(r['confirm_s'] for r in rows) / 3600:.2f} h |"
         )
+    print_costs(strategies, results, within=args.within, load_time=args.load_time)
     print("\ngrid has only its 4 distinct configs: its later columns repeat its final value.")
     for r in results:
         if r["stopped"]:  # judged on the trials it had (its benchmark time is not counted)

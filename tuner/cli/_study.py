@@ -415,6 +415,8 @@ def _status(args: argparse.Namespace) -> int:
         return 0
     facts = study_record(study)
     print(_status_head(study, config, facts))
+    if left := _time_left(study, config, facts):
+        print(left)
     for line in run_lines(config, study=study.study_name, storage=storage):
         print(line)
     if rec is not None:
@@ -465,6 +467,22 @@ def _status_head(study: optuna.Study, config: StudyConfig, facts: StudyRecord) -
     saved_text = f"; pruning slower configs early saved {saved:.0f} s of benchmark" if saved else ""
     target = config.study.trials if facts.target_trials is None else facts.target_trials
     return f"study {study.study_name}: {counted_trials(study)}/{target} counted trials{saved_text}"
+
+
+def _time_left(study: optuna.Study, config: StudyConfig, facts: StudyRecord) -> str:
+    """``~1h52m left: 12 trials and 6 confirmation visits, each a restart (...) and ... measuring``: the progress
+    line's ETA (:func:`tuner.study.study_eta`), for a study that has trials left or its confirmation to run."""
+    from tuner.study import study_eta
+    from tuner.trials import counted_trials
+
+    target = config.study.trials if facts.target_trials is None else facts.target_trials
+    eta = study_eta(
+        study.get_trials(deepcopy=False),
+        config,
+        trials_left=target - counted_trials(study),
+        confirmed=facts.confirmation is not None,
+    )
+    return eta.text()
 
 
 def _terminal_width() -> int | None:

@@ -1,7 +1,7 @@
 """The study: Optuna storage, the trial's story (its steps, its score and what it is measured against), the tuning
 loop and its end-of-study confirmation."""
 
-from tuner.study._budget import UNTIL_DEADLINE, parse_until
+from tuner.study._budget import UNTIL_DEADLINE, StudyEta, parse_until, study_eta
 from tuner.study._console import Console
 from tuner.study._dryrun import planned_launches
 from tuner.study._faults import storage_faults
@@ -26,6 +26,7 @@ __all__ = [
     "Evidence",
     "Interrupted",
     "NoSuchStudy",
+    "StudyEta",
     "TrialParts",
     "config_from_study",
     "default_worker_name",
@@ -41,4 +42,5 @@ __all__ = [
     "run_study",
     "storage_faults",
     "storage_problem",
+    "study_eta",
 ]

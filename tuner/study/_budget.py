@@ -5,6 +5,10 @@ values of its branch parameters, e.g. ``algorithm=DFLASH``: DFLASH and DDTree co
 different speeds), or of all trials when the branch has none yet. A trial the model says would end after the
 deadline is never started; the first trial (no model yet) always starts.
 
+The time left (the progress line's ETA and ``tune status``: :func:`study_eta`, one rule for both) counts restarts
+as their own cost: on a real server a restart (the weights loading, several minutes for a big model) may take
+longer than the benchmark after it, and every trial left and every visit of the confirmation pays one.
+
 The end-of-study confirmation must end before the deadline too (the recommendation is what the user comes back
 for): its two rounds of the top configs (:data:`tuner.study._confirm.ROUNDS` visits of each, a visit costing
 about a trial: a restart and every scenario) are kept free, and its race rounds start only while they fit.
@@ -15,16 +19,17 @@ from __future__ import annotations
 import datetime as dt
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import StudyConfig
 from tuner.space import Value
-from tuner.trials import write
+from tuner.trials import record_of, write
 
-__all__ = ["UNTIL_DEADLINE", "DeadlineReached", "TimeBudget", "parse_until"]
+__all__ = ["UNTIL_DEADLINE", "DeadlineReached", "StudyEta", "TimeBudget", "parse_until", "study_eta"]
 
 #: The trial target of ``--hours``/``--until`` without ``--trials``: run until the deadline.
 UNTIL_DEADLINE = 10**9
@@ -109,6 +114,68 @@ class TimeBudget:
         if more is None or self.deadline is None:
             return ""
         return f", ~{more} more fit before {dt.datetime.fromtimestamp(self.deadline):%H:%M}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudyEta:
+    """The time left of a study: each trial left and each confirmation visit is a restart plus a measurement, at
+    the means of the trials so far."""
+
+    restarts: int
+    """Trials so far that restarted the server (and recorded how long it took to be ready)."""
+    restart_s: float | None
+    """Mean seconds of one restart, launch to ready (None: no restart measured yet)."""
+    measure_s: float | None
+    """Mean seconds of the rest of a trial (benchmark, gate, stopping the old server), the same trials'."""
+    trials_left: int
+    visits_left: int
+    """The end-of-study confirmation's visits (0 when it is done or the study confirms nothing)."""
+
+    @property
+    def seconds(self) -> float | None:
+        """Seconds left (None: nothing measured yet, or nothing left to run)."""
+        if self.restart_s is None or self.measure_s is None or self.trials_left + self.visits_left <= 0:
+            return None
+        return (self.trials_left + self.visits_left) * (self.restart_s + self.measure_s)
+
+    def text(self) -> str:
+        """``~1h52m left: 12 trials and 6 confirmation visits, each a restart (~6m10s, mean of 8) and ~2m05s
+        measuring`` ("" when :attr:`seconds` is None)."""
+        seconds = self.seconds
+        if seconds is None or self.restart_s is None or self.measure_s is None:
+            return ""
+        visits = f" and {self.visits_left} confirmation visits" if self.visits_left else ""
+        restart = f"~{_duration(self.restart_s)}, mean of {self.restarts}"
+        return (
+            f"~{_duration(seconds)} left: {self.trials_left} trials{visits}, each a restart ({restart}) and "
+            f"~{_duration(self.measure_s)} measuring"
+        )
+
+
+def study_eta(
+    trials: Iterable[FrozenTrial], config: StudyConfig, *, trials_left: int, confirmed: bool = False
+) -> StudyEta:
+    """The time left after ``trials`` (the study's so far) with ``trials_left`` trials to run and then the
+    confirmation (unless ``confirmed``): the one rule of the progress line's ETA and of ``tune status``.
+
+    A trial's restart is its recorded time to ready; the rest of its wall time (from Optuna's start and end
+    stamps) is measuring. A trial that never restarted (a duplicate, a rejected sample) costs nothing and is left
+    out; so is one still running."""
+    restart: list[float] = []
+    rest: list[float] = []
+    for t in trials:
+        ready = record_of(t).ready_s
+        if ready is None or t.datetime_start is None or t.datetime_complete is None:
+            continue
+        restart.append(ready)
+        rest.append(max(0.0, (t.datetime_complete - t.datetime_start).total_seconds() - ready))
+    return StudyEta(
+        restarts=len(restart),
+        restart_s=sum(restart) / len(restart) if restart else None,
+        measure_s=sum(rest) / len(rest) if rest else None,
+        trials_left=max(0, trials_left),
+        visits_left=0 if confirmed else confirmation_visits(config),
+    )
 
 
 def confirmation_visits(config: StudyConfig) -> int:

@@ -18,7 +18,7 @@ from tuner.config import StudyConfig, launch_spec
 from tuner.errors import HostError, RegressionPruned, TrialFailure, TuneError
 from tuner.space import Value, count_configs, suggest
 from tuner.study import _fleet
-from tuner.study._budget import UNTIL_DEADLINE, DeadlineReached, TimeBudget
+from tuner.study._budget import UNTIL_DEADLINE, DeadlineReached, TimeBudget, study_eta
 from tuner.study._console import Console, describe_params, fmt_duration, fmt_values
 from tuner.study._emulate import Emulation, emulation_for, settle
 from tuner.study._measured import measured_text
@@ -243,8 +243,8 @@ def _run_one(loop: Loop, trial: optuna.Trial, done: int) -> bool:
 def _announcement(loop: Loop, trial: optuna.Trial, params: dict[str, Value], done: int, *, baseline: bool) -> str:
     """``[3/30, ETA 4m10s] trial #2 (trial): algorithm=DFLASH ...``"""
     goal = loop.goal
-    mean = loop.budget.expected()
-    eta = f", ETA {fmt_duration(mean * (goal - done))}" if mean is not None and goal != UNTIL_DEADLINE else ""
+    left = study_eta(loop.study.get_trials(deepcopy=False), loop.config, trials_left=goal - done).seconds
+    eta = f", ETA {fmt_duration(left)}" if left is not None and goal != UNTIL_DEADLINE else ""
     of = f"/{goal}" if goal != UNTIL_DEADLINE else ""
     seed = record_of(trial).warm_origin
     label = "baseline" if baseline else f"warm start {seed}" if isinstance(seed, str) else "trial"
