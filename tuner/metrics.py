@@ -183,10 +183,6 @@ METRICS: tuple[Metric, ...] = (
     Metric(key="slo_margin", field="slo_margin", label="SLO margin (log)", digits=3),
     Metric(key="slo_margin_low", field="slo_margin_low", label="SLO margin low", digits=3),
     Metric(key="slo_margin_high", field="slo_margin_high", label="SLO margin high", digits=3),
-    # The requests it judged: an open loop's after each pass's queue filled (tuner.bench._steady).
-    Metric(key="slo_requests", field="slo_requests", label="SLO requests judged", digits=0),
-    Metric(key="slo_too_short", field="slo_too_short", label="SLO pass too short"),
-    Metric(key="fill_requests", field="fill_requests", label="queue-fill requests", digits=0),
     # Goodput ([objective] kind = "goodput"): the rate of the requests that met the SLO, with its lower bound.
     Metric(
         key="goodput_rps",
