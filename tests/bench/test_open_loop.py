@@ -71,7 +71,7 @@ def test_below_capacity_tune_agrees_with_the_servers_log(
     client_rerun.check(result.client_reruns)
     ttft, e2e = _server_log(log, result)
     assert len(ttft) == sc.requests - result.fill_requests and result.requests == sc.requests
-    assert 0 < result.fill_requests < sc.requests // 2  # the first requests met an idle server: left out
+    assert 0 < result.fill_requests <= sc.requests // 2  # the first requests met an idle server: left out
     for ours, theirs in (
         (result.ttft_p50_s, percentile(ttft, 50)),
         (result.ttft_p99_s, percentile(ttft, 99)),
@@ -106,9 +106,13 @@ def test_above_capacity_the_queue_shows_in_ttft_and_the_achieved_rate(
     assert result.offered_rps is not None and result.achieved_rps is not None
     assert result.achieved_rps < 0.5 * result.offered_rps
     ttft, _ = _server_log(log, result)
-    lone = min(_server_log(log, result, steady=False)[0])  # the first request found the server idle
+    every = _server_log(log, result, steady=False)[0]
+    lone = min(every)  # the first request found the server idle
+    assert (percentile(every, 99) or 0.0) > 1.5 * (percentile(every, 50) or 0.0)  # a growing queue
+    # The queue never settles: the pass is too short for steady state, and its last half alone is judged.
+    assert result.fill_requests == result.requests // 2
     assert result.ttft_p50_s is not None and result.ttft_p99_s is not None
-    assert result.ttft_p50_s > 5 * lone and result.ttft_p99_s > 1.5 * result.ttft_p50_s  # a growing queue
+    assert result.ttft_p50_s > 5 * lone and result.ttft_p99_s > result.ttft_p50_s
     # The queue is the server's: requests went out on time, and the server saw the same waits.
     assert result.start_delay_p99_s is not None and result.start_delay_p99_s < 0.1 * result.ttft_p99_s
     assert result.ttft_p99_s == pytest.approx(percentile(ttft, 99), rel=0.05)
