@@ -58,6 +58,8 @@ class SloVerdict:
     margin_low: float | None = None
     margin_high: float | None = None
     """That margin's interval (None on a side too few requests allow a bound)."""
+    too_short: bool = False
+    """A pass ended before its queue filled (:mod:`tuner.bench._steady`): the verdict can be missed, never met."""
 
     @staticmethod
     def decide(low: float | None, high: float | None, required: float) -> str:
@@ -100,6 +102,8 @@ class SloVerdict:
             "slo_margin": self.margin,
             "slo_margin_low": self.margin_low,
             "slo_margin_high": self.margin_high,
+            "slo_requests": self.requests,
+            "slo_too_short": self.too_short,
         }
 
     @classmethod
@@ -107,7 +111,8 @@ class SloVerdict:
         """The verdict back from :meth:`figures` (``figure(name)``: None when absent), or None without one.
 
         Figures recorded before verdicts were kept have only the attainment's interval: the state is then the one
-        rule applied to it, against ``required`` (which they did not record either)."""
+        rule applied to it, against ``required`` (which they did not record either); and no count of the requests
+        judged (``requests``, every request then) or whether a pass was too short (it was not)."""
         required = figure("slo_required") or required
         if required is None or figure("attainment") is None:
             return None
@@ -115,13 +120,14 @@ class SloVerdict:
         return cls(
             state=state if state in SLO_STATES else cls.decide(low, high, required),
             required=required,
-            requests=requests,
+            requests=int(figure("slo_requests") or requests),
             attainment=figure("attainment"),
             low=low,
             high=high,
             margin=figure("slo_margin"),
             margin_low=figure("slo_margin_low"),
             margin_high=figure("slo_margin_high"),
+            too_short=bool(figure("slo_too_short")),
         )
 
     def text(self, scenario: str, limits: str) -> str:
@@ -139,7 +145,8 @@ class SloVerdict:
                 f"meets the SLO in {scenario}: {share} of {self.requests} requests within {limits} ({required} "
                 f"required; interval {interval}{margin})"
             )
+        short = "; too short: a pass ended before its queue filled" if self.too_short else ""
         return (
             f"not shown to meet the SLO in {scenario}: {share} ({interval}) of {self.requests} requests within "
-            f"{limits}, {required} required{margin}"
+            f"{limits}, {required} required{margin}{short}"
         )

@@ -3,14 +3,14 @@ from __future__ import annotations
 import abc
 import dataclasses
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from tuner.bench._slo import goodput_fields
 from tuner.bench._warmup import WarmupLookup, WarmupPlan, WarmupPolicy
 from tuner.config import Scenario
-from tuner.slo import SloVerdict
+from tuner.slo import UNDECIDED, SloVerdict
 from tuner.stats import Noise, Reference, ReferenceLookup, RepeatDecision, SequentialPolicy, estimate
 
 
@@ -94,6 +94,12 @@ class ScenarioResult:
     slo_margin_low: float | None = None
     slo_margin_high: float | None = None
     """The share required and the margin with its interval (:class:`tuner.slo.SloVerdict`)."""
+    slo_requests: int | None = None
+    """The requests the verdict judged: the steady ones (:mod:`tuner.bench._steady`; None: recorded before)."""
+    slo_too_short: bool | None = None
+    """A pass ended before its queue filled: the verdict can be missed, never met."""
+    fill_requests: int = 0
+    """Open loop: requests left out of the percentiles and the verdict as each pass's queue filled."""
     good_token_share: float | None = None
     """With an SLO: the share of output tokens in requests that met it."""
     goodput_rps: float | None = None
@@ -274,6 +280,23 @@ class BaseBenchmark(abc.ABC):
     def next_repeat(self, scenario: Scenario, samples: Sequence[float]) -> RepeatDecision:
         """Whether to run another repeat of ``scenario`` after ``samples`` (aggregate tok/s per repeat)."""
         return self.policy.decide(samples, self._reference_of(scenario), objective=self._on_objective)
+
+    @property
+    def slo_looks(self) -> int:
+        """The passes a sequential SLO verdict may stop after (:meth:`slo_pending`), each look paid for in its
+        interval (:func:`tuner.bench._slo.looked`); fixed repeats look once, at the end."""
+        return 1 if self.policy.fixed else self.policy.max_repeats
+
+    def slo_pending(self, scenario: Scenario, figures: Mapping[str, Any], passes: int) -> bool:
+        """Whether ``scenario``'s SLO verdict after ``passes`` counted passes (``figures``: their
+        :func:`~tuner.bench.latency_figures`) needs another pass: undecided, and fewer than ``max_repeats`` passes
+        spent (the request budget: ``max_repeats`` times the scenario's requests). A clear verdict costs one pass,
+        a borderline one more, each with fresh arrivals (a replicate)."""
+        return (
+            scenario.slo is not None
+            and figures.get("slo_verdict") == UNDECIDED
+            and passes < self.policy.max_repeats
+        )
 
     def noise(self, scenario: Scenario) -> Noise | None:
         """The study's pooled repeat noise for ``scenario``, for the candidate's own interval (None: no study, or

@@ -257,9 +257,18 @@ class HttpBenchmark(BaseBenchmark):
             repeats_tok_s = [_aggregate_tok_s(run.records) for run in measured.runs]
             if self._on_repeat is not None:
                 self._on_repeat(scenario, r, tuple(repeats_tok_s))
-            if (decision := self.next_repeat(scenario, repeats_tok_s)).stop:
+            decision = self.next_repeat(scenario, repeats_tok_s)
+            if decision.stop and not self._slo_pending(scenario, measured):
                 break
         return decision
+
+    def _slo_pending(self, scenario: Scenario, measured: _Measured) -> bool:
+        """Another pass for the SLO's sake (:meth:`BaseBenchmark.slo_pending`)."""
+        if scenario.slo is None:
+            return False
+        figures = latency_figures(measured.runs, slo=scenario.slo, confidence=self._config.confidence,
+                                  looks=self.slo_looks)
+        return self.slo_pending(scenario, figures, len(measured.runs))
 
     async def _counted_pass(
         self, scenario: Scenario, session: _Session, measured: _Measured, *, repeat: int, during: str
@@ -320,7 +329,7 @@ class HttpBenchmark(BaseBenchmark):
             repeats_per_stream_tok_s=per_stream,
             confidence=cfg.confidence,
             noise=self.noise(scenario),
-            **latency_figures(runs, slo=scenario.slo, confidence=cfg.confidence),
+            **latency_figures(runs, slo=scenario.slo, confidence=cfg.confidence, looks=self.slo_looks),
             itl_p50_s=percentile(itls, 50),
             itl_p99_s=percentile(itls, 99),
             accept_length=accept,

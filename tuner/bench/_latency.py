@@ -3,9 +3,11 @@
 Per request (:class:`~tuner.bench.RequestRecord`): TTFT and end-to-end latency from the request's origin (its
 scheduled arrival in an open loop, its send in a closed one) and TPOT, ``(e2e - TTFT) / (output tokens - 1)``.
 Speculative decoding delivers tokens in bursts, so the inter-token gap per event is not TPOT: a request's TPOT
-is its whole decode over its tokens. Percentiles (p50, p90, p99) pool every counted request of every repeat;
-p50 and p99 each have a distribution-free interval at the benchmark's ``confidence``: two of the pooled requests
-by rank (:func:`tuner.stats.percentile_interval`), ``None`` on a side where too few requests allow a bound.
+is its whole decode over its tokens. Percentiles (p50, p90, p99) pool the steady requests of every repeat (an
+open loop's after its queue filled: :mod:`tuner.bench._steady`); p50 and p99 each have an interval at the
+benchmark's ``confidence``, the wider of two: two of the pooled requests by rank
+(:func:`tuner.stats.percentile_interval`, as if the requests were independent) and the passes' spread (run to run,
+:func:`tuner.stats.batch_quantile_interval`), ``None`` on a side where too few requests allow a bound.
 
 Rates, per repeat and then the median over repeats:
 
@@ -22,13 +24,14 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from typing import Any
 
 from tuner.bench._load import LoadResult
-from tuner.bench._record import RequestRecord
 from tuner.bench._slo import request_met, slo_fields
+from tuner.bench._steady import steady_pass, steady_passes
 from tuner.config import Scenario, Slo
 from tuner.metrics import INTERVAL_PERCENTILES, LATENCY_MEASURES, LATENCY_PERCENTILES, interval_key
-from tuner.stats import percentile, percentile_interval
+from tuner.stats import batch_quantile_interval, percentile, percentile_interval
 
 __all__ = ["latency_figures", "request_rows", "run_rates", "span_rate"]
 
@@ -42,11 +45,17 @@ def span_rate(times: Sequence[float]) -> float | None:
     return (len(times) - 1) / span if span > 0 else None
 
 
-def _percentiles(prefix: str, samples: Sequence[float], confidence: float) -> dict[str, float | None]:
+def _percentiles(prefix: str, batches: Sequence[Sequence[float]], confidence: float) -> dict[str, float | None]:
+    """A measure's percentiles over the steady requests of every pass (``batches``: one per pass), each interval
+    the wider of the requests' own (by rank: :func:`tuner.stats.percentile_interval`) and the passes' (run to run:
+    :func:`tuner.stats.batch_quantile_interval`)."""
+    samples = [x for batch in batches for x in batch]
     out = {f"{prefix}_p{p}_s": percentile(samples, p) for p in LATENCY_PERCENTILES}
     for p in INTERVAL_PERCENTILES:
         key = f"{prefix}_p{p}_s"
-        out[interval_key(key, "low")], out[interval_key(key, "high")] = percentile_interval(samples, p, confidence)
+        ranks = percentile_interval(samples, p, confidence)
+        bounds = batch_quantile_interval(batches, p, confidence, within=ranks)
+        out[interval_key(key, "low")], out[interval_key(key, "high")] = bounds
     return out
 
 
@@ -67,21 +76,22 @@ def run_rates(run: LoadResult) -> dict[str, float | None]:
 
 
 def latency_figures(
-    runs: Sequence[LoadResult], *, slo: Slo | None = None, confidence: float = 0.8
-) -> dict[str, float | None]:
-    """TTFT, TPOT and end-to-end percentiles over every request of ``runs`` (p50 and p99 with their intervals at
-    ``confidence``), their rates and, with an ``slo``,
-    its attainment (:mod:`tuner.bench._slo`), keyed by the :class:`~tuner.bench.ScenarioResult` fields that hold
-    them."""
-    records: list[RequestRecord] = [rec for run in runs for rec in run.records if rec.ok]
+    runs: Sequence[LoadResult], *, slo: Slo | None = None, confidence: float = 0.8, looks: int = 1
+) -> dict[str, Any]:
+    """TTFT, TPOT and end-to-end percentiles over the steady requests of ``runs`` (:mod:`tuner.bench._steady`: an
+    open loop's requests after its queue filled; p50 and p99 with their intervals at ``confidence``), their rates
+    (over every request) and, with an ``slo``, its verdict (:mod:`tuner.bench._slo`; ``looks``: the passes a
+    sequential verdict may stop after), keyed by the :class:`~tuner.bench.ScenarioResult` fields that hold them."""
+    passes = steady_passes(runs)
     rates = [run_rates(run) for run in runs]
-    values: dict[str, float | None] = {}
+    values: dict[str, Any] = {}
     for m in LATENCY_MEASURES:  # a request's figure is its attribute named as the measure's [slo] limit
-        samples = [x for x in (getattr(rec, m.limit) for rec in records) if x is not None]
+        samples = [[x for x in (getattr(rec, m.limit) for rec in p.judged) if x is not None] for p in passes]
         values.update(_percentiles(m.key, samples, confidence))
     for key in ("offered_rps", "achieved_rps", "sent_rps"):
         values[key] = _median([r[key] for r in rates])
-    return {**values, **slo_fields(records, slo, confidence)}
+    values["fill_requests"] = sum(p.fill for p in passes)
+    return {**values, **slo_fields(passes, slo, confidence, looks=looks)}
 
 
 def _since(t: float | None, begin: float) -> float | None:
@@ -95,10 +105,12 @@ def request_rows(
     are made of, for a user's own analysis (AIPerf's and ``vllm bench serve``'s per-request exports).
 
     Times are seconds from the pass's start, one clock for every client process; ``counted`` is False for a pass
-    run again because the client was the bottleneck (``attempt`` counts the tries of one ``repeat``). No prompt or
-    generated text: a row says when and how much, never what.
+    run again because the client was the bottleneck (``attempt`` counts the tries of one ``repeat``); ``steady``
+    is False for a request of the pass's queue fill (:mod:`tuner.bench._steady`), which the percentiles and the
+    verdict leave out. No prompt or generated text: a row says when and how much, never what.
     """
     begin, slo, stall = run.t_begin, scenario.slo, max(run.stall_s, default=None)
+    steady = {id(rec) for rec in steady_pass(run).judged}
     rows: list[dict[str, object]] = []
     for rec in sorted(run.records, key=lambda r: (r.t_scheduled or r.t_due or r.t_start, r.index)):
         met = request_met(rec, slo) if slo and rec.ok else None
@@ -108,7 +120,7 @@ def request_rows(
             "sent_s": _since(rec.t_sent, begin), "first_token_s": _since(rec.t_first, begin),
             "end_s": _since(rec.t_end, begin), "ttft_s": rec.ttft_s, "tpot_s": rec.tpot_s, "e2e_s": rec.e2e_s,
             "start_delay_s": rec.start_delay_s, "output_tokens": rec.output_tokens,
-            "prompt_tokens": rec.prompt_tokens, "slo_met": met, "error": rec.error_kind,
+            "prompt_tokens": rec.prompt_tokens, "slo_met": met, "steady": id(rec) in steady, "error": rec.error_kind,
             "pass_client_stall_s": stall,
         })  # fmt: skip
     return rows

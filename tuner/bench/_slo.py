@@ -2,9 +2,10 @@
 
 A request meets the SLO when its TTFT, TPOT and end-to-end latency (:mod:`tuner.bench._latency`: open loop from
 its arrival) are each within the limits given: its worst latency ratio (:meth:`tuner.config.Slo.ratio`) is at most
-1. A scenario's attainment is the share of its counted requests that met it, with an exact (Clopper-Pearson)
-interval at the benchmark's ``confidence``, and its margin the log of the worst ratios' quantile at the required
-share with its order-statistics interval: the verdict (:class:`tuner.slo.SloVerdict`) is made here, once.
+1. A scenario's attainment is the share of its steady requests (:mod:`tuner.bench._steady`) that met it, with an
+interval at the benchmark's ``confidence`` paid for every pass the sequential verdict may stop after (the wider of
+the exact Clopper-Pearson one and the passes' run-to-run one), and its margin the log of the worst ratios'
+quantile at the required share with its interval: the verdict (:class:`tuner.slo.SloVerdict`) is made here, once.
 """
 
 from __future__ import annotations
@@ -15,12 +16,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tuner.bench._record import RequestRecord
+from tuner.bench._steady import SteadyPass
 from tuner.config import Slo
 from tuner.metrics import LATENCY_MEASURES
-from tuner.slo import SloVerdict
-from tuner.stats import clopper_pearson, percentile, percentile_interval
+from tuner.slo import MET, MISSED, UNDECIDED, SloVerdict
+from tuner.stats import (
+    batch_quantile_interval,
+    batch_share_interval,
+    clopper_pearson,
+    percentile,
+    percentile_interval,
+)
 
-__all__ = ["goodput_fields", "pooled_slo_fields", "request_met", "request_ratio", "slo_fields"]
+__all__ = ["goodput_fields", "looked", "pooled_slo_fields", "request_met", "request_ratio", "slo_fields"]
 
 
 def request_ratio(rec: RequestRecord, slo: Slo) -> float:
@@ -37,27 +45,61 @@ def _log(x: float | None) -> float | None:
     return None if x is None else math.log(max(x, 1e-12))
 
 
-def slo_fields(records: Sequence[RequestRecord], slo: Slo | None, confidence: float) -> dict[str, Any]:
-    """The scenario's verdict over ``records`` and its good-token share (the ScenarioResult fields; empty
-    without an SLO)."""
+def _margin(
+    batches: Sequence[Sequence[float]], ratios: Sequence[float], q: float, confidence: float
+) -> tuple[float | None, float | None, float | None]:
+    """The log of the worst ratios' ``q``-th percentile with its interval (the wider of rank and batches)."""
+    ranks = percentile_interval(ratios, q, confidence)
+    low, high = batch_quantile_interval(batches, q, confidence, within=ranks)
+    return _log(percentile(ratios, q)), _log(low), _log(high)
+
+
+def looked(confidence: float, looks: int) -> float:
+    """The level each of ``looks`` looks at a sequential verdict takes so that all of them together keep
+    ``confidence`` (Bonferroni's bound on repeated looks: a verdict that may stop at any of them must pay for
+    each)."""
+    return 1.0 - (1.0 - confidence) / max(1, looks)
+
+
+def slo_fields(passes: Sequence[SteadyPass], slo: Slo | None, confidence: float, *, looks: int = 1) -> dict[str, Any]:
+    """The scenario's verdict over the steady requests of ``passes`` (:mod:`tuner.bench._steady`) and its
+    good-token share (the ScenarioResult fields; empty without an SLO).
+
+    The attainment's interval is the wider of the requests' (Clopper-Pearson: as if independent) and the passes'
+    (run to run: :func:`tuner.stats.batch_share_interval`), at :func:`looked` ``(confidence, looks)`` for a
+    verdict that may stop after any of ``looks`` passes: met needs its low end to clear the required share. A
+    miss needs only the requests' interval below it: a pass starts idle and few passes see a rare burst, so the
+    passes' spread flatters, never hides, a config that misses. One pass says nothing of how the share varies
+    from run to run, and a pass too short for steady state flatters the service: either can show a miss, never a
+    met."""
     if slo is None:
         return {}
-    ok = [r for r in records if r.ok]
-    ratios = [request_ratio(r, slo) for r in ok]
+    level = looked(confidence, looks)
+    batches = [[request_ratio(r, slo) for r in p.judged] for p in passes]
+    ratios = [x for batch in batches for x in batch]
+    ok = [r for p in passes for r in p.judged]
     met = sum(1 for x in ratios if x <= 1.0)
-    low, high = clopper_pearson(met, len(ok), confidence) if ok else (None, None)
-    q = slo.attainment * 100
-    q_low, q_high = percentile_interval(ratios, q, confidence) if ok else (None, None)
+    share = met / len(ratios) if ratios else None
+    low, high = clopper_pearson(met, len(ratios), level) if ratios else (None, None)
+    # A miss the requests show stands: every pass starts idle and few see a rare burst, so passes flatter.
+    missed = high is not None and high < slo.attainment
+    if share is not None:
+        shares = [sum(1 for x in batch if x <= 1.0) / len(batch) for batch in batches if batch]
+        low, high = batch_share_interval(shares, share, level, within=(low, high))
+    too_short = any(p.too_short for p in passes)
+    state = MISSED if missed else SloVerdict.decide(low, high, slo.attainment)
+    margin, margin_low, margin_high = _margin(batches, ratios, slo.attainment * 100, level)
     verdict = SloVerdict(
-        state=SloVerdict.decide(low, high, slo.attainment),
+        state=UNDECIDED if (too_short or len(passes) < 2) and state == MET else state,
         required=slo.attainment,
-        requests=len(ok),
-        attainment=met / len(ok) if ok else None,
+        requests=len(ratios),
+        attainment=share,
         low=low,
         high=high,
-        margin=_log(percentile(ratios, q)),
-        margin_low=_log(q_low),
-        margin_high=_log(q_high),
+        margin=margin,
+        margin_low=margin_low,
+        margin_high=margin_high,
+        too_short=too_short,
     )
     tokens = sum(r.output_tokens for r in ok)
     good = sum(r.output_tokens for r, x in zip(ok, ratios, strict=True) if x <= 1.0)
@@ -89,20 +131,31 @@ def goodput_fields(
     }
 
 
+def _judged(result: Any) -> int:
+    """The requests a measurement's verdict judged (recorded before that was kept: every request)."""
+    return int(result.slo_requests or result.requests) if getattr(result, "slo_requests", None) else result.requests
+
+
 def pooled_slo_fields(results: Sequence[Any], confidence: float) -> dict[str, Any]:
-    """One scenario's SLO figures over several measurements of it (the confirmation's visits): the verdict on
-    all their requests (no margin: the visits keep counts, not ratios), the good-token share over all their
-    tokens, the median achieved rate, and the requests and tokens they counted ({} when none was judged)."""
+    """One scenario's SLO figures over several measurements of it (the confirmation's visits, each with fresh
+    arrivals: independent replicates): the verdict on all their judged requests, its interval the wider of the
+    requests' (Clopper-Pearson) and the visits' own spread (:func:`tuner.stats.batch_share_interval`), no margin
+    (the visits keep counts, not ratios); a measurement too short for steady state keeps it from met. Beside it
+    the good-token share over all their tokens, the median achieved rate, and the requests and tokens they
+    counted ({} when none was judged)."""
     judged = [r for r in results if r.attainment is not None and r.requests and r.slo_required is not None]
     if not judged:
         return {}
-    n = sum(r.requests for r in judged)
-    met = round(sum(r.attainment * r.requests for r in judged))
-    low, high = clopper_pearson(met, n, confidence)
+    n = sum(_judged(r) for r in judged)
+    met = round(sum(r.attainment * _judged(r) for r in judged))
+    cp = clopper_pearson(met, n, confidence)
+    low, high = batch_share_interval([r.attainment for r in judged], met / n, confidence, within=cp)
     required = judged[0].slo_required
+    too_short = any(bool(getattr(r, "slo_too_short", False)) for r in judged)
+    state = SloVerdict.decide(low, high, required)
     verdict = SloVerdict(
-        state=SloVerdict.decide(low, high, required), required=required, requests=n, attainment=met / n,
-        low=low, high=high,
+        state=UNDECIDED if too_short and state == MET else state, required=required, requests=n,
+        attainment=met / n, low=low, high=high, too_short=too_short,
     )  # fmt: skip
     tokens = sum(r.output_tokens for r in judged)
     shares = [(r.good_token_share, r.output_tokens) for r in judged if r.good_token_share is not None]
@@ -111,6 +164,6 @@ def pooled_slo_fields(results: Sequence[Any], confidence: float) -> dict[str, An
         **verdict.figures(),
         "good_token_share": sum(s * w for s, w in shares) / tokens if shares and tokens else None,
         "achieved_rps": statistics.median(rates) if rates else None,
-        "requests": n,
+        "requests": sum(r.requests for r in judged),
         "output_tokens": tokens,
     }

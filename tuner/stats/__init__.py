@@ -5,6 +5,7 @@ decides how many repeats a scenario (or a whole objective) needs.
 Changing how `tune` decides that a config is slower, or when it has measured enough, is a change here.
 """
 
+from tuner.stats._batches import batch_quantile_interval, batch_share_interval
 from tuner.stats._binomial import clopper_pearson, percentile_interval
 from tuner.stats._combine import weighted_log_mean
 from tuner.stats._estimate import (
@@ -44,6 +45,8 @@ __all__ = [
     "ReferenceLookup",
     "RepeatDecision",
     "SequentialPolicy",
+    "batch_quantile_interval",
+    "batch_share_interval",
     "bootstrap_ci",
     "clopper_pearson",
     "decide_objective",

@@ -22,8 +22,9 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from tuner.bench import BaseBenchmark, ScenarioResult, WarmupPolicy
+from tuner.bench import BaseBenchmark, LoadResult, ScenarioResult, WarmupPolicy, latency_figures
 from tuner.config import BenchmarkSection, GateSection, ReadinessSection, Scenario, StudyConfig, base_spec
 from tuner.endpoint import Endpoint
 from tuner.errors import DiedUnderLoad, StartFailed
@@ -41,7 +42,7 @@ from tuner.sim._startup import (
 )
 from tuner.sim.inprocess._truth import ModelledScenario, Variant, model_scenario, parse_launch
 from tuner.spec import LaunchSpec, program_part
-from tuner.stats import SequentialPolicy
+from tuner.stats import RepeatDecision, SequentialPolicy
 from tuner.study import Console, TrialParts, run_study
 from tuner.target import Target, open_target
 from tuner.target.readiness import LogWatch, Ready
@@ -359,19 +360,16 @@ class ModelBenchmark(BaseBenchmark):
             f = self._factor() * self._service.first_pass(shape)
             first_pass, seconds = m.tok_s * f, seconds + m.seconds / f
         warmup_s = seconds
-        factors: list[float] = []
-        tok_s: list[float] = []
-        # The same sequential policy as the HTTP benchmark: one repeat at a time until it says stop.
-        while True:
-            factors.append(self._factor() * self._service.first_pass(shape))
-            tok_s.append(m.tok_s * factors[-1])
-            if (decision := self.next_repeat(scenario, tok_s)).stop:
-                break
-        per_stream = [m.per_stream_tok_s * f for f in factors]
-        seconds += sum(m.seconds / f for f in factors)
+        passes, factors, decision = self._repeats(cfg, scenario, m, shape)
+        tok_s = [p.tok_s * f for p, f in zip(passes, factors, strict=True)]
+        per_stream = [p.per_stream_tok_s * f for p, f in zip(passes, factors, strict=True)]
+        seconds += sum(p.seconds / f for p, f in zip(passes, factors, strict=True))
         # Open loop: a faster run shortens every request's times; the rates are the schedule's and the queue's.
         speed = math.exp(statistics.fmean(math.log(f) for f in factors))
-        latency = {k: v / speed if k.endswith("_s") and v is not None else v for k, v in m.latency.items()}
+        latency = {
+            k: v / speed if k.endswith("_s") and isinstance(v, float) else v
+            for k, v in self._latency(scenario, passes).items()
+        }
         # The SLO is judged on the noise-free requests (noise moves every request alike, not one by one).
         self._service.clock.add("benchmark", seconds)
         return ScenarioResult.from_repeats(
@@ -391,6 +389,23 @@ class ModelBenchmark(BaseBenchmark):
             warmup_s=round(warmup_s, 3),
             **latency,
         ).stopped_by(decision)
+
+    def _repeats(
+        self, cfg: ServerConfig, scenario: Scenario, first: ModelledScenario, shape: int
+    ) -> tuple[list[ModelledScenario], list[float], RepeatDecision]:
+        """The same sequential policy as the HTTP benchmark: one repeat at a time, each with its own arrivals (the
+        draw's seed plus the repeat, as the HTTP benchmark draws them), until it says stop and an SLO is decided;
+        each repeat's modelled pass and speed factor."""
+        factors: list[float] = []
+        passes: list[ModelledScenario] = []
+        while True:
+            passes.append(first if not passes else self._modelled(cfg, scenario, repeat=len(passes)))
+            if passes[-1].died is not None:
+                raise self._died(scenario, passes[-1])
+            factors.append(self._factor() * self._service.first_pass(shape))
+            decision = self.next_repeat(scenario, [p.tok_s * f for p, f in zip(passes, factors, strict=True)])
+            if decision.stop and not self.slo_pending(scenario, self._latency(scenario, passes), len(passes)):
+                return passes, factors, decision
 
     def extend_scenario(self, scenario: Scenario, result: ScenarioResult) -> ScenarioResult:
         cfg = self._service.server_config
@@ -418,9 +433,17 @@ class ModelBenchmark(BaseBenchmark):
             **kept,
         )
 
-    def _modelled(self, cfg: ServerConfig, scenario: Scenario) -> ModelledScenario:
-        m = model_scenario(cfg, scenario, seed=self.draw_seed(self._config.seed), confidence=self._config.confidence)
+    def _modelled(self, cfg: ServerConfig, scenario: Scenario, *, repeat: int = 0) -> ModelledScenario:
+        seed = self.draw_seed(self._config.seed) + repeat
+        m = model_scenario(cfg, scenario, seed=seed, confidence=self._config.confidence)
         return self._variant(cfg, scenario, m) if self._variant else m
+
+    def _latency(self, scenario: Scenario, passes: Sequence[ModelledScenario]) -> Mapping[str, Any]:
+        """The latency figures and SLO verdict over every pass's requests, as the HTTP benchmark pools them."""
+        if not passes[0].records:
+            return passes[0].latency
+        runs = [LoadResult(records=list(p.records), started=len(p.records)) for p in passes]
+        return latency_figures(runs, slo=scenario.slo, confidence=self._config.confidence, looks=self.slo_looks)
 
     def _died(self, scenario: Scenario, m: ModelledScenario) -> DiedUnderLoad:
         """What the HTTP benchmark reports when the scenario's requests fail (and the crash, when there is one)."""

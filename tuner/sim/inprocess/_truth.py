@@ -82,6 +82,9 @@ class ModelledScenario:
     """Open loop: TTFT/TPOT/E2E percentiles and the offered/achieved rates, by their ScenarioResult fields."""
     tokens_per_request: float | None = None
     """Closed loop: output tokens per request (the completion rate is the throughput over it)."""
+    records: tuple[RequestRecord, ...] = ()
+    """Open loop: the modelled requests as the client would have recorded them (the figures in :attr:`latency`
+    are theirs; a benchmark of several passes pools them)."""
 
     @property
     def output_tok_s(self) -> float:
@@ -352,6 +355,7 @@ def _open_loop(
         seconds=end,
         retractions=lines,
         latency=latency,
+        records=tuple(records),
     )
 
 
