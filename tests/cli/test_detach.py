@@ -110,6 +110,10 @@ def test_the_hang_up_is_real_a_run_in_the_foreground_stops(case: Case) -> None:
 
 
 def test_a_detached_run_survives_its_terminal_hanging_up(case: Case) -> None:
+    # `tune status` must find the run still going: servers that load for 2 s each keep it going for tens of
+    # seconds whatever the machine's load (a `tune status` took 40 s on a machine loaded 6 times over, when the
+    # 0.02 s loads had let the run end before it).
+    slow(case, load_s=2)
     shown = _in_a_terminal_that_hangs_up(
         case, "start", "--config", "fault.toml", "--trials", "3", "--detach",
         until=r"stop: +tune interrupt --config fault\.toml",

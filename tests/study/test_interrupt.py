@@ -109,6 +109,8 @@ def test_a_stop_just_after_a_verdict_keeps_the_verdict(make_config) -> None:  # 
     assert not any(record_of(t).interrupted is not None for t in study.trials)
 
 
+@pytest.mark.timeout(900)  # 21 real `tune start` runs, each to a server's readiness: 300 s was not enough on a
+# machine loaded many times over (each run's imports alone are seconds of CPU there)
 def test_ctrl_c_at_any_moment_after_ready_stops_cleanly(tmp_path: Path, port: int) -> None:
     """Ctrl-C 0-1 s after a server became ready (every 0.05 s: the warm-up, the benchmark's event loop and its
     tasks, the scoring, the next restart), one real `tune start` each, the same study resumed: each stops with
