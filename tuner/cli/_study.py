@@ -470,7 +470,7 @@ def _status_head(study: optuna.Study, config: StudyConfig, facts: StudyRecord) -
 
 
 def _time_left(study: optuna.Study, config: StudyConfig, facts: StudyRecord) -> str:
-    """``~1h52m left: 12 trials and 6 confirmation visits, each a restart (...) and ... measuring``: the progress
+    """``~52m15s left: 5 trials and 6 confirmation visits, each a restart (...) and ... measuring``: the progress
     line's ETA (:func:`tuner.study.study_eta`), for a study that has trials left or its confirmation to run."""
     from tuner.study import study_eta
     from tuner.trials import counted_trials

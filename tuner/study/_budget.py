@@ -139,7 +139,7 @@ class StudyEta:
         return (self.trials_left + self.visits_left) * (self.restart_s + self.measure_s)
 
     def text(self) -> str:
-        """``~1h52m left: 12 trials and 6 confirmation visits, each a restart (~6m10s, mean of 8) and ~2m05s
+        """``~52m15s left: 5 trials and 6 confirmation visits, each a restart (~3m10s, mean of 8) and ~1m35s
         measuring`` ("" when :attr:`seconds` is None)."""
         seconds = self.seconds
         if seconds is None or self.restart_s is None or self.measure_s is None:
