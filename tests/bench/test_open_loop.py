@@ -232,8 +232,11 @@ def test_a_client_cap_queues_as_the_servers_own_cap(start_sim: Callable[..., Sim
     assert result.client_processes == 1
     model = model_scenario(ServerConfig.from_argv([*DDTREE, "--max-running-requests", "4"], ENV), sc, seed=0)
     assert model.latency["ttft_p99_s"] > 2 * model.latency["ttft_p50_s"]  # the cap queues: the p99 waits its turn
-    # As in the model's own comparison above: HTTP adds ~10 ms to every TTFT and end-to-end time.
-    for field in ("ttft_p50_s", "ttft_p99_s", "e2e_p50_s", "tpot_p50_s", "achieved_rps"):
+    assert result.ttft_p99_s > 2 * result.ttft_p50_s  # and so does the client's
+    # As in the model's own comparison above: HTTP adds ~10 ms to every TTFT and end-to-end time. Not the p99s:
+    # of 24 requests less the pass's fill (sized from each run's own median residence) a p99 is the largest of a
+    # slightly different set of requests in each.
+    for field in ("ttft_p50_s", "e2e_p50_s", "tpot_p50_s", "achieved_rps"):
         assert getattr(result, field) == pytest.approx(model.latency[field], rel=0.15, abs=0.03), field
 
 

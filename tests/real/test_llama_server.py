@@ -453,19 +453,19 @@ def _check_open_loop_run(
     # Attainment: a count of met requests between the bounds, its exact interval, and the verdict they imply.
     slo = scenario.slo
     assert slo is not None and slo.tpot_s == limit
-    n = result["slo_requests"]
-    assert n == len(steady) and 0 < n <= len(tasks), (n, fill)
-    met = round(result["attainment"] * n)
-    assert result["attainment"] == pytest.approx(met / n, abs=1e-12)
+    judged = result["slo_requests"]
+    assert judged == len(steady) and 0 < judged <= n, (judged, fill)
+    met = round(result["attainment"] * judged)
+    assert result["attainment"] == pytest.approx(met / judged, abs=1e-12)
     low, high = _met_bounds(steady, limit, delivery)
     assert low <= met <= high, (met, low, high, limit, sorted(t.tpot_s for t in tasks))
     conf = config.benchmark.confidence
-    assert (result["attainment_low"], result["attainment_high"]) == pytest.approx(clopper_pearson(met, n, conf))
-    verdicts = {clopper_pearson(k, n, conf)[1] < slo.attainment for k in range(low, high + 1)}
+    assert (result["attainment_low"], result["attainment_high"]) == pytest.approx(clopper_pearson(met, judged, conf))
+    verdicts = {clopper_pearson(k, judged, conf)[1] < slo.attainment for k in range(low, high + 1)}
     missed = result["slo_verdict"] == "missed"
     assert len(verdicts) == 2 or verdicts == {missed}, (met, low, high, result["attainment_high"])
     return {
-        "requests": n, "limit": limit, "met": met, "low": low, "high": high,
+        "requests": judged, "limit": limit, "met": met, "low": low, "high": high,
         "server_met": sum(t.tpot_s <= limit for t in steady), "fill": fill,
         "tpot_worst": tpot, "ttft_worst": ttft_worst, "e2e_worst": e2e_worst, "wait": wait,
         "missed": float(missed), "achieved": result["achieved_rps"], "server_achieved": (n - 1) / server_span,
@@ -476,7 +476,7 @@ def _check_open_loop_run(
 def _summary(r: dict[str, float]) -> str:
     verdict = "missed" if r["missed"] else "met"
     return (
-        f"TPOT {r['limit'] * 1000:.1f} ms: server {r['server_met']:.0f}/{r['requests'] - r['fill']:.0f} steady met "
+        f"TPOT {r['limit'] * 1000:.1f} ms: server {r['server_met']:.0f}/{r['requests']:.0f} steady met "
         f"({r['fill']:.0f} fill), tune {r['met']:.0f} "
         f"(allowed {r['low']:.0f}-{r['high']:.0f}), {verdict}; percentiles within TPOT {r['tpot_worst'] * 1000:.2f} "
         f"ms, TTFT {r['ttft_worst'] * 1000:.0f} ms, E2E {r['e2e_worst'] * 1000:.0f} ms; achieved {r['achieved']:.3f} "
@@ -539,15 +539,15 @@ def test_open_loop_slo_attainment_agrees_with_the_servers_own_timings(
             path.write_text(text)
             result, tasks = _open_loop_pass(server, path, capsys)
             runs.append(_check_open_loop_run(result, tasks, load_config(path), limit))
-            if len(runs) > 1 and 0 < runs[-1]["server_met"] < len(tasks) - runs[-1]["fill"]:
+            if len(runs) > 1 and 0 < runs[-1]["server_met"] < runs[-1]["requests"]:
                 break
             limit = statistics.median(t.tpot_s for t in tasks[int(runs[-1]["fill"]) :])
     finally:
         server.kill()
     client_rerun.check(sum(int(r["reruns"]) for r in runs))
     first, last = runs[0], runs[-1]
-    assert first["met"] == first["server_met"] == first["requests"] - first["fill"] and not first["missed"], first
-    assert len(runs) > 1 and 0 < last["server_met"] < last["requests"] - last["fill"], runs  # the limit split them
+    assert first["met"] == first["server_met"] == first["requests"] and not first["missed"], first
+    assert len(runs) > 1 and 0 < last["server_met"] < last["requests"], runs  # the limit split them
     with capsys.disabled():
         print("\nllama-server open loop + SLO: " + "; ".join(map(_summary, runs)))
 
