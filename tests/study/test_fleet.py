@@ -180,31 +180,3 @@ def test_a_new_sqlite_file_locked_by_another_starter_is_waited_for(tmp_path: Pat
     assert isinstance(storage, optuna.storages.RDBStorage)
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-
-
-def test_a_sqlite_study_commits_without_waiting_for_the_disk_yet_survives_a_killed_writer(tmp_path: Path) -> None:
-    """Every connection of a SQLite storage runs WAL with synchronous=NORMAL (no fsync per commit: a trial's few
-    hundred facts are one commit each); what a process committed before it was killed is all there."""
-    import signal
-    import sqlite3
-    import subprocess
-    import sys
-
-    url = f"sqlite:///{tmp_path / 'study.db'}"
-    storage = make_storage(url)
-    assert isinstance(storage, optuna.storages.RDBStorage)
-    with storage.engine.connect() as conn:
-        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
-        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
-    writer = (
-        "import os, signal, optuna\n"
-        "from tuner.study import make_storage\n"
-        f"study = optuna.create_study(study_name='s', storage=make_storage({url!r}))\n"
-        "trial = study.ask()\n"
-        "for i in range(50): trial.set_user_attr(f'k{i}', i)\n"
-        "os.kill(os.getpid(), signal.SIGKILL)\n"
-    )
-    done = subprocess.run([sys.executable, "-c", writer], check=False)
-    assert done.returncode == -signal.SIGKILL
-    with sqlite3.connect(tmp_path / "study.db") as conn:
-        assert conn.execute("SELECT COUNT(*) FROM trial_user_attributes").fetchone() == (50,)

@@ -9,7 +9,6 @@ import warnings
 from pathlib import Path
 
 import optuna
-import sqlalchemy.event
 import sqlalchemy.exc
 
 from tuner.config import StudyConfig, parse_config
@@ -51,7 +50,6 @@ def make_storage(url: str, *, busy_s: float = 60.0, create: bool = True) -> optu
             storage = optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
             defer_during_connections(storage.engine)
             if url.startswith("sqlite:///"):
-                _sync_at_checkpoints(storage.engine)
                 watch_busy(storage.engine, label=url.removeprefix("sqlite:///"), limit_s=busy_s)
             return storage
         except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.OperationalError, sqlalchemy.exc.ProgrammingError):
@@ -135,23 +133,6 @@ def _use_wal(path: Path, *, busy_s: float) -> None:
 
     if wait_until(switched, timeout=busy_s, interval=0.05) is None:
         raise locked[-1]
-
-
-def _sync_at_checkpoints(engine: sqlalchemy.engine.Engine) -> None:
-    """``synchronous=NORMAL`` on every connection: in WAL mode a commit then waits for no fsync (a trial writes
-    a few hundred facts, each its own commit: 4 ms each with FULL, 1 ms with NORMAL). A commit still survives
-    tune being killed at any point (interrupt and resume rely on that); only a power loss can roll back the
-    last ones, never corrupt the file (SQLite's WAL documentation), and a resumed study re-runs such a trial."""
-
-    def on_connect(dbapi_connection: sqlite3.Connection, _record: object) -> None:
-        cursor = dbapi_connection.cursor()
-        try:
-            cursor.execute("PRAGMA synchronous=NORMAL")
-        finally:
-            cursor.close()
-
-    sqlalchemy.event.listen(engine, "connect", on_connect)
-    engine.dispose()  # a connection opened before the listener (Optuna's schema check) is not reused unset
 
 
 def open_study(
