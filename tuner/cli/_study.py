@@ -415,9 +415,11 @@ def _status(args: argparse.Namespace) -> int:
         return 0
     facts = study_record(study)
     print(_status_head(study, config, facts))
-    if left := _time_left(study, config, facts):
+    runs = run_lines(config, study=study.study_name, storage=storage)
+    # The time left is a running study's: a stopped one reads as it always did (tests/trials/test_stored_format).
+    if any(line.startswith("run: ") for line in runs) and (left := _time_left(study, config, facts)):
         print(left)
-    for line in run_lines(config, study=study.study_name, storage=storage):
+    for line in runs:
         print(line)
     if rec is not None:
         finish = tune_command("finish", config, storage=storage, study=study.study_name)
