@@ -416,11 +416,9 @@ def _status(args: argparse.Namespace) -> int:
     facts = study_record(study)
     print(_status_head(study, config, facts))
     runs = run_lines(config, study=study.study_name, storage=storage)
-    # The time left is a running study's: a stopped one reads as it always did (tests/trials/test_stored_format).
-    if any(line.startswith("run: ") for line in runs) and (left := _time_left(study, config, facts)):
-        print(left)
-    for line in runs:
-        print(line)
+    for line in [_time_left(study, config, facts, runs), *runs]:
+        if line:
+            print(line)
     if rec is not None:
         finish = tune_command("finish", config, storage=storage, study=study.study_name)
         for line in recommendation_lines(study, config, rec, finish=finish):
@@ -471,11 +469,15 @@ def _status_head(study: optuna.Study, config: StudyConfig, facts: StudyRecord) -
     return f"study {study.study_name}: {counted_trials(study)}/{target} counted trials{saved_text}"
 
 
-def _time_left(study: optuna.Study, config: StudyConfig, facts: StudyRecord) -> str:
+def _time_left(study: optuna.Study, config: StudyConfig, facts: StudyRecord, runs: list[str]) -> str:
     """``~52m15s left: 5 trials and 6 confirmation visits, each a restart (...) and ... measuring``: the progress
-    line's ETA (:func:`tuner.study.study_eta`), for a study that has trials left or its confirmation to run."""
+    line's ETA (:func:`tuner.study.study_eta`), for a study that has trials left or its confirmation to run. Only
+    while a run of it is live (``runs``): a stopped study reads as it always did (tests/trials/test_stored_format)."""
     from tuner.study import study_eta
     from tuner.trials import counted_trials
+
+    if not any(line.startswith("run: ") for line in runs):
+        return ""
 
     target = config.study.trials if facts.target_trials is None else facts.target_trials
     eta = study_eta(
