@@ -366,8 +366,12 @@ def write_stored(study: optuna.Study, trial: optuna.Trial | FrozenTrial | int, *
 
 def write_scenario(trial: optuna.Trial, result: Any) -> None:
     """Record one :class:`~tuner.bench.ScenarioResult`'s figures, every metric of the registry."""
+    # Each attr is a commit of the study's database (about 2 ms on SQLite, 65 a scenario): a scenario recorded
+    # again after the objective's repeats writes only the figures that changed.
+    held = trial.user_attrs
     for key, value in scenario_attrs(result).items():
-        trial.set_user_attr(key, value)
+        if key not in held or held[key] != value:
+            trial.set_user_attr(key, value)
 
 
 def as_user_attrs(**facts: Unpack[TrialFacts]) -> dict[str, Any]:
