@@ -185,7 +185,10 @@ def confirmation_visits(config: StudyConfig) -> int:
 
     k = config.search.confirm_top
     # Only a single objective ranks its finalists (a Pareto front has nothing to confirm).
-    return k * ROUNDS if k >= 2 and len(objective_of(config).directions()) == 1 else 0
+    if k < 2 or len(objective_of(config).directions()) != 1:
+        return 0
+    # The baseline stands beside them in every round (unless it is a finalist itself: rare, one visit over).
+    return (k + int(config.search.confirm_baseline)) * ROUNDS
 
 
 def _duration(seconds: float) -> str:
