@@ -46,7 +46,7 @@ def test_the_confirmation_s_two_rounds_are_kept_free_before_the_deadline() -> No
     b = TimeBudget(deadline=1000.0, config=DEMO)
     assert b.reserved_s() == 0 and b.fits({"algorithm": "DDTREE"}, now=999.0)  # no model yet
     b.record({"algorithm": "DDTREE"}, 10.0)
-    assert b.reserved_s() == 3 * ROUNDS * 10.0  # the top two and the baseline, each visited in every round, ~a trial a visit
+    assert b.reserved_s() == 3 * ROUNDS * 10.0  # the top two and the baseline in every round, ~a trial a visit
     assert b.fits({"algorithm": "DDTREE"}, now=1000.0 - 10.0 - b.reserved_s())
     assert not b.fits({"algorithm": "DDTREE"}, now=1000.0 - 10.0 - b.reserved_s() + 1.0)
     assert b.expected_trials(now=1000.0 - b.reserved_s() - 35.0) == 3

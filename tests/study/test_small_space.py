@@ -97,8 +97,8 @@ def test_an_interrupted_final_study_says_its_recommendation_is_not_verified(
     assert f"recommended: trial #{rec.trial.number} (best by its own measurement)" in out
     verdict = next(line for line in out.splitlines() if line.startswith("NOT VERIFIED"))
     assert verdict == (
-        f"NOT VERIFIED: the top {cfg.search.confirm_top} configs were not re-measured and its correctness gate has not run (only finalists "
-        f"are gated, at the end of the study); finish with: tune finish --config {source}"
+        f"NOT VERIFIED: the top {cfg.search.confirm_top} configs were not re-measured and its correctness gate has "
+        f"not run (only finalists are gated, at the end of the study); finish with: tune finish --config {source}"
     )
     assert main(["apply", "--best", "--config", source]) == 1
     err = capsys.readouterr().err
