@@ -36,7 +36,11 @@ from tuner.secrets import masked_url
 
 __all__ = ["add_detach_args", "detach", "recorded", "register", "run_lines", "running_run_hint"]
 
-DETACH_SETTLE_S = 5.0
+#: How long ``--detach`` waits for the new run to pass its preflight and open its study (its parent says why it
+#: failed, in the foreground, when it fails before that); past this it is left starting in the background.
+DETACH_SETTLE_S = 300.0
+#: The environment variable that gives a detached run the pipe on which it says it is under way.
+DETACH_FD_ENV = "TUNE_DETACH_FD"
 """How long ``--detach`` watches the new run before it leaves it: what fails at once (a configuration, the
 preflight, a held lock, a changed study) fails within it, and is shown with its exit status."""
 POLL_S = 0.5
@@ -81,11 +85,22 @@ class Run:
     status: int = 0
     """The exit status of a command that returns one instead of raising (a fleet's launcher)."""
     book: _Book | None = None
+    under_way_fd: int | None = None
+    """A detached run's end of the pipe its parent watches (``tune start --detach``)."""
 
     def held(self) -> None:
         """The run holds the server's lock (``run_study``'s ``on_locked``): the run is this study's run now."""
         if self.book is not None:
             self.book.begin()
+
+    def under_way(self) -> None:
+        """The preflight passed and the study is open (``run_study``'s ``on_open``): a detached run tells the
+        ``--detach`` that started it, which then leaves it in the background."""
+        fd, self.under_way_fd = self.under_way_fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):  # the parent gave up waiting: nothing to tell
+                os.write(fd, b"1")
+            os.close(fd)
 
 
 @dataclass(kw_only=True)
@@ -136,7 +151,7 @@ def recorded(config: StudyConfig, args: argparse.Namespace, *, study: str, stora
     book = _Book(path=path, study=study, command=command, log=log, offset=offset)
     if log is not None:
         print(f"=== {datetime.now():%Y-%m-%d %H:%M:%S} {command} (pid {os.getpid()}) ===", flush=True)
-    run = Run(book=book)
+    run = Run(book=book, under_way_fd=_under_way_fd() if log is not None else None)
     try:
         yield run
     except BaseException as exc:
@@ -191,6 +206,12 @@ def _own_argv(args: argparse.Namespace) -> list[str]:
     return argv
 
 
+def _under_way_fd() -> int | None:
+    """The pipe to the ``--detach`` parent, taken out of the environment (the server is not to inherit it)."""
+    text = os.environ.pop(DETACH_FD_ENV, "")
+    return int(text) if text.isdigit() else None
+
+
 def _as_detached(log: Path) -> None:
     """The detached run itself: its lines reach the log as they are printed, and Ctrl-C (``tune interrupt``)
     stops it even when the shell that ran ``--detach`` ignored SIGINT for its background jobs."""
@@ -203,8 +224,8 @@ def _as_detached(log: Path) -> None:
 
 
 def detach(config: StudyConfig, args: argparse.Namespace, *, study: str, storage: str) -> int:
-    """Start this command again as a session of its own, logging to ``runs/<study>/tune.log``; watch it for a
-    few seconds, then leave it (or, when it ended already, end as it did)."""
+    """Start this command again as a session of its own, logging to ``runs/<study>/tune.log``; watch it until
+    its preflight passed and its study is open, then leave it (or, when it ended before, end as it did)."""
     from tuner.cli._output import writing
     from tuner.report import tune_command
 
@@ -216,14 +237,20 @@ def detach(config: StudyConfig, args: argparse.Namespace, *, study: str, storage
         )
     log = log_path(config, study, storage)
     argv = [sys.executable, "-m", "tuner", *[a for a in _own_argv(args) if a != "--detach"], "--detached-log", str(log)]
-    with writing(log, what=f"cannot write the run's log {log}"):
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with log.open("ab") as out:
-            offset = out.tell()
-            child = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-            )
-    status = _settle(child, log, offset)
+    ready, told = os.pipe()
+    try:
+        with writing(log, what=f"cannot write the run's log {log}"):
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with log.open("ab") as out:
+                offset = out.tell()
+                child = subprocess.Popen(
+                    argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                    pass_fds=(told,), env={**os.environ, DETACH_FD_ENV: str(told)},
+                )  # fmt: skip
+    finally:
+        os.close(told)  # the child's copy is the only one left: its exit ends the pipe
+    with os.fdopen(ready, "rb", buffering=0) as pipe:
+        status = _settle(child, log, offset, pipe)
     if status is not None:
         return status
     def command(verb: str) -> str:
@@ -238,18 +265,24 @@ def detach(config: StudyConfig, args: argparse.Namespace, *, study: str, storage
     return 0
 
 
-def _settle(child: subprocess.Popen[bytes], log: Path, offset: int) -> int | None:
-    """Show what the new run logs in its first seconds; its exit status if it ended in them, else None."""
+def _settle(child: subprocess.Popen[bytes], log: Path, offset: int, pipe: Any) -> int | None:
+    """Show what the new run logs until it says it is under way (None) or ends (its exit status): a run that
+    fails in its preflight fails here, however slowly a loaded machine brings it there."""
+    import select
+
     shown = offset
     deadline = time.monotonic() + DETACH_SETTLE_S
-    while True:
-        status = child.poll()
+    while time.monotonic() < deadline:
+        readable, _, _ = select.select([pipe], [], [], 0.1)
+        said = pipe.read(1) if readable else None
         shown = _show(log, shown, sys.stderr)
-        if status is not None:
-            return status
-        if time.monotonic() >= deadline:
+        if said:
             return None
-        time.sleep(0.1)
+        if said == b"":  # the pipe ended without a word: the run ended before it was under way
+            status = child.wait()
+            _show(log, shown, sys.stderr)
+            return status
+    return None
 
 
 def _show(log: Path, offset: int, stream: Any) -> int:

@@ -133,13 +133,14 @@ def _start(args: argparse.Namespace) -> int:
             from tuner.cli._fleet import run_fleet
 
             run.held()  # its workers hold the servers' locks: the launcher is the study's run from here
+            run.under_way()  # each worker runs its own preflight and says why it stops in the log
             run.status = run_fleet(args, config)
             return run.status
         if hosts:
             from tuner.config import fleet_member
 
             config = fleet_member(config, 0)
-        run.ran, answered = _run_to_the_end(config, args, on_locked=run.held)
+        run.ran, answered = _run_to_the_end(config, args, on_locked=run.held, on_open=run.under_way)
         run.status = 0 if answered else NO_ANSWER
     return run.status
 
@@ -156,7 +157,9 @@ def _fleet_worker(args: argparse.Namespace, config: Any) -> int:
     return 0 if answered else NO_ANSWER
 
 
-def _run_to_the_end(config: Any, args: argparse.Namespace, *, on_locked: Any = None) -> tuple[int, bool]:
+def _run_to_the_end(
+    config: Any, args: argparse.Namespace, *, on_locked: Any = None, on_open: Any = None
+) -> tuple[int, bool]:
     """``tune start``'s study loop and its last lines; the trials it ran, and whether it has an answer."""
     from tuner.study import run_study
 
@@ -170,6 +173,7 @@ def _run_to_the_end(config: Any, args: argparse.Namespace, *, on_locked: Any = N
         deadline=args.deadline,
         allow_mixed_targets=args.allow_mixed_targets,
         on_locked=on_locked,
+        on_open=on_open,
     )
     return summary.ran, _print_end(config, summary)
 
@@ -214,6 +218,7 @@ def _resume(args: argparse.Namespace) -> int:
             study_name=study,
             preflight=not args.skip_preflight,
             on_locked=run.held,
+            on_open=run.under_way,
         )
         run.ran = summary.ran
         run.status = 0 if _print_end(config, summary) else NO_ANSWER
@@ -238,7 +243,9 @@ def _finish(args: argparse.Namespace) -> int:
     if args.detach and args.detached_log is None:
         return detach(config, args, study=name, storage=storage)
     with recorded(config, args, study=name, storage=storage) as run:
-        summary = run_study(config, trials=0, storage=storage, study_name=name, on_locked=run.held)
+        summary = run_study(
+            config, trials=0, storage=storage, study_name=name, on_locked=run.held, on_open=run.under_way
+        )
         run.ran = summary.ran
         run.status = 0 if _print_end(config, summary, more=False) else NO_ANSWER
     return run.status

@@ -85,6 +85,7 @@ def run_study(
     allow_mixed_targets: bool = False,
     preflight: bool = True,
     on_locked: Callable[[], None] | None = None,
+    on_open: Callable[[], None] | None = None,
 ) -> RunSummary:
     """Run trials until the study holds ``trials`` counted trials in total (a resume continues to N), then
     re-measure and gate the top (``confirm=True`` forces it: ``tune best --confirm``).
@@ -94,7 +95,8 @@ def run_study(
     ``worker_name`` names this worker of a fleet; a server unlike the study's is refused unless
     ``allow_mixed_targets``. With the config's own target the preflight runs and the lock is taken before the
     study is created: a broken environment or a busy server is refused with nothing created or changed;
-    ``on_locked`` is called once the lock is held: from then on the run is the study's (its run record).
+    ``on_locked`` is called once the lock is held (the run is the study's: its run record), ``on_open`` once the
+    preflight passed and the study is open (a detached run is under way: its parent stops watching).
     """
     from_file = config  # what the study file says: a hint addresses the study by the file only if it names it
     if study_name and study_name != config.study.name:
@@ -119,6 +121,7 @@ def run_study(
             on_locked()
         study = _open(run, target, worker, storage=storage, force_config=force_config, check=check,
                       allow_mixed_targets=allow_mixed_targets)  # fmt: skip
+        (on_open or _nothing)()
         _run_locked(run, study, target)
     with storage_faults(run.storage):
         summary = _summarise(study, run, seconds=time.monotonic() - start)
@@ -126,6 +129,10 @@ def run_study(
         hint = resume_command(from_file, run.storage, run.goal, study=config.study.name)
         raise Interrupted(f"stopped at {summary.counted}/{run.goal} trials. Resume with: {hint}", ran=summary.ran)
     return summary
+
+
+def _nothing() -> None:
+    pass
 
 
 @dataclass(kw_only=True)
