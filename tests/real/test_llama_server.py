@@ -167,7 +167,10 @@ def test_bench_agrees_with_the_servers_own_timings_and_counters(
             + ", ".join(f"{r['accept_length']:.2f}" for r in results)
             + f" (counters over all: {1 + d_accepted / d_drafts:.2f}, tune's token-weighted: {pooled:.2f})"
         )
-    assert all(0.98 <= x <= 1.02 for x in ratios), ratios
+    # tune's tok/s never beats the server's own timers by more than their rounding, and falls short of them by the
+    # time around them: the HTTP exchange, tokenizing, the client's event loop. That share grows with the
+    # machine's load (2.4% with the whole suite on 2 cores): 5% still catches a pass timed or counted wrong.
+    assert all(0.95 <= x <= 1.02 for x in ratios), ratios
 
 
 def test_a_model_free_drafter_and_no_speculation(
