@@ -41,8 +41,6 @@ __all__ = ["add_detach_args", "detach", "recorded", "register", "run_lines", "ru
 DETACH_SETTLE_S = 300.0
 #: The environment variable that gives a detached run the pipe on which it says it is under way.
 DETACH_FD_ENV = "TUNE_DETACH_FD"
-"""How long ``--detach`` watches the new run before it leaves it: what fails at once (a configuration, the
-preflight, a held lock, a changed study) fails within it, and is shown with its exit status."""
 POLL_S = 0.5
 
 
