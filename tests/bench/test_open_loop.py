@@ -45,6 +45,14 @@ def _run(sim: SimProcess, sc: Scenario, **kw: object) -> ScenarioResult:
     return HttpBenchmark(endpoint=Endpoint(base_url=sim.url), config=section).run_scenario(sc)
 
 
+def _client_lateness(result: ScenarioResult) -> float:
+    """How late tune's own client says it was in the counted pass: a request sent late (its start delay) or a
+    token read late (the event loop's longest stall) moves that request's figure by up to this much. tune accepts a
+    pass with up to 10% of the median latency of it (tuner.bench._alarm); a loaded machine spends it on the
+    request that sets a p99 as readily as on any other."""
+    return (result.client_stall_s or 0.0) + (result.start_delay_p99_s or 0.0)
+
+
 def _server_log(path: Path, result: ScenarioResult, *, steady: bool = True) -> tuple[list[float], list[float]]:
     """TTFT and end-to-end latency of every request of ``result``'s pass the server finished, from its own clock;
     ``steady``: only those that judge the pass, after its queue filled (the first ``fill_requests`` to arrive are
@@ -78,7 +86,7 @@ def test_below_capacity_tune_agrees_with_the_servers_log(
         (result.e2e_p50_s, percentile(e2e, 50)),
         (result.e2e_p99_s, percentile(e2e, 99)),
     ):
-        assert ours == pytest.approx(theirs, rel=0.05)
+        assert ours == pytest.approx(theirs, rel=0.05, abs=_client_lateness(result))
     schedule = arrival_schedule(sc, count=sc.requests, seed=0)
     assert schedule is not None and result.offered_rps == pytest.approx(span_rate(schedule), rel=1e-4)
     assert result.achieved_rps is not None and result.offered_rps is not None
@@ -189,9 +197,13 @@ def test_the_in_process_model_agrees_with_the_http_simulator(start_sim: Callable
     result = _run(sim, sc)
     model = model_scenario(ServerConfig.from_argv([*DDTREE, "--max-running-requests", "4"], ENV), sc, seed=0)
     # The model has no HTTP: the client's send, the server's parsing and the machine's scheduling add ~10 ms to
-    # every TTFT and end-to-end time (measured on a loaded 2-core machine), hence the absolute 30 ms beside 15%.
-    for field in ("ttft_p50_s", "e2e_p50_s", "e2e_p99_s", "tpot_p50_s", "achieved_rps"):
-        assert getattr(result, field) == pytest.approx(model.latency[field], rel=0.15, abs=0.03), field
+    # every TTFT and end-to-end time (measured on a loaded 2-core machine), hence the absolute 30 ms beside 15%,
+    # and a late client moves them further. A time per output token spreads that over 47 tokens.
+    slack = 0.03 + _client_lateness(result)
+    for field in ("ttft_p50_s", "e2e_p50_s", "e2e_p99_s"):
+        assert getattr(result, field) == pytest.approx(model.latency[field], rel=0.15, abs=slack), field
+    assert result.tpot_p50_s == pytest.approx(model.latency["tpot_p50_s"], rel=0.15, abs=0.002)
+    assert result.achieved_rps == pytest.approx(model.latency["achieved_rps"], rel=0.15)
     assert result.offered_rps == pytest.approx(model.latency["offered_rps"], rel=1e-3)
 
 

@@ -1,10 +1,11 @@
 """The simulated server's engine loop: the batch scheduler (:mod:`tuner.sim._scheduler`) driven in real time.
 
 One asyncio task runs the loop. Each iteration is one speculative-decoding step: the scheduler admits waiting
-requests, retracts some when the KV pool is full (logged as SGLang does), the loop sleeps for the modelled step
-time (with a slowly varying server-wide speed factor as noise), then every running request advances by its
-accepted tokens. Acceptance is fractional in the model, so each request accumulates the fraction and emits whole
-tokens; every step yields at least the bonus token.
+requests, retracts some when the KV pool is full (logged as SGLang does), the loop sleeps until the modelled step
+ends (with a slowly varying server-wide speed factor as noise; on the model's own clock, so a late wake-up is
+caught up, not carried), then every running request advances by its accepted tokens. Acceptance is fractional
+in the model, so each request accumulates the fraction and emits whole tokens; every step yields at least the
+bonus token.
 
 The engine deals in token *counts* only. Each request gets one wake-up per step carrying ``(start, end)``
 indices; the HTTP handler turns them into one SSE event with precomputed JSON fragments, which keeps the
@@ -233,8 +234,11 @@ class Engine:
             dt = self._noisy(sched.step_seconds(prefill)) / self._time_scale
             if self._stall_s:
                 dt, self._stall_s = dt + self._stall_s / self._time_scale, 0.0
-            deadline = max(deadline + dt, loop.time())
-            await asyncio.sleep(deadline - loop.time())
+            # The modelled GPU keeps its own clock: a step this machine woke late for shortens the next sleep, and
+            # steps run back to back until the loop is on time again. Restarting the clock at every late wake-up
+            # added each lateness to every running request, so a loaded test machine ran slower than the model.
+            deadline += dt
+            await asyncio.sleep(max(0.0, deadline - loop.time()))
             self._step()
 
     def _noisy(self, model_dt: float) -> float:
