@@ -563,3 +563,92 @@ def test_open_loop_slo_attainment_agrees_with_the_servers_own_timings(
     with capsys.disabled():
         print("\nllama-server open loop + SLO: " + "; ".join(map(_summary, runs)))
 
+
+
+#: A miss the requests show needs one pass (fixed ``repeats = 1``: the verdict looks once); a met needs passes
+#: (``min_repeats``/``max_repeats``: each with fresh arrivals, added until the verdict is decided, up to three;
+#: the throughput's own precision set loose, so the verdict alone asks for passes). 12 arrivals at 0.8 req/s,
+#: 8 tokens each: about 15 s a pass on the 135M model, below the one slot's capacity on a loaded 2-core machine
+#: (a queue that keeps growing leaves a pass too short for steady state: never met).
+VERDICT = (
+    '[study]\nname = "llama-server-verdict"\nstorage = "sqlite:///{tmp}/verdict.db"\n'
+    + _COMMON.replace("repeats = 1\n", "{repeats}\n")
+    + """seed = {seed}
+
+[slo]
+{limit}
+attainment = 0.7
+
+[[benchmark.scenarios]]
+name = "open-0.8rps"
+rate = 0.8
+prompt_tokens = 32
+output_tokens = 8
+requests = 12
+"""
+)
+SEQUENTIAL = "min_repeats = 1\nmax_repeats = 3\nprecision = 0.5"
+
+
+def _verdict_run(
+    server: SimProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str], *, seed: int, limit: str, repeats: str
+) -> tuple[dict, list[dict]]:
+    """One `tune bench` of VERDICT (``limit``: the `[slo]` limit's line; ``repeats``: the `[benchmark]` lines
+    that set its passes): its scenario's figures and its counted passes' request rows."""
+    name = f"verdict-{seed}-{limit.split()[0]}"
+    path = tmp_path / f"{name}.toml"
+    text = VERDICT.format(tmp=tmp_path, port=server.port, command='["true"]', seed=seed, limit=limit, repeats=repeats)
+    path.write_text(text)
+    rows_path = tmp_path / f"{name}.requests.jsonl"
+    rc = main(["bench", "--json", "--config", str(path), "--requests", str(rows_path)])
+    [result] = json.loads(capsys.readouterr().out)["scenarios"]
+    assert rc == (4 if result["slo_verdict"] == "missed" else 0), (rc, result)  # docs/faults.md
+    rows = [row for line in rows_path.read_text().splitlines() if (row := json.loads(line))["counted"]]
+    return result, rows
+
+
+def _figures(result: dict) -> str:
+    """What a failed verdict needs to be read: its figures and the load the pass met."""
+    keys = ("slo_verdict", "attainment", "attainment_low", "slo_requests", "slo_too_short", "fill_requests")
+    load = ("ttft_p50_s", "tpot_p50_s", "e2e_p50_s", "offered_rps", "achieved_rps")
+    return json.dumps({k: result[k] for k in (*keys, *load)})
+
+
+def test_a_decided_verdict_holds_on_fresh_arrivals(
+    llama_server_install: LlamaServerInstall, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A verdict tune decides on the real server is the one a second run with other arrivals decides: a TTFT limit
+    no request can meet (1 ms: less than the prompt's evaluation) is missed by one pass of each arrival draw, and
+    a TPOT limit four times the slowest TPOT those passes saw is met by each draw once its passes show it (at least
+    two: one pass says nothing of how the share varies from run to run). The factor four is room for a machine
+    whose load changes between runs; a verdict that flipped with the arrivals would fail whatever the factor."""
+    port = free_port()
+    command = llama_server_install.command(port, *NGRAM, "--cache-ram", "0")
+    server = spawn_llama_server(command, tmp_path, port)
+    runs: dict[tuple[str, int], tuple[dict, list[dict]]] = {}
+    try:
+        for seed in (1, 2):
+            runs["tight", seed] = _verdict_run(
+                server, tmp_path, capsys, seed=seed, limit="ttft_s = 0.001", repeats="repeats = 1"
+            )
+        slowest = max(r["tpot_s"] for _, rows in runs.values() for r in rows)
+        for seed in (1, 2):
+            runs["loose", seed] = _verdict_run(
+                server, tmp_path, capsys, seed=seed, limit=f"tpot_s = {4 * slowest}", repeats=SEQUENTIAL
+            )
+    finally:
+        server.kill()
+    for (limit, seed), (result, rows) in runs.items():
+        passes = {row["repeat"] for row in rows}
+        steady = [row for row in rows if row["steady"]]
+        assert result["errors"] == 0 and result["slo_requests"] == len(steady), (limit, seed, result)
+        assert result["attainment"] == sum(row["slo_met"] for row in steady) / len(steady)
+        if limit == "tight":  # one pass shows a miss
+            assert result["slo_verdict"] == "missed" and result["attainment"] == 0.0, _figures(result)
+            assert len(passes) == 1, passes
+        else:
+            assert result["slo_verdict"] == "met" and 2 <= len(passes) <= 3, (seed, len(passes), _figures(result))
+            assert result["attainment_low"] >= 0.7 and result["attainment"] == 1.0, result
+    # Fresh arrivals: each seed's passes are their own draws (the second run is no replay of the first).
+    first, second = ([row["scheduled_s"] for row in runs["loose", seed][1]] for seed in (1, 2))
+    assert first != second
