@@ -134,7 +134,12 @@ def test_a_config_that_arrived_costs_one_read(
         base = wrapped(base, wrapper(tmp_path, ("exec " if launch == "exec-wrapper" else "") + body))
     target = target_for(process_service(base), base, port, ReadinessSection(timeout_s=3600, poll_interval_s=0.05))
     up = target.bring_up(trial_of(base), label="trial-1")
-    assert up.settle_reads == 1, "the first read matched: the settle window cost nothing"
+    # Popen returns once the server's own program runs: its first read matches. A wrapper's shell runs first and
+    # execs or forks the server when the machine lets it: a read may catch the shell (the window's purpose).
+    if launch == "direct":
+        assert up.settle_reads == 1, "the first read matched: the settle window cost nothing"
+    else:
+        assert up.settle_reads >= 1
     restored = target.bring_up(None, label="restored")
     assert restored.settle_reads == 0, "the base command is not compared (the manager may run it its own way)"
 
