@@ -93,11 +93,13 @@ def test_below_capacity_tune_agrees_with_the_servers_log(
     assert result.achieved_rps == pytest.approx(result.offered_rps, rel=0.2)  # it keeps up: completions follow
     assert result.tpot_p50_s is not None and result.tpot_p50_s < result.ttft_p50_s  # type: ignore[operator]
     assert result.tpot_p50_s <= (result.tpot_p90_s or 0) <= (result.tpot_p99_s or 0)
-    # The p50's interval (30 requests at 80%) holds the point and, within the clocks' 5%, the server's own p50;
-    # 30 requests give the p99 no upper bound (it needs 230): recorded as None.
-    low, high = result.ttft_p50_low_s, result.ttft_p50_high_s
-    assert low is not None and high is not None and low <= (result.ttft_p50_s or 0) <= high
-    assert 0.95 * low <= (percentile(ttft, 50) or 0) <= 1.05 * high
+    # The p50's lower bound (30 requests at 80%) holds the point and, within the clocks' 5%, the server's own p50.
+    # A residence of about 3 s makes the fill (two residences of arrivals) half of the 30: too short for steady
+    # state, so no percentile has an upper bound (tuner.bench._steady), the p99 not even from its ranks (230 needed).
+    assert result.fill_requests * 2 == result.requests
+    low = result.ttft_p50_low_s
+    assert low is not None and low <= (result.ttft_p50_s or 0) and 0.95 * low <= (percentile(ttft, 50) or 0)
+    assert result.ttft_p50_high_s is None and result.e2e_p50_high_s is None
     assert result.ttft_p99_high_s is None and result.e2e_p99_high_s is None and result.ttft_p99_low_s is not None
 
 

@@ -158,6 +158,10 @@ def test_a_pass_that_ends_before_its_queue_filled_shows_a_miss_never_a_met() -> 
     fast = latency_figures([one_pass(0.5)], slo=slo, confidence=0.8)
     assert fast["slo_too_short"] and fast["attainment"] == 1.0 and fast["slo_verdict"] == "undecided"
     assert fast["slo_requests"] == 20  # its last half is judged
+    # What it shows bounds the service from one side only: no lower end on the share, no upper end on a percentile.
+    assert fast["attainment_low"] == 0.0 and fast["attainment_high"] == 1.0
+    assert fast["ttft_p99_high_s"] is None and fast["ttft_p50_high_s"] is None and fast["slo_margin_high"] is None
+    assert fast["ttft_p50_low_s"] is not None and fast["slo_margin_low"] is not None
     verdict = _result(fast).verdict
     assert verdict is not None and verdict.too_short and "too short" in verdict.text("c", slo.describe())
     slow = latency_figures([one_pass(2.0)], slo=slo, confidence=0.8)

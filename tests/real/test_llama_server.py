@@ -463,7 +463,10 @@ def _check_open_loop_run(
     low, high = _met_bounds(steady, limit, delivery)
     assert low <= met <= high, (met, low, high, limit, sorted(t.tpot_s for t in tasks))
     conf = config.benchmark.confidence
-    assert (result["attainment_low"], result["attainment_high"]) == pytest.approx(clopper_pearson(met, judged, conf))
+    # The interval is the exact one of the count, or the busy periods' where those are wider (one slot: a request
+    # that arrives while another is served waits, and the two miss or meet together).
+    cp_low, cp_high = clopper_pearson(met, judged, conf)
+    assert result["attainment_low"] <= cp_low + 1e-9 and result["attainment_high"] >= cp_high - 1e-9, result
     verdicts = {clopper_pearson(k, judged, conf)[1] < slo.attainment for k in range(low, high + 1)}
     missed = result["slo_verdict"] == "missed"
     assert len(verdicts) == 2 or verdicts == {missed}, (met, low, high, result["attainment_high"])

@@ -28,13 +28,12 @@ from typing import Any
 
 from tuner.bench._load import LoadResult
 from tuner.bench._slo import request_met, slo_fields
-from tuner.bench._steady import steady_pass, steady_passes
+from tuner.bench._steady import passes_too_short, steady_pass, steady_passes
 from tuner.config import Scenario, Slo
 from tuner.metrics import INTERVAL_PERCENTILES, LATENCY_MEASURES, LATENCY_PERCENTILES, interval_key
 from tuner.stats import batch_quantile_interval, percentile, percentile_interval
 
 __all__ = ["latency_figures", "request_rows", "run_rates", "span_rate"]
-
 
 
 def span_rate(times: Sequence[float]) -> float | None:
@@ -45,17 +44,20 @@ def span_rate(times: Sequence[float]) -> float | None:
     return (len(times) - 1) / span if span > 0 else None
 
 
-def _percentiles(prefix: str, batches: Sequence[Sequence[float]], confidence: float) -> dict[str, float | None]:
+def _percentiles(
+    prefix: str, batches: Sequence[Sequence[float]], confidence: float, *, short: bool
+) -> dict[str, float | None]:
     """A measure's percentiles over the steady requests of every pass (``batches``: one per pass), each interval
     the wider of the requests' own (by rank: :func:`tuner.stats.percentile_interval`) and the passes' (run to run:
-    :func:`tuner.stats.batch_quantile_interval`)."""
+    :func:`tuner.stats.batch_quantile_interval`); passes too ``short`` for steady state bound them from below only
+    (:func:`tuner.bench._steady.passes_too_short`)."""
     samples = [x for batch in batches for x in batch]
     out = {f"{prefix}_p{p}_s": percentile(samples, p) for p in LATENCY_PERCENTILES}
     for p in INTERVAL_PERCENTILES:
         key = f"{prefix}_p{p}_s"
         ranks = percentile_interval(samples, p, confidence)
-        bounds = batch_quantile_interval(batches, p, confidence, within=ranks)
-        out[interval_key(key, "low")], out[interval_key(key, "high")] = bounds
+        low, high = batch_quantile_interval(batches, p, confidence, within=ranks)
+        out[interval_key(key, "low")], out[interval_key(key, "high")] = low, None if short else high
     return out
 
 
@@ -85,9 +87,10 @@ def latency_figures(
     passes = steady_passes(runs)
     rates = [run_rates(run) for run in runs]
     values: dict[str, Any] = {}
+    short = passes_too_short(passes)
     for m in LATENCY_MEASURES:  # a request's figure is its attribute named as the measure's [slo] limit
         samples = [[x for x in (getattr(rec, m.limit) for rec in p.judged) if x is not None] for p in passes]
-        values.update(_percentiles(m.key, samples, confidence))
+        values.update(_percentiles(m.key, samples, confidence, short=short))
     for key in ("offered_rps", "achieved_rps", "sent_rps"):
         values[key] = _median([r[key] for r in rates])
     values["fill_requests"] = sum(p.fill for p in passes)

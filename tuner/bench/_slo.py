@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tuner.bench._record import RequestRecord
-from tuner.bench._steady import SteadyPass
+from tuner.bench._steady import SteadyPass, by_period, passes_too_short
 from tuner.config import Slo
 from tuner.metrics import LATENCY_MEASURES
 from tuner.slo import MET, MISSED, UNDECIDED, SloVerdict
@@ -46,12 +46,18 @@ def _log(x: float | None) -> float | None:
 
 
 def _margin(
-    batches: Sequence[Sequence[float]], ratios: Sequence[float], q: float, confidence: float
+    passes: Sequence[SteadyPass], batches: Sequence[Sequence[float]], q: float, confidence: float
 ) -> tuple[float | None, float | None, float | None]:
-    """The log of the worst ratios' ``q``-th percentile with its interval (the wider of rank and batches)."""
-    ranks = percentile_interval(ratios, q, confidence)
-    low, high = batch_quantile_interval(batches, q, confidence, within=ranks)
-    return _log(percentile(ratios, q)), _log(low), _log(high)
+    """The log of the worst ratios' (``batches``: per pass) ``q``-th percentile with its interval (the wider of
+    ranks and passes), bounded from below only when a pass was too short."""
+    ratios = [x for batch in batches for x in batch]
+    low, high = batch_quantile_interval(batches, q, confidence, within=percentile_interval(ratios, q, confidence))
+    return _log(percentile(ratios, q)), _log(low), None if passes_too_short(passes) else _log(high)
+
+
+def _floor(low: float | None, too_short: bool) -> float | None:
+    """An attainment's lower end: none (0) from passes too short for steady state, which flatter the service."""
+    return 0.0 if too_short and low is not None else low
 
 
 def looked(confidence: float, looks: int) -> float:
@@ -65,13 +71,15 @@ def slo_fields(passes: Sequence[SteadyPass], slo: Slo | None, confidence: float,
     """The scenario's verdict over the steady requests of ``passes`` (:mod:`tuner.bench._steady`) and its
     good-token share (the ScenarioResult fields; empty without an SLO).
 
-    The attainment's interval is the wider of the requests' (Clopper-Pearson: as if independent) and the passes'
-    (run to run: :func:`tuner.stats.batch_share_interval`), at :func:`looked` ``(confidence, looks)`` for a
-    verdict that may stop after any of ``looks`` passes: met needs its low end to clear the required share. A
-    miss needs only the requests' interval below it: a pass starts idle and few passes see a rare burst, so the
-    passes' spread flatters, never hides, a config that misses. One pass says nothing of how the share varies
-    from run to run, and a pass too short for steady state flatters the service: either can show a miss, never a
-    met."""
+    The attainment's interval is the widest of the requests' (Clopper-Pearson: as if independent), the passes'
+    (run to run) and the busy periods' (within a pass: :func:`tuner.bench._steady.by_period`; both
+    :func:`tuner.stats.batch_share_interval`), at :func:`looked` ``(confidence, looks)`` for a verdict that may
+    stop after any of ``looks`` passes: met needs its low end to clear the required share. A miss needs only the
+    requests' interval below it: a pass starts idle and few passes see a rare burst, so the passes' spread
+    flatters, never hides, a config that misses. One pass says nothing of how the share varies from run to run,
+    and a pass too short for steady state flatters the service (:func:`tuner.bench._steady.passes_too_short`):
+    either can show a miss, never a met, and a too-short pass bounds the share from above only (its low end is
+    0) and the margin from below only."""
     if slo is None:
         return {}
     level = looked(confidence, looks)
@@ -84,13 +92,15 @@ def slo_fields(passes: Sequence[SteadyPass], slo: Slo | None, confidence: float,
     # A miss the requests show stands: every pass starts idle and few see a rare burst, so passes flatter.
     missed = high is not None and high < slo.attainment
     if share is not None:
-        shares = [sum(1 for x in batch if x <= 1.0) / len(batch) for batch in batches if batch]
-        low, high = batch_share_interval(shares, share, level, within=(low, high))
-    too_short = any(p.too_short for p in passes)
+        for groups in (batches, by_period(passes, batches)):  # run to run, and busy period to busy period
+            counts = [(sum(1 for x in group if x <= 1.0), len(group)) for group in groups]
+            low, high = batch_share_interval(counts, level, within=(low, high))
+    short = passes_too_short(passes)
+    low = _floor(low, short)
     state = MISSED if missed else SloVerdict.decide(low, high, slo.attainment)
-    margin, margin_low, margin_high = _margin(batches, ratios, slo.attainment * 100, level)
+    margin, margin_low, margin_high = _margin(passes, batches, slo.attainment * 100, level)
     verdict = SloVerdict(
-        state=UNDECIDED if (too_short or len(passes) < 2) and state == MET else state,
+        state=UNDECIDED if (short or len(passes) < 2) and state == MET else state,
         required=slo.attainment,
         requests=len(ratios),
         attainment=share,
@@ -99,7 +109,7 @@ def slo_fields(passes: Sequence[SteadyPass], slo: Slo | None, confidence: float,
         margin=margin,
         margin_low=margin_low,
         margin_high=margin_high,
-        too_short=too_short,
+        too_short=short,
     )
     tokens = sum(r.output_tokens for r in ok)
     good = sum(r.output_tokens for r, x in zip(ok, ratios, strict=True) if x <= 1.0)
@@ -149,9 +159,11 @@ def pooled_slo_fields(results: Sequence[Any], confidence: float) -> dict[str, An
     n = sum(_judged(r) for r in judged)
     met = round(sum(r.attainment * _judged(r) for r in judged))
     cp = clopper_pearson(met, n, confidence)
-    low, high = batch_share_interval([r.attainment for r in judged], met / n, confidence, within=cp)
+    counts = [(round(r.attainment * _judged(r)), _judged(r)) for r in judged]
+    low, high = batch_share_interval(counts, confidence, within=cp)
     required = judged[0].slo_required
     too_short = any(bool(getattr(r, "slo_too_short", False)) for r in judged)
+    low = _floor(low, too_short)
     state = SloVerdict.decide(low, high, required)
     verdict = SloVerdict(
         state=UNDECIDED if too_short and state == MET else state, required=required, requests=n,

@@ -6,7 +6,9 @@ intervals (:mod:`tuner.stats._binomial`) treat its requests as independent draws
 (docs/measuring.md measures by how much). Batch means (Schmeiser 1982, "Batch size effects in the analysis of
 simulation output") take the spread between long stretches of the series instead: split every independent pass
 (a replicate, drawn from fresh arrivals) into consecutive batches each long against the queue's memory, and the
-batches' shares are near-independent draws of a pass's share, whose mean has a t interval.
+batches' shares are near-independent draws of a pass's share, whose mean has a t interval. Batches of unequal
+sizes (a queue's busy periods: :mod:`tuner.bench._steady`) weigh by their sizes: the ratio estimator of
+regenerative simulation (Crane and Iglehart 1974), whose interval has the same t form.
 
 A percentile's interval is the same test inverted: the p-quantile lies above ``x`` when the share of requests at
 or below ``x`` is confidently under ``p``, and at or below ``x`` when that share is confidently at least ``p``
@@ -25,20 +27,28 @@ from tuner.stats._estimate import student_t
 __all__ = ["batch_quantile_interval", "batch_share_interval"]
 
 
-def _half(spread: np.ndarray | float, batches: int, confidence: float) -> np.ndarray | float:
-    return student_t(0.5 + confidence / 2.0, batches - 1) * spread / math.sqrt(batches)
-
-
 Bounds = tuple[float | None, float | None]
 
 
-def batch_share_interval(shares: Sequence[float], pooled: float, confidence: float, *, within: Bounds) -> Bounds:
-    """The two-sided ``confidence`` interval of a share from the batches' own shares, around ``pooled`` (the share
-    over every request), clipped to [0, 1], or ``within`` (the requests' own interval) where that is wider;
-    ``within`` alone with fewer than two batches (nothing says how the share varies)."""
-    if len(shares) < 2:
+def _half(z: np.ndarray, sizes: np.ndarray, confidence: float) -> np.ndarray:
+    """The half-width of the ratio estimator's t interval (``z``: each batch's count less the pooled share's
+    expectation of it, along axis 0): batches of unequal sizes weigh by their sizes, equal ones reduce to the t
+    interval of their mean share."""
+    k = sizes.size
+    return student_t(0.5 + confidence / 2.0, k - 1) * z.std(axis=0, ddof=1) / (sizes.mean() * math.sqrt(k))
+
+
+def batch_share_interval(counts: Sequence[tuple[int, int]], confidence: float, *, within: Bounds) -> Bounds:
+    """The two-sided ``confidence`` interval of a share from batches' ``(successes, trials)`` (the ratio estimator:
+    their pooled share, its spread from each batch's successes against that share's expectation), clipped to
+    [0, 1], or ``within`` (the requests' own interval) where that is wider; ``within`` alone with fewer than two
+    batches (nothing says how the share varies)."""
+    kept = [(m, n) for m, n in counts if n > 0]
+    if len(kept) < 2:
         return within
-    h = float(_half(float(np.std(shares, ddof=1)), len(shares), confidence))
+    met, sizes = (np.array(column, dtype=float) for column in zip(*kept, strict=True))
+    pooled = met.sum() / sizes.sum()
+    h = float(_half(met - pooled * sizes, sizes, confidence))
     return _wider(within, (max(0.0, pooled - h), min(1.0, pooled + h)))
 
 
@@ -52,13 +62,14 @@ def batch_quantile_interval(
     if len(kept) < 2:
         return within
     values = np.unique(np.concatenate(kept))
-    shares = np.stack([np.searchsorted(b, values, side="right") / b.size for b in kept])
-    pooled = np.searchsorted(np.sort(np.concatenate(kept)), values, side="right") / sum(b.size for b in kept)
-    h = _half(shares.std(axis=0, ddof=1), len(kept), confidence)
+    sizes = np.array([b.size for b in kept], dtype=float)
+    below = np.stack([np.searchsorted(b, values, side="right") for b in kept])
+    pooled = below.sum(axis=0) / sizes.sum()
+    h = _half(below - np.outer(sizes, pooled), sizes, confidence)
     p = q / 100.0
-    below = np.flatnonzero(pooled + h < p)  # the quantile is confidently above these values
+    under = np.flatnonzero(pooled + h < p)  # the quantile is confidently above these values
     inside = np.flatnonzero(pooled - h >= p)  # ... and confidently at or below these
-    low = float(values[below[-1]]) if below.size else None
+    low = float(values[under[-1]]) if under.size else None
     high = float(values[inside[0]]) if inside.size else None
     return _wider(within, (low, high))
 
