@@ -46,17 +46,18 @@ def _log(x: float | None) -> float | None:
 
 
 def _margin(
-    passes: Sequence[SteadyPass], batches: Sequence[Sequence[float]], q: float, confidence: float
+    batches: Sequence[Sequence[float]], q: float, confidence: float, *, short: bool
 ) -> tuple[float | None, float | None, float | None]:
     """The log of the worst ratios' (``batches``: per pass) ``q``-th percentile with its interval (the wider of
-    ranks and passes), bounded from below only when a pass was too short."""
+    ranks and passes), bounded from below only when the passes were too ``short``."""
     ratios = [x for batch in batches for x in batch]
     low, high = batch_quantile_interval(batches, q, confidence, within=percentile_interval(ratios, q, confidence))
-    return _log(percentile(ratios, q)), _log(low), None if passes_too_short(passes) else _log(high)
+    return _log(percentile(ratios, q)), _log(low), None if short else _log(high)
 
 
 def _floor(low: float | None, too_short: bool) -> float | None:
-    """An attainment's lower end: none (0) from passes too short for steady state, which flatter the service."""
+    """An attainment's lower end: none (0) from passes too short for steady state, which flatter the service (so
+    they are never met)."""
     return 0.0 if too_short and low is not None else low
 
 
@@ -98,9 +99,9 @@ def slo_fields(passes: Sequence[SteadyPass], slo: Slo | None, confidence: float,
     short = passes_too_short(passes)
     low = _floor(low, short)
     state = MISSED if missed else SloVerdict.decide(low, high, slo.attainment)
-    margin, margin_low, margin_high = _margin(passes, batches, slo.attainment * 100, level)
+    margin, margin_low, margin_high = _margin(batches, slo.attainment * 100, level, short=short)
     verdict = SloVerdict(
-        state=UNDECIDED if (short or len(passes) < 2) and state == MET else state,
+        state=UNDECIDED if len(passes) < 2 and state == MET else state,
         required=slo.attainment,
         requests=len(ratios),
         attainment=share,
@@ -164,9 +165,8 @@ def pooled_slo_fields(results: Sequence[Any], confidence: float) -> dict[str, An
     required = judged[0].slo_required
     too_short = any(bool(getattr(r, "slo_too_short", False)) for r in judged)
     low = _floor(low, too_short)
-    state = SloVerdict.decide(low, high, required)
     verdict = SloVerdict(
-        state=UNDECIDED if too_short and state == MET else state, required=required, requests=n,
+        state=SloVerdict.decide(low, high, required), required=required, requests=n,
         attainment=met / n, low=low, high=high, too_short=too_short,
     )  # fmt: skip
     tokens = sum(r.output_tokens for r in judged)
